@@ -1,0 +1,82 @@
+// Dense (fully connected) layer kernels: y = x W^T + b, with W stored
+// [out, in] row-major. Matrix products go to KokkosBlas::gemm (vendor BLAS
+// where Kokkos Kernels has one); the bias is a Kokkos kernel.
+// Backward accumulates into dW and db and overwrites dx.
+#pragma once
+
+#include <tessera/core/compat.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/types.hpp>
+
+namespace tessera::kernels {
+
+namespace impl {
+template <class X, class W, class B, class Y>
+void check_dense_shapes(const char* fn, const X& x, const W& w, const B& b, const Y& y) {
+  TESSERA_REQUIRE(x.extent(1) == w.extent(1) && b.extent(0) == w.extent(0) &&
+                      y.extent(0) == x.extent(0) && y.extent(1) == w.extent(0),
+                  fn << ": shape mismatch: x [" << x.extent(0) << ", " << x.extent(1) << "], W ["
+                     << w.extent(0) << ", " << w.extent(1) << "], b [" << b.extent(0) << "], y ["
+                     << y.extent(0) << ", " << y.extent(1)
+                     << "]; expected x [N, in], W [out, in], b [out], y [N, out]");
+}
+}  // namespace impl
+
+template <class ExecSpace, class X, class W, class B, class Y>
+void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, const Y& y) {
+  ScopedRegion region("tessera::kernels::dense_forward");
+  impl::check_dense_shapes("tessera::kernels::dense_forward", x, w, b, y);
+  using T = typename Y::non_const_value_type;
+  compat::gemm(exec, "N", "T", T(1), x, w, T(0), y);
+  const int out = static_cast<int>(y.extent(1));
+  Kokkos::parallel_for(
+      "tessera::kernels::dense_bias",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0},
+                                                        {static_cast<int>(y.extent(0)), out}),
+      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += b(j); });
+}
+
+template <class X, class W, class B, class Y>
+void dense_forward(const X& x, const W& w, const B& b, const Y& y) {
+  dense_forward(typename Y::execution_space(), x, w, b, y);
+}
+
+// dx = dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first layer).
+template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB>
+void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
+                    const DW& dw, const DB& db) {
+  ScopedRegion region("tessera::kernels::dense_backward");
+  impl::check_dense_shapes("tessera::kernels::dense_backward", x, w, db, dy);
+  TESSERA_REQUIRE(dw.extent(0) == w.extent(0) && dw.extent(1) == w.extent(1),
+                  "tessera::kernels::dense_backward: dW [" << dw.extent(0) << ", " << dw.extent(1)
+                                                           << "] differs from W [" << w.extent(0)
+                                                           << ", " << w.extent(1) << "]");
+  using T = typename DW::non_const_value_type;
+  compat::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
+  if (dx.size() > 0) {
+    TESSERA_REQUIRE(dx.extent(0) == x.extent(0) && dx.extent(1) == x.extent(1),
+                    "tessera::kernels::dense_backward: dx [" << dx.extent(0) << ", " << dx.extent(1)
+                                                             << "] differs from x [" << x.extent(0)
+                                                             << ", " << x.extent(1) << "]");
+    compat::gemm(exec, "N", "N", T(1), dy, w, T(0), dx);
+  }
+  // One thread per output feature sums its column in a fixed order, so the
+  // result does not depend on the thread count.
+  const int n = static_cast<int>(dy.extent(0));
+  Kokkos::parallel_for(
+      "tessera::kernels::dense_bias_grad",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, static_cast<int>(db.extent(0))),
+      KOKKOS_LAMBDA(const int j) {
+        T sum = 0;
+        for (int i = 0; i < n; ++i) sum += dy(i, j);
+        db(j) += sum;
+      });
+}
+
+template <class X, class W, class DY, class DX, class DW, class DB>
+void dense_backward(const X& x, const W& w, const DY& dy, const DX& dx, const DW& dw, const DB& db) {
+  dense_backward(typename DW::execution_space(), x, w, dy, dx, dw, db);
+}
+
+}  // namespace tessera::kernels

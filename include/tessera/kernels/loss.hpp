@@ -1,0 +1,54 @@
+// Fused, numerically stable softmax cross-entropy. One thread per sample
+// subtracts the row maximum before exponentiating, writes the sample's loss,
+// whether its arg-max matches the label, and the gradient of the mean loss
+// with respect to the logits, scaled by grad_scale (1 / global batch size).
+#pragma once
+
+#include <tessera/core/compat.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/types.hpp>
+
+namespace tessera::kernels {
+
+template <class ExecSpace, class Logits, class Labels, class DLogits, class Loss, class Correct>
+void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const Labels& labels,
+                           typename DLogits::const_value_type grad_scale, const DLogits& dlogits,
+                           const Loss& sample_loss, const Correct& sample_correct) {
+  ScopedRegion region("tessera::kernels::softmax_cross_entropy");
+  const int n = static_cast<int>(logits.extent(0));
+  const int classes = static_cast<int>(logits.extent(1));
+  TESSERA_REQUIRE(labels.extent(0) == logits.extent(0) && dlogits.extent(0) == logits.extent(0) &&
+                      dlogits.extent(1) == logits.extent(1) && sample_loss.extent(0) >= logits.extent(0) &&
+                      sample_correct.extent(0) >= logits.extent(0),
+                  "tessera::kernels::softmax_cross_entropy: logits [" << n << ", " << classes
+                      << "], labels [" << labels.extent(0) << "], dlogits [" << dlogits.extent(0)
+                      << ", " << dlogits.extent(1) << "], per-sample outputs ["
+                      << sample_loss.extent(0) << "], [" << sample_correct.extent(0)
+                      << "]; expected labels [N], dlogits like logits, outputs of at least N");
+  using T = typename DLogits::non_const_value_type;
+  Kokkos::parallel_for(
+      "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(const int i) {
+        const int label = static_cast<int>(labels(i));
+        int argmax = 0;
+        T max_logit = logits(i, 0);
+        for (int c = 1; c < classes; ++c) {
+          if (logits(i, c) > max_logit) {
+            max_logit = logits(i, c);
+            argmax = c;
+          }
+        }
+        T sum = 0;
+        for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
+        const T log_sum = compat::log(sum);
+        for (int c = 0; c < classes; ++c) {
+          const T p = compat::exp(logits(i, c) - max_logit - log_sum);
+          dlogits(i, c) = grad_scale * (p - (c == label ? T(1) : T(0)));
+        }
+        sample_loss(i) = log_sum - (logits(i, label) - max_logit);
+        sample_correct(i) = (argmax == label) ? 1 : 0;
+      });
+}
+
+}  // namespace tessera::kernels

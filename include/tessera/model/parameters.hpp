@@ -1,0 +1,58 @@
+// All trainable parameters of a model live in one contiguous buffer and all
+// gradients in another, laid out from a table of (layer, name, shape). An
+// allreduce, an optimizer sweep or a checkpoint touches one array each.
+#pragma once
+
+#include <tessera/core/tensor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+enum class Init { zeros, he_uniform, xavier_uniform };
+
+struct ParameterSpec {
+  std::string name;  // e.g. "weight"
+  Shape shape;
+  Init init = Init::zeros;
+  std::int64_t fan_in = 0;
+  std::int64_t fan_out = 0;
+};
+
+struct ParameterEntry {
+  std::string layer;
+  ParameterSpec spec;
+  std::int64_t offset = 0;  // in elements, into values() and gradients()
+};
+
+class ParameterStore {
+ public:
+  // Reserves a slot; returns its index. Only before allocate().
+  std::size_t add(const std::string& layer, const ParameterSpec& spec);
+  void allocate();
+  bool allocated() const { return values_.size() > 0 || count_ == 0; }
+
+  std::int64_t count() const { return count_; }
+  const std::vector<ParameterEntry>& entries() const { return entries_; }
+  const Vector<float>& values() const { return values_; }
+  const Vector<float>& gradients() const { return gradients_; }
+
+  Tensor<float> value(std::size_t index) const { return slice(values_, index); }
+  Tensor<float> gradient(std::size_t index) const { return slice(gradients_, index); }
+
+  // Seeded initialisation of every entry according to its Init.
+  void initialize(std::uint64_t seed);
+  void zero_gradients();
+
+ private:
+  Tensor<float> slice(const Vector<float>& buffer, std::size_t index) const;
+
+  std::vector<ParameterEntry> entries_;
+  std::int64_t count_ = 0;
+  Vector<float> values_;
+  Vector<float> gradients_;
+};
+
+}  // namespace tessera

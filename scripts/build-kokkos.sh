@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Build Kokkos and Kokkos Kernels 3.4.01 from Debian's trilinos source package
+# into a cached prefix outside the clone, for one backend:
+#   openmp  OpenMP + Serial, Kokkos Kernels with float ETI and the BLAS TPL
+#   cuda    CUDA 11.8 (Debian non-free), sm_80, compile-only use
+#   hip     HIP (Debian ROCm 5.2), gfx908, compile-only use
+# Prints nothing but progress; the prefix is $TESSERA_DEPS_DIR/kokkos-<backend>-<recipe hash>.
+# The recipe hash covers this file, so editing the recipe rebuilds.
+#
+# Usage: scripts/build-kokkos.sh <openmp|cuda|hip>
+#        scripts/build-kokkos.sh --prefix <backend>   (print the prefix and exit)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+TRILINOS_VERSION=13.2.0
+TRILINOS_DEB_VERSION=13.2.0-4
+
+print_only=0
+if [ "${1:-}" = "--prefix" ]; then print_only=1; shift; fi
+backend="${1:-}"
+case "$backend" in
+  openmp|cuda|hip) ;;
+  *) echo "usage: $0 [--prefix] <openmp|cuda|hip>" >&2; exit 2 ;;
+esac
+
+recipe_hash=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+prefix="${TESSERA_DEPS_DIR}/kokkos-${backend}-${recipe_hash}"
+if [ "$print_only" -eq 1 ]; then echo "$prefix"; exit 0; fi
+
+if [ -f "${prefix}/.tessera-complete" ]; then
+  step "Kokkos + Kokkos Kernels (${backend})"
+  note "cached at ${prefix}"
+  exit 0
+fi
+
+src_root="${TESSERA_DEPS_DIR}/src"
+trilinos_src="${src_root}/Trilinos-trilinos-release-${TRILINOS_VERSION//./-}"
+
+step "Trilinos ${TRILINOS_DEB_VERSION} source (Debian source package)"
+as_root mkdir -p "$src_root"
+if [ ! -f "${trilinos_src}/.tessera-extracted" ]; then
+  ensure_apt_source tessera-deb-src deb-src main
+  apt_install dpkg-dev
+  tarball="${src_root}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
+  if [ ! -f "$tarball" ]; then
+    (cd "$src_root" && apt-get source --download-only "trilinos=${TRILINOS_DEB_VERSION}")
+  fi
+  [ -f "$tarball" ] || die "expected ${tarball} after apt-get source"
+  note "extracting packages/kokkos and packages/kokkos-kernels"
+  top=$(tar tzf "$tarball" 2>/dev/null | sed -n '1{s|/.*||;p;q}' || true)
+  [ -n "$top" ] || die "cannot list ${tarball}"
+  (cd "$src_root" && tar xzf "$tarball" --wildcards "${top}/packages/kokkos/*" "${top}/packages/kokkos-kernels/*")
+  [ "${src_root}/${top}" = "$trilinos_src" ] || ln -sfn "${src_root}/${top}" "$trilinos_src"
+  touch "${trilinos_src}/.tessera-extracted"
+else
+  note "cached at ${trilinos_src}"
+fi
+
+kokkos_src="${trilinos_src}/packages/kokkos"
+kk_src="${trilinos_src}/packages/kokkos-kernels"
+build_root="${TESSERA_DEPS_DIR}/build/kokkos-${backend}-${recipe_hash}"
+rm -rf "$build_root"
+mkdir -p "$build_root"
+
+kokkos_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DCMAKE_INSTALL_PREFIX="$prefix"
+             -DKokkos_ENABLE_SERIAL=ON)
+kk_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkos_ROOT="$prefix"
+         -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF)
+# Host backends instantiate the float kernels Tessera uses and call OpenBLAS;
+# GPU backends are compile-only here, and ETI under nvcc takes tens of minutes.
+no_eti=(-DKokkosKernels_INST_FLOAT=OFF -DKokkosKernels_INST_DOUBLE=OFF
+        -DKokkosKernels_INST_COMPLEX_FLOAT=OFF -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF
+        -DKokkosKernels_INST_LAYOUTRIGHT=OFF -DKokkosKernels_INST_LAYOUTLEFT=OFF
+        -DKokkosKernels_INST_ORDINAL_INT=OFF -DKokkosKernels_INST_ORDINAL_INT64_T=OFF
+        -DKokkosKernels_INST_OFFSET_SIZE_T=OFF -DKokkosKernels_INST_OFFSET_INT=OFF
+        -DKokkosKernels_ADD_DEFAULT_ETI=OFF)
+
+case "$backend" in
+  openmp)
+    step "packages for the OpenMP backend"
+    apt_install g++ cmake make libopenblas-dev
+    kokkos_args+=(-DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=ON)
+    kk_args+=(-DBUILD_SHARED_LIBS=ON
+              -DKokkosKernels_INST_FLOAT=ON -DKokkosKernels_INST_DOUBLE=OFF
+              -DKokkosKernels_INST_LAYOUTRIGHT=ON -DKokkosKernels_INST_LAYOUTLEFT=OFF
+              -DKokkosKernels_INST_ORDINAL_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
+              -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON)
+    ;;
+  cuda)
+    step "packages for the CUDA backend (Debian non-free CUDA 11.8, host g++-11)"
+    ensure_apt_source tessera-non-free deb "contrib non-free"
+    apt_install nvidia-cuda-toolkit g++-11
+    # CUDA 11.8 from /usr/bin, not a newer toolkit that may sit earlier in PATH.
+    export PATH="/usr/bin:${PATH}"
+    export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
+    kokkos_args+=(-DCMAKE_CXX_COMPILER="${kokkos_src}/bin/nvcc_wrapper"
+                  -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON)
+    kk_args+=(-DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" "${no_eti[@]}")
+    ;;
+  hip)
+    step "packages for the HIP backend (Debian ROCm 5.2)"
+    apt_install hipcc libamdhip64-dev rocm-device-libs
+    kokkos_args+=(-DCMAKE_CXX_COMPILER=hipcc -DKokkos_ENABLE_HIP=ON -DKokkos_ARCH_VEGA908=ON)
+    kk_args+=(-DCMAKE_CXX_COMPILER=hipcc "${no_eti[@]}")
+    ;;
+esac
+
+step "Kokkos 3.4.01 (${backend}): configure, build, install"
+cmake -S "$kokkos_src" -B "${build_root}/kokkos" "${kokkos_args[@]}" > "${build_root}/kokkos-configure.log" 2>&1 \
+  || { tail -40 "${build_root}/kokkos-configure.log"; die "Kokkos configure failed (log: ${build_root}/kokkos-configure.log)"; }
+cmake --build "${build_root}/kokkos" -j "$TESSERA_JOBS" > "${build_root}/kokkos-build.log" 2>&1 \
+  || { tail -40 "${build_root}/kokkos-build.log"; die "Kokkos build failed (log: ${build_root}/kokkos-build.log)"; }
+cmake --install "${build_root}/kokkos" > /dev/null
+
+step "Kokkos Kernels 3.4.01 (${backend}): configure, build, install"
+cmake -S "$kk_src" -B "${build_root}/kokkos-kernels" "${kk_args[@]}" > "${build_root}/kk-configure.log" 2>&1 \
+  || { tail -40 "${build_root}/kk-configure.log"; die "Kokkos Kernels configure failed (log: ${build_root}/kk-configure.log)"; }
+cmake --build "${build_root}/kokkos-kernels" -j "$TESSERA_JOBS" > "${build_root}/kk-build.log" 2>&1 \
+  || { tail -40 "${build_root}/kk-build.log"; die "Kokkos Kernels build failed (log: ${build_root}/kk-build.log)"; }
+cmake --install "${build_root}/kokkos-kernels" > /dev/null
+
+touch "${prefix}/.tessera-complete"
+rm -rf "$build_root"
+note "installed to ${prefix}"

@@ -1,0 +1,96 @@
+# Shared helpers for Tessera's setup scripts: named steps that fail loudly,
+# and the locations of cached dependency prefixes.
+# Sourced, not executed.
+
+set -Eeuo pipefail
+
+TESSERA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Dependency prefixes live outside the clone so a fresh clone reuses them.
+TESSERA_DEPS_DIR="${TESSERA_DEPS_DIR:-/opt/tessera-deps}"
+TESSERA_JOBS="${TESSERA_JOBS:-$(nproc)}"
+
+# Kokkos 3.4 warns unless thread binding is set; these also keep the
+# OpenMP pool well-behaved next to OpenBLAS (see README, "Threads").
+export OMP_PROC_BIND="${OMP_PROC_BIND:-spread}"
+export OMP_PLACES="${OMP_PLACES:-threads}"
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+_tessera_current_step=""
+
+_tessera_on_error() {
+  local rc=$?
+  # Subshells exit quietly; the main shell reports once.
+  [ "$BASHPID" = "$$" ] || exit "$rc"
+  echo "" >&2
+  echo "tessera setup: FAILED in step '${_tessera_current_step:-<none>}' (exit ${rc})" >&2
+  echo "tessera setup: the full command output is above; fix the cause and re-run — finished steps are skipped." >&2
+  exit "$rc"
+}
+trap _tessera_on_error ERR
+
+# step "name" : announce a named step; errors after it are reported under that name.
+step() {
+  _tessera_current_step="$1"
+  printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$1"
+}
+
+note() { printf '    %s\n' "$*"; }
+
+die() {
+  echo "tessera setup: error in step '${_tessera_current_step:-<none>}': $*" >&2
+  exit 1
+}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Install the Debian packages given as arguments that are not installed yet.
+apt_install() {
+  local missing=()
+  local p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    note "all ${#} packages already installed"
+    return 0
+  fi
+  note "installing: ${missing[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Add a deb-src (and optionally contrib/non-free) entry mirroring the existing bookworm one.
+ensure_apt_source() {
+  local name="$1" types="$2" components="$3"
+  local file="/etc/apt/sources.list.d/${name}.sources"
+  [ -f "$file" ] && return 0
+  local uris
+  uris=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$uris" ] || uris="http://deb.debian.org/debian"
+  note "adding apt source ${file} (${types}: ${components})"
+  as_root tee "$file" >/dev/null <<SRC
+Types: ${types}
+URIs: ${uris}
+Suites: bookworm
+Components: ${components}
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  as_root apt-get update -qq
+}
+
+# Kokkos' OpenMP threads and OpenBLAS must share one thread pool: with the
+# pthread flavour, idle OpenMP threads spin and the two pools fight over the
+# cores (3x slower on 2 cores). Select Debian's OpenMP flavour of OpenBLAS.
+select_openblas_openmp() {
+  local alt=/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0
+  [ -f "$alt" ] || die "${alt} missing (package libopenblas0-openmp)"
+  if [ "$(readlink -f /etc/alternatives/libopenblas.so.0-x86_64-linux-gnu 2>/dev/null)" != "$alt" ]; then
+    note "selecting the OpenMP flavour of OpenBLAS"
+    as_root update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "$alt" >/dev/null
+  fi
+}

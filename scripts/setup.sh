@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up a Debian 12 machine for Tessera, build it, and run the main job.
+#
+#   scripts/setup.sh train [deck]  packages, Kokkos, build, then train the default deck
+#   scripts/setup.sh test          packages, Kokkos, build, then the whole test suite (ctest)
+#   scripts/setup.sh build         packages, Kokkos, build only
+#
+# Every step is idempotent: a second run skips what is finished. Environment:
+#   TESSERA_BUILD_DIR  build directory           (default: <clone>/build)
+#   TESSERA_DEPS_DIR   cached dependency prefixes (default: /opt/tessera-deps)
+#   TESSERA_JOBS       parallel build jobs        (default: nproc)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+action="${1:-build}"
+case "$action" in
+  train|test|build) ;;
+  *) echo "usage: $0 <train [deck.toml]|test|build>" >&2; exit 2 ;;
+esac
+build_dir="${TESSERA_BUILD_DIR:-${TESSERA_ROOT}/build}"
+
+step "Debian packages"
+apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
+  libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
+  libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
+  dataset-fashion-mnist python3
+select_openblas_openmp
+
+bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" openmp
+kokkos_prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix openmp)
+
+step "Tessera: configure (${build_dir})"
+cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON > "${build_dir}.configure.log" 2>&1 \
+  || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
+note "configured (log: ${build_dir}.configure.log)"
+
+step "Tessera: build"
+cmake --build "$build_dir" -j "$TESSERA_JOBS"
+
+case "$action" in
+  train)
+    deck="${2:-${TESSERA_ROOT}/inputs/fashion_mnist_mlp.toml}"
+    step "train ${deck}"
+    "${build_dir}/apps/tessera-train" "$deck"
+    ;;
+  test)
+    step "test suite (ctest)"
+    ctest --test-dir "$build_dir" --output-on-failure -j "$TESSERA_JOBS"
+    ;;
+esac

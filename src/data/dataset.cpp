@@ -1,0 +1,78 @@
+// Loading a classification dataset to the device and gathering batches there.
+#include <tessera/core/profiling.hpp>
+#include <tessera/data/dataset.hpp>
+#include <tessera/data/idx.hpp>
+
+namespace tessera {
+
+Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path, float mean,
+                         float stddev) {
+  ScopedRegion region("tessera::load_idx_dataset");
+  TESSERA_REQUIRE(stddev > 0, "tessera::load_idx_dataset: normalisation stddev must be positive, got "
+                                  << stddev);
+  const IdxArray images = read_idx(images_path);
+  const IdxArray labels = read_idx(labels_path);
+  TESSERA_REQUIRE(images.dims.size() >= 2,
+                  "tessera::load_idx_dataset: " << images_path << ": images need at least 2 dimensions (N, features), found "
+                                                << images.dims.size());
+  TESSERA_REQUIRE(labels.dims.size() == 1,
+                  "tessera::load_idx_dataset: " << labels_path << ": labels need 1 dimension, found "
+                                                << labels.dims.size());
+  const std::int64_t n = images.dims[0];
+  TESSERA_REQUIRE(labels.dims[0] == n, "tessera::load_idx_dataset: " << images_path << " has " << n
+                                                                      << " images but " << labels_path
+                                                                      << " has " << labels.dims[0]
+                                                                      << " labels");
+  const std::int64_t features = n == 0 ? 0 : static_cast<std::int64_t>(images.data.size()) / n;
+
+  Dataset data;
+  if (images.dims.size() == 2) data.sample_shape = Shape{images.dims[1]};
+  else if (images.dims.size() == 3) data.sample_shape = Shape{1, images.dims[1], images.dims[2]};
+  else data.sample_shape = Shape{images.dims[1], images.dims[2], images.dims[3]};
+
+  data.samples = Matrix<float>(Kokkos::view_alloc("tessera::Dataset::samples", Kokkos::WithoutInitializing), n, features);
+  data.labels = Vector<int>(Kokkos::view_alloc("tessera::Dataset::labels", Kokkos::WithoutInitializing), n);
+  auto samples_host = Kokkos::create_mirror_view(data.samples);
+  auto labels_host = Kokkos::create_mirror_view(data.labels);
+  const float scale = 1.0f / (255.0f * stddev);
+  const float shift = mean / stddev;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < features; ++j)
+      samples_host(i, j) = static_cast<float>(images.data[i * features + j]) * scale - shift;
+  int max_label = -1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    labels_host(i) = labels.data[i];
+    max_label = std::max(max_label, static_cast<int>(labels.data[i]));
+  }
+  data.classes = max_label + 1;
+  Kokkos::deep_copy(data.samples, samples_host);
+  Kokkos::deep_copy(data.labels, labels_host);
+  return data;
+}
+
+void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::int64_t>& order,
+                  std::int64_t start, const Tensor<float>& batch_samples,
+                  const Vector<int>& batch_labels) {
+  ScopedRegion region("tessera::gather_batch");
+  const auto dst = batch_samples.matrix();
+  const std::int64_t batch = static_cast<std::int64_t>(dst.extent(0));
+  const std::int64_t features = static_cast<std::int64_t>(data.samples.extent(1));
+  TESSERA_REQUIRE(static_cast<std::int64_t>(dst.extent(1)) == features &&
+                      start + batch <= static_cast<std::int64_t>(order.extent(0)) &&
+                      static_cast<std::int64_t>(batch_labels.extent(0)) >= batch,
+                  "tessera::gather_batch: batch " << batch_samples.shape() << " from samples ["
+                                                  << data.samples.extent(0) << ", " << features
+                                                  << "] at " << start << " of " << order.extent(0));
+  const auto samples = data.samples;
+  const auto labels = data.labels;
+  Kokkos::parallel_for(
+      "tessera::gather_batch",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {batch, features}),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t f) {
+        const std::int64_t src = order(start + b);
+        dst(b, f) = samples(src, f);
+        if (f == 0) batch_labels(b) = labels(src);
+      });
+}
+
+}  // namespace tessera

@@ -1,0 +1,93 @@
+// IDX reader and writer over zlib (which reads raw files transparently).
+#include <tessera/core/error.hpp>
+#include <tessera/data/idx.hpp>
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+
+namespace tessera {
+
+namespace {
+struct GzCloser {
+  void operator()(gzFile f) const {
+    if (f) gzclose(f);
+  }
+};
+using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
+
+void read_exact(gzFile f, void* buffer, std::size_t bytes, const std::string& path,
+                const char* what) {
+  std::size_t done = 0;
+  auto* out = static_cast<unsigned char*>(buffer);
+  while (done < bytes) {
+    const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes - done, 1u << 30));
+    const int got = gzread(f, out + done, chunk);
+    if (got < 0) {
+      int err = 0;
+      const char* msg = gzerror(f, &err);
+      TESSERA_REQUIRE(false, "tessera::read_idx: " << path << ": corrupt or unreadable while reading "
+                                                   << what << " (" << msg << ")");
+    }
+    TESSERA_REQUIRE(got > 0, "tessera::read_idx: " << path << ": file is truncated: " << what
+                                                   << " needs " << bytes << " bytes, found "
+                                                   << done + static_cast<std::size_t>(got));
+    done += static_cast<std::size_t>(got);
+  }
+}
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+  GzFile f(gzopen(path.c_str(), "rb"));
+  TESSERA_REQUIRE(f != nullptr, "tessera::read_idx: cannot open " << path
+                                                                   << " (does the file exist and is it readable?)");
+  unsigned char magic[4];
+  read_exact(f.get(), magic, 4, path, "the 4-byte magic number");
+  TESSERA_REQUIRE(magic[0] == 0 && magic[1] == 0,
+                  "tessera::read_idx: " << path << ": not an IDX file (magic starts with bytes "
+                                        << int(magic[0]) << ", " << int(magic[1])
+                                        << "; expected 0, 0)");
+  TESSERA_REQUIRE(magic[2] == 0x08, "tessera::read_idx: " << path << ": element type code 0x"
+                                                          << std::hex << int(magic[2])
+                                                          << " is not supported; expected 0x08 (unsigned byte)");
+  const int rank = magic[3];
+  TESSERA_REQUIRE(rank >= 1 && rank <= 4,
+                  "tessera::read_idx: " << path << ": " << rank << " dimensions; expected 1 to 4");
+  IdxArray array;
+  std::size_t total = 1;
+  for (int d = 0; d < rank; ++d) {
+    unsigned char b[4];
+    read_exact(f.get(), b, 4, path, "the dimension sizes");
+    const std::int64_t extent = (std::int64_t(b[0]) << 24) | (std::int64_t(b[1]) << 16) |
+                                (std::int64_t(b[2]) << 8) | std::int64_t(b[3]);
+    array.dims.push_back(extent);
+    total *= static_cast<std::size_t>(extent);
+  }
+  array.data.resize(total);
+  read_exact(f.get(), array.data.data(), total, path, "the data");
+  unsigned char extra;
+  TESSERA_REQUIRE(gzread(f.get(), &extra, 1) == 0,
+                  "tessera::read_idx: " << path << ": trailing bytes after " << total
+                                        << " data bytes; the header and the size disagree");
+  return array;
+}
+
+void write_idx(const std::string& path, const IdxArray& array) {
+  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  GzFile f(gzopen(path.c_str(), gz ? "wb" : "wbT"));
+  TESSERA_REQUIRE(f != nullptr, "tessera::write_idx: cannot create " << path);
+  std::vector<unsigned char> header = {0, 0, 0x08, static_cast<unsigned char>(array.dims.size())};
+  for (auto d : array.dims)
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<unsigned char>(d >> shift));
+  const bool ok =
+      gzwrite(f.get(), header.data(), static_cast<unsigned>(header.size())) == int(header.size()) &&
+      (array.data.empty() ||
+       gzwrite(f.get(), array.data.data(), static_cast<unsigned>(array.data.size())) ==
+           int(array.data.size()));
+  TESSERA_REQUIRE(ok, "tessera::write_idx: write to " << path << " failed");
+  TESSERA_REQUIRE(gzclose(f.release()) == Z_OK, "tessera::write_idx: closing " << path << " failed");
+}
+
+}  // namespace tessera

@@ -1,0 +1,59 @@
+// Parameter layout and initialisation over one contiguous buffer.
+#include <tessera/kernels/init.hpp>
+#include <tessera/model/parameters.hpp>
+
+#include <cmath>
+
+namespace tessera {
+
+namespace {
+// Entries start on 64-byte boundaries so vector loads never straddle two.
+constexpr std::int64_t alignment_elements = 16;
+}  // namespace
+
+std::size_t ParameterStore::add(const std::string& layer, const ParameterSpec& spec) {
+  TESSERA_REQUIRE(values_.size() == 0, "tessera::ParameterStore::add: layer '"
+                                           << layer << "' added parameter '" << spec.name
+                                           << "' after allocate()");
+  ParameterEntry entry{layer, spec, count_};
+  count_ += (spec.shape.numel() + alignment_elements - 1) / alignment_elements * alignment_elements;
+  entries_.push_back(entry);
+  return entries_.size() - 1;
+}
+
+void ParameterStore::allocate() {
+  values_ = Vector<float>("tessera::parameters", count_);
+  gradients_ = Vector<float>("tessera::gradients", count_);
+}
+
+Tensor<float> ParameterStore::slice(const Vector<float>& buffer, std::size_t index) const {
+  TESSERA_REQUIRE(index < entries_.size(), "tessera::ParameterStore: entry " << index << " of "
+                                                                              << entries_.size());
+  TESSERA_REQUIRE(buffer.size() > 0 || count_ == 0,
+                  "tessera::ParameterStore: parameters used before allocate()");
+  const auto& e = entries_[index];
+  const std::int64_t n = e.spec.shape.numel();
+  return Tensor<float>(Kokkos::subview(buffer, std::make_pair(e.offset, e.offset + n)), e.spec.shape);
+}
+
+void ParameterStore::initialize(std::uint64_t seed) {
+  ScopedRegion region("tessera::ParameterStore::initialize");
+  Kokkos::deep_copy(values_, 0.0f);
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const auto& spec = entries_[i].spec;
+    double bound = 0;
+    switch (spec.init) {
+      case Init::zeros: continue;
+      case Init::he_uniform: bound = std::sqrt(6.0 / static_cast<double>(spec.fan_in)); break;
+      case Init::xavier_uniform:
+        bound = std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out));
+        break;
+    }
+    kernels::init_uniform(ExecSpace(), value(i).flat(), static_cast<float>(bound), seed, i);
+  }
+  Kokkos::fence();
+}
+
+void ParameterStore::zero_gradients() { Kokkos::deep_copy(ExecSpace(), gradients_, 0.0f); }
+
+}  // namespace tessera

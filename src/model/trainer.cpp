@@ -1,0 +1,146 @@
+// Training loop and evaluation.
+#include <tessera/core/random.hpp>
+#include <tessera/kernels/loss.hpp>
+#include <tessera/model/trainer.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+// Keeps the shuffle stream apart from initialisation streams for the same seed.
+constexpr std::uint64_t shuffle_stream = 0x5348554646ULL;
+}  // namespace
+
+std::vector<std::int64_t> shuffled_order(std::int64_t n, std::uint64_t seed, int epoch) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[i] = i;
+  for (std::int64_t i = n - 1; i > 0; --i) {
+    const std::uint64_t r = counter_hash(seed, shuffle_stream + static_cast<std::uint64_t>(epoch),
+                                         static_cast<std::uint64_t>(i));
+    // Multiply-shift maps r to [0, i] without the bias of r % (i + 1).
+    const auto j = static_cast<std::int64_t>(
+        (static_cast<unsigned __int128>(r) * static_cast<unsigned __int128>(i + 1)) >> 64);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+Trainer::Trainer(Model& model, Sgd& optimizer, const TrainOptions& options)
+    : model_(model), optimizer_(optimizer), options_(options) {
+  TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
+  TESSERA_REQUIRE(options.batch_size > 0 && options.batch_size <= model.max_batch(),
+                  "tessera::Trainer: batch size " << options.batch_size << " must be in [1, "
+                                                  << model.max_batch()
+                                                  << "] (the batch the model was compiled for)");
+  batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", options.batch_size);
+  sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", options.batch_size);
+  sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", options.batch_size);
+}
+
+void Trainer::ensure_buffers(const Dataset& data) {
+  TESSERA_REQUIRE(data.size() > 0, "tessera::Trainer: the dataset is empty");
+  const Shape input = model_.input(1).shape();
+  TESSERA_REQUIRE(static_cast<std::int64_t>(data.samples.extent(1)) == input.inner(),
+                  "tessera::Trainer: dataset samples have " << data.samples.extent(1)
+                      << " features, the model's input " << input << " takes " << input.inner());
+  if (static_cast<std::int64_t>(order_.extent(0)) < data.size())
+    order_ = Vector<std::int64_t>("tessera::Trainer::order", data.size());
+  if (static_cast<std::int64_t>(identity_order_.extent(0)) != data.size()) {
+    identity_order_ = Vector<std::int64_t>("tessera::Trainer::identity_order", data.size());
+    const auto identity = identity_order_;
+    Kokkos::parallel_for(
+        "tessera::Trainer::identity_order", Kokkos::RangePolicy<ExecSpace>(0, data.size()),
+        KOKKOS_LAMBDA(const std::int64_t i) { identity(i) = i; });
+  }
+}
+
+Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
+                                const std::function<void(const std::string&)>& log, int epoch) {
+  const ExecSpace exec;
+  const std::int64_t n = data.size();
+  const std::int64_t batch_size = options_.batch_size;
+  const std::int64_t steps = (n + batch_size - 1) / batch_size;
+  auto loss_host = Kokkos::create_mirror_view(sample_loss_);
+  auto correct_host = Kokkos::create_mirror_view(sample_correct_);
+  double loss_sum = 0;
+  std::int64_t correct = 0;
+  const auto started = std::chrono::steady_clock::now();
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const std::int64_t start = s * batch_size;
+    // The last batch of an epoch holds the remainder; its gradient is the
+    // mean over its own samples.
+    const std::int64_t batch = std::min(batch_size, n - start);
+    const auto labels = Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
+    gather_batch(exec, data, order, start, model_.input(batch), labels);
+    const Tensor<float> logits = model_.forward(batch, train);
+    kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(batch),
+                                   model_.output_gradient(batch).matrix(), sample_loss_,
+                                   sample_correct_);
+    if (train) {
+      model_.backward(batch);
+      optimizer_.step(model_.parameters());
+    }
+    Kokkos::deep_copy(loss_host, sample_loss_);
+    Kokkos::deep_copy(correct_host, sample_correct_);
+    // Summed on the host in sample order: the same total for any thread count.
+    double batch_loss = 0;
+    for (std::int64_t i = 0; i < batch; ++i) {
+      batch_loss += loss_host(i);
+      correct += correct_host(i);
+    }
+    TESSERA_REQUIRE(std::isfinite(batch_loss),
+                    "tessera::Trainer: non-finite loss at epoch " << epoch + 1 << ", step " << s + 1
+                        << (train ? "; lower the learning rate or check the data" : ""));
+    loss_sum += batch_loss;
+    if (train) {
+      ++step_;
+      if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const double done = static_cast<double>(start + batch);
+        std::ostringstream os;
+        os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps
+           << "  loss " << std::setprecision(4) << loss_sum / done << "  acc "
+           << static_cast<double>(correct) / done << "  " << std::setprecision(0)
+           << done / seconds << " samples/s  ETA " << std::setprecision(1)
+           << seconds / done * static_cast<double>(n - start - batch) << " s";
+        log(os.str());
+      }
+    }
+  }
+  Evaluation result;
+  result.samples = n;
+  result.loss = loss_sum / static_cast<double>(n);
+  result.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  return result;
+}
+
+EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
+                                 const std::function<void(const std::string&)>& log) {
+  ScopedRegion region("tessera::Trainer::train_epoch");
+  ensure_buffers(data);
+  const auto started = std::chrono::steady_clock::now();
+  const auto order = shuffled_order(data.size(), options_.seed, epoch);
+  const Kokkos::View<const std::int64_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      order_host(order.data(), order.size());
+  Kokkos::deep_copy(Kokkos::subview(order_, std::pair<std::int64_t, std::int64_t>(0, data.size())),
+                    order_host);
+  EpochReport report;
+  report.epoch = epoch;
+  report.train = run_batches(data, order_, true, log, epoch);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.samples_per_second = static_cast<double>(data.size()) / report.seconds;
+  return report;
+}
+
+Evaluation Trainer::evaluate(const Dataset& data) {
+  ScopedRegion region("tessera::Trainer::evaluate");
+  ensure_buffers(data);
+  return run_batches(data, identity_order_, false, {}, 0);
+}
+
+}  // namespace tessera

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tessera-train on bad input: exit status 2 and a message with file:line:column.
+# Usage: deck_errors.sh <tessera-train> <directory with bad_*.toml>
+set -uo pipefail
+train="$1" dir="$2"
+failures=0
+expect() {  # expect <expected status> <expected message fragment> <args...>
+  local status="$1" fragment="$2"
+  shift 2
+  local out rc
+  out=$("$train" "$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$status" ]; then
+    echo "FAIL: tessera-train $* exited $rc, expected $status"; echo "$out"; failures=$((failures + 1))
+  elif ! grep -qF -- "$fragment" <<<"$out"; then
+    echo "FAIL: tessera-train $*: message lacks '$fragment'"; echo "$out"; failures=$((failures + 1))
+  else
+    echo "ok: tessera-train $* -> exit $rc, '$fragment'"
+  fi
+}
+expect 2 "${dir}/bad_unknown_key.toml:3:1: run.sed: unknown key (did you mean 'run.seed'?)" "${dir}/bad_unknown_key.toml"
+expect 2 "does_not_exist.toml" "${dir}/does_not_exist.toml"
+expect 2 "--bogus" "${dir}/fashion_mnist_smoke.toml" --bogus
+expect 0 "deck OK" "${dir}/fashion_mnist_smoke.toml" --check
+[ "$failures" -eq 0 ] || exit 1

@@ -1,0 +1,74 @@
+// Shared test helpers: the execution spaces every unit test runs on, host
+// copies of device views, seeded fills, and a finite-difference gradient check.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <tessera/core/random.hpp>
+#include <tessera/core/types.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace tessera::test {
+
+// The default space, plus Serial where it is enabled beside another backend.
+#if defined(KOKKOS_ENABLE_SERIAL) &&                                                   \
+    (defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS) ||                \
+     defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP))
+using ExecSpaces = ::testing::Types<Kokkos::DefaultExecutionSpace, Kokkos::Serial>;
+#else
+using ExecSpaces = ::testing::Types<Kokkos::DefaultExecutionSpace>;
+#endif
+
+template <class V>
+std::vector<typename V::non_const_value_type> to_host(const V& v) {
+  auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  std::vector<typename V::non_const_value_type> out(v.size());
+  // Views here are contiguous (LayoutRight), so element order is row-major.
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = mirror.data()[i];
+  return out;
+}
+
+template <class V>
+void from_host(const V& v, const std::vector<typename V::non_const_value_type>& values) {
+  ASSERT_EQ(values.size(), v.size());
+  auto mirror = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  for (std::size_t i = 0; i < v.size(); ++i) mirror.data()[i] = values[i];
+  Kokkos::deep_copy(v, mirror);
+}
+
+// Seeded values in [lo, hi).
+inline std::vector<float> random_values(std::size_t n, std::uint64_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = lo + (hi - lo) * counter_uniform(seed, 7, i);
+  return out;
+}
+
+// Central differences of loss() with respect to every element of v, compared
+// to analytic[i]. Tolerance: atol + rtol * |analytic|.
+template <class V>
+void expect_gradient(const char* what, const V& v, const std::vector<float>& analytic,
+                     const std::function<double()>& loss, float eps = 1e-2f, double rtol = 2e-3,
+                     double atol = 2e-3) {
+  std::vector<float> values = to_host(v);
+  ASSERT_EQ(values.size(), analytic.size()) << what;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float saved = values[i];
+    values[i] = saved + eps;
+    from_host(v, values);
+    const double up = loss();
+    values[i] = saved - eps;
+    from_host(v, values);
+    const double down = loss();
+    values[i] = saved;
+    from_host(v, values);
+    const double numeric = (up - down) / (2.0 * eps);
+    EXPECT_NEAR(analytic[i], numeric, atol + rtol * std::fabs(numeric))
+        << what << " element " << i;
+  }
+}
+
+}  // namespace tessera::test

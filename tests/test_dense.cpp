@@ -1,0 +1,99 @@
+// Dense kernels: values against a naive host reference, finite-difference
+// gradients of input, weight and bias, and shape errors.
+#include <tessera/kernels/dense.hpp>
+
+#include "tessera_test.hpp"
+
+namespace {
+
+using namespace tessera;
+
+template <class ExecSpace>
+class DenseKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(DenseKernels, test::ExecSpaces);
+
+template <class ExecSpace>
+using M = Kokkos::View<float**, Kokkos::LayoutRight, typename ExecSpace::memory_space>;
+template <class ExecSpace>
+using V = Kokkos::View<float*, Kokkos::LayoutRight, typename ExecSpace::memory_space>;
+
+TYPED_TEST(DenseKernels, ForwardMatchesNaiveReference) {
+  using E = TypeParam;
+  const int n = 5, in = 7, out = 3;
+  M<E> x("x", n, in), w("w", out, in), y("y", n, out);
+  V<E> b("b", out);
+  const auto xh = test::random_values(n * in, 1), wh = test::random_values(out * in, 2),
+             bh = test::random_values(out, 3);
+  test::from_host(x, xh);
+  test::from_host(w, wh);
+  test::from_host(b, bh);
+  kernels::dense_forward(E(), x, w, b, y);
+  const auto yh = test::to_host(y);
+  for (int i = 0; i < n; ++i)
+    for (int o = 0; o < out; ++o) {
+      double ref = bh[o];
+      for (int k = 0; k < in; ++k) ref += double(xh[i * in + k]) * wh[o * in + k];
+      EXPECT_NEAR(yh[i * out + o], ref, 1e-5 * in) << "y(" << i << ", " << o << ")";
+    }
+}
+
+TYPED_TEST(DenseKernels, BackwardMatchesFiniteDifferences) {
+  using E = TypeParam;
+  const int n = 4, in = 6, out = 5;
+  M<E> x("x", n, in), w("w", out, in), y("y", n, out), dy("dy", n, out), dx("dx", n, in),
+      dw("dw", out, in);
+  V<E> b("b", out), db("db", out);
+  test::from_host(x, test::random_values(n * in, 11));
+  test::from_host(w, test::random_values(out * in, 12));
+  test::from_host(b, test::random_values(out, 13));
+  // L = sum(r .* y) for fixed r, so dL/dy = r.
+  const auto r = test::random_values(n * out, 14);
+  test::from_host(dy, r);
+  const auto loss = [&]() {
+    kernels::dense_forward(E(), x, w, b, y);
+    const auto yh = test::to_host(y);
+    double l = 0;
+    for (std::size_t i = 0; i < yh.size(); ++i) l += double(r[i]) * yh[i];
+    return l;
+  };
+  kernels::dense_backward(E(), x, w, dy, dx, dw, db);
+  test::expect_gradient("dx", x, test::to_host(dx), loss);
+  test::expect_gradient("dW", w, test::to_host(dw), loss);
+  test::expect_gradient("db", b, test::to_host(db), loss);
+}
+
+TYPED_TEST(DenseKernels, BackwardAccumulatesParameterGradients) {
+  using E = TypeParam;
+  const int n = 3, in = 4, out = 2;
+  M<E> x("x", n, in), w("w", out, in), dy("dy", n, out), dw("dw", out, in);
+  V<E> db("db", out);
+  test::from_host(x, test::random_values(n * in, 21));
+  test::from_host(w, test::random_values(out * in, 22));
+  test::from_host(dy, test::random_values(n * out, 23));
+  M<E> no_dx;
+  kernels::dense_backward(E(), x, w, dy, no_dx, dw, db);
+  const auto once_w = test::to_host(dw);
+  const auto once_b = test::to_host(db);
+  kernels::dense_backward(E(), x, w, dy, no_dx, dw, db);
+  const auto twice_w = test::to_host(dw);
+  const auto twice_b = test::to_host(db);
+  for (std::size_t i = 0; i < once_w.size(); ++i) EXPECT_FLOAT_EQ(twice_w[i], 2 * once_w[i]);
+  for (std::size_t i = 0; i < once_b.size(); ++i) EXPECT_FLOAT_EQ(twice_b[i], 2 * once_b[i]);
+}
+
+TYPED_TEST(DenseKernels, ShapeMismatchNamesFunctionAndShapes) {
+  using E = TypeParam;
+  M<E> x("x", 2, 3), w("w", 4, 5), y("y", 2, 4);
+  V<E> b("b", 4);
+  try {
+    kernels::dense_forward(E(), x, w, b, y);
+    FAIL() << "expected tessera::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("tessera::kernels::dense_forward"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("x [2, 3]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("W [4, 5]"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,87 @@
+// IDX files: gzip and raw round trips, and errors that name the file.
+#include <tessera/core/error.hpp>
+#include <tessera/data/dataset.hpp>
+#include <tessera/data/idx.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "tessera_test.hpp"
+
+namespace {
+
+using namespace tessera;
+
+std::string scratch(const std::string& name) {
+  return ::testing::TempDir() + "tessera_idx_" + std::to_string(::getpid()) + "_" + name;
+}
+
+IdxArray sample_images() {
+  IdxArray a;
+  a.dims = {3, 2, 2};
+  for (int i = 0; i < 12; ++i) a.data.push_back(static_cast<std::uint8_t>(i * 20));
+  return a;
+}
+
+void expect_error_mentions(const std::string& path, const std::string& fragment) {
+  try {
+    read_idx(path);
+    FAIL() << "expected an error reading " << path;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
+  }
+}
+
+TEST(Idx, RoundTripGzipAndRaw) {
+  const IdxArray a = sample_images();
+  for (const std::string name : {"a.idx.gz", "a.idx"}) {
+    const std::string path = scratch(name);
+    write_idx(path, a);
+    const IdxArray b = read_idx(path);
+    EXPECT_EQ(b.dims, a.dims) << name;
+    EXPECT_EQ(b.data, a.data) << name;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Idx, MissingFile) { expect_error_mentions(scratch("missing.gz"), "cannot open"); }
+
+TEST(Idx, TruncatedFile) {
+  const std::string path = scratch("truncated.idx");
+  write_idx(path, sample_images());
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size() - 5);
+  expect_error_mentions(path, "truncated");
+  std::remove(path.c_str());
+}
+
+TEST(Idx, NotAnIdxFile) {
+  const std::string path = scratch("text.idx");
+  std::ofstream(path) << "hello, this is not IDX";
+  expect_error_mentions(path, "not an IDX file");
+  std::remove(path.c_str());
+}
+
+TEST(Idx, DatasetNormalisesAndChecksCounts) {
+  const std::string images = scratch("images.gz"), labels = scratch("labels.gz"),
+                    short_labels = scratch("short.gz");
+  write_idx(images, sample_images());
+  write_idx(labels, IdxArray{{3}, {2, 0, 1}});
+  write_idx(short_labels, IdxArray{{2}, {2, 0}});
+  const Dataset d = load_idx_dataset(images, labels, 0.5f, 0.25f);
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(d.classes, 3);
+  EXPECT_EQ(d.sample_shape, (Shape{1, 2, 2}));
+  const auto x = test::to_host(d.samples);
+  for (int i = 0; i < 12; ++i) EXPECT_NEAR(x[i], (i * 20 / 255.0 - 0.5) / 0.25, 1e-5);
+  EXPECT_THROW(load_idx_dataset(images, short_labels), Error);
+  for (const auto& p : {images, labels, short_labels}) std::remove(p.c_str());
+}
+
+}  // namespace

@@ -1,0 +1,139 @@
+// Models end to end: a gradient check through Dense + ReLU + loss, a tiny
+// model that must converge, bitwise determinism, seeded shuffling.
+#include <tessera/kernels/loss.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/model/trainer.hpp>
+
+#include <algorithm>
+
+#include "tessera_test.hpp"
+
+namespace {
+
+using namespace tessera;
+
+std::unique_ptr<Model> small_mlp(std::int64_t inputs, std::int64_t hidden, std::int64_t classes) {
+  auto model = std::make_unique<Model>(Shape{inputs});
+  model->add<Dense>("fc1", hidden).add<ReLU>("relu1").add<Dense>("fc2", classes);
+  return model;
+}
+
+// Quadrant XOR in 2-D: not linearly separable, so the hidden layer must work.
+Dataset xor_dataset(std::int64_t n, std::uint64_t seed) {
+  Dataset d;
+  d.sample_shape = Shape{2};
+  d.classes = 2;
+  d.samples = Matrix<float>("samples", n, 2);
+  d.labels = Vector<int>("labels", n);
+  const auto xy = test::random_values(2 * n, seed);
+  std::vector<int> labels(n);
+  for (std::int64_t i = 0; i < n; ++i) labels[i] = (xy[2 * i] > 0) != (xy[2 * i + 1] > 0);
+  test::from_host(d.samples, xy);
+  test::from_host(d.labels, labels);
+  return d;
+}
+
+TEST(Model, ShapeInferenceAndSummary) {
+  auto model = small_mlp(784, 32, 10);
+  model->compile(16, 1);
+  EXPECT_EQ(model->layer_output_shape(0), (Shape{32}));
+  EXPECT_EQ(model->output_shape(), (Shape{10}));
+  EXPECT_EQ(model->parameters().entries().size(), 4u);
+  EXPECT_EQ(model->flops_per_sample(), 2 * 784 * 32 + 32 + 2 * 32 * 10 + 10);
+  const std::string summary = model->summary();
+  EXPECT_NE(summary.find("fc1"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(std::to_string(784 * 32 + 32 + 32 * 10 + 10)), std::string::npos) << summary;
+}
+
+TEST(Model, ParametersLiveInOneBufferAndInitialiseFromSeed) {
+  auto a = small_mlp(5, 4, 3), b = small_mlp(5, 4, 3), c = small_mlp(5, 4, 3);
+  a->compile(2, 7);
+  b->compile(2, 7);
+  c->compile(2, 8);
+  const auto& entries = a->parameters().entries();
+  for (std::size_t i = 1; i < entries.size(); ++i)
+    EXPECT_GE(entries[i].offset, entries[i - 1].offset + entries[i - 1].spec.shape.numel());
+  EXPECT_EQ(a->parameters().values().data(), a->parameters().value(0).data());
+  EXPECT_EQ(test::to_host(a->parameters().values()), test::to_host(b->parameters().values()));
+  EXPECT_NE(test::to_host(a->parameters().values()), test::to_host(c->parameters().values()));
+  // Biases start at zero; weights within the He bound sqrt(6 / fan_in).
+  for (float v : test::to_host(a->parameters().value(1).flat())) EXPECT_EQ(v, 0.0f);
+  for (float v : test::to_host(a->parameters().value(0).flat())) EXPECT_LE(std::fabs(v), std::sqrt(6.0f / 5));
+}
+
+TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
+  const std::int64_t batch = 4;
+  auto model = small_mlp(3, 5, 4);
+  model->compile(batch, 3);
+  test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 51));
+  Vector<int> labels("labels", batch);
+  test::from_host(labels, std::vector<int>{0, 3, 1, 2});
+  Vector<float> sample_loss("loss", batch);
+  Vector<int> correct("correct", batch);
+  const auto loss = [&]() {
+    const auto logits = model->forward(batch, true);
+    kernels::softmax_cross_entropy(ExecSpace(), logits.matrix(), labels, 1.0f / batch,
+                                   model->output_gradient(batch).matrix(), sample_loss, correct);
+    double sum = 0;
+    for (float l : test::to_host(sample_loss)) sum += l;
+    return sum / batch;
+  };
+  loss();
+  model->backward(batch);
+  const auto& store = model->parameters();
+  for (std::size_t i = 0; i < store.entries().size(); ++i) {
+    const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;
+    test::expect_gradient(what.c_str(), store.value(i).flat(), test::to_host(store.gradient(i).flat()),
+                          loss, 1e-3f, 1e-2, 1e-3);
+  }
+}
+
+TEST(Model, TinyMlpConvergesOnXor) {
+  const Dataset data = xor_dataset(512, 61);
+  auto model = small_mlp(2, 32, 2);
+  TrainOptions options;
+  options.batch_size = 32;
+  options.seed = 5;
+  model->compile(options.batch_size, options.seed);
+  kernels::SgdParams hp;
+  hp.lr = 0.1f;
+  hp.momentum = 0.9f;
+  Sgd sgd(hp);
+  Trainer trainer(*model, sgd, options);
+  const double initial = trainer.evaluate(data).loss;
+  for (int epoch = 0; epoch < 40; ++epoch) trainer.train_epoch(data, epoch);
+  const Evaluation final_eval = trainer.evaluate(data);
+  EXPECT_LT(final_eval.loss, 0.25 * initial);
+  EXPECT_GT(final_eval.accuracy, 0.95);
+}
+
+TEST(Model, TrainingIsBitwiseReproducible) {
+  const Dataset data = xor_dataset(100, 71);  // 100 / 32: the last batch is partial
+  std::vector<std::vector<float>> finals;
+  for (int run = 0; run < 2; ++run) {
+    auto model = small_mlp(2, 8, 2);
+    TrainOptions options;
+    options.batch_size = 32;
+    options.seed = 9;
+    model->compile(options.batch_size, options.seed);
+    Sgd sgd(kernels::SgdParams{0.05f, 0.9f, 1e-4f, true});
+    Trainer trainer(*model, sgd, options);
+    for (int epoch = 0; epoch < 3; ++epoch) trainer.train_epoch(data, epoch);
+    EXPECT_EQ(trainer.step(), 3 * 4);
+    finals.push_back(test::to_host(model->parameters().values()));
+  }
+  EXPECT_EQ(finals[0], finals[1]);
+}
+
+TEST(Shuffle, SeededPermutation) {
+  const auto a = shuffled_order(1000, 3, 0);
+  auto sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::int64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[i], i);
+  EXPECT_EQ(a, shuffled_order(1000, 3, 0));
+  EXPECT_NE(a, shuffled_order(1000, 3, 1));
+  EXPECT_NE(a, shuffled_order(1000, 4, 0));
+}
+
+}  // namespace
