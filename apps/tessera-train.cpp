@@ -2,7 +2,7 @@
 // test accuracy.
 #include <tessera/core/runtime.hpp>
 #include <tessera/data/dataset.hpp>
-#include <tessera/deck/deck.hpp>
+#include <tessera/deck/build.hpp>
 #include <tessera/model/trainer.hpp>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     const tessera::Deck deck = tessera::load_deck(deck_path);
     auto model = tessera::build_model(deck);
     model->compile(deck.training.batch_size, deck.seed);
+    const tessera::TrainOptions options = tessera::train_options(deck);
     if (root) {
       std::cout << tessera::build_description() << "\n"
                 << "deck " << deck.path << " (run '" << deck.run_name << "')\n"
@@ -52,8 +53,8 @@ int main(int argc, char** argv) {
       std::cout << "data: " << train.size() << " training and " << test.size()
                 << " test samples of shape " << train.sample_shape << "\n";
 
-    tessera::Sgd optimizer(deck.sgd);
-    tessera::Trainer trainer(*model, optimizer, deck.training);
+    tessera::Sgd optimizer(tessera::sgd_params(deck));
+    tessera::Trainer trainer(*model, optimizer, options);
     const auto log = [root](const std::string& line) {
       if (root) std::cout << line << std::endl;
     };

@@ -1,6 +1,6 @@
 // Decks: every shipped deck parses and builds; each class of error names
 // file:line:column and the key.
-#include <tessera/deck/deck.hpp>
+#include <tessera/deck/build.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -99,6 +99,32 @@ TEST(Deck, EveryShippedDeckParses) {
     }
   }
   EXPECT_GE(decks, 2);
+}
+
+// The examples in the deck reference are decks too.
+TEST(Deck, DocumentationExamplesParse) {
+  std::ifstream doc(std::string(TESSERA_SOURCE_DIR) + "/docs/decks.md");
+  ASSERT_TRUE(doc) << "docs/decks.md";
+  std::string line, block;
+  bool inside = false;
+  int examples = 0;
+  while (std::getline(doc, line)) {
+    if (!inside && line == "```toml") {
+      inside = true;
+      block.clear();
+    } else if (inside && line == "```") {
+      inside = false;
+      SCOPED_TRACE("example " + std::to_string(examples + 1));
+      const std::string path = write_deck("doc_example", block);
+      const Deck deck = load_deck(path);
+      EXPECT_NO_THROW(build_model(deck)->compile(deck.training.batch_size, deck.seed));
+      std::remove(path.c_str());
+      ++examples;
+    } else if (inside) {
+      block += line + "\n";
+    }
+  }
+  EXPECT_GE(examples, 1);
 }
 
 TEST(Deck, SyntaxError) {

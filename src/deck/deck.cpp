@@ -1,10 +1,18 @@
 // Deck parsing and validation with toml++. Every error names the file,
 // line and column, the key, and what was expected.
 #include <tessera/deck/deck.hpp>
-#include <tessera/layers/activation.hpp>
-#include <tessera/layers/dense.hpp>
 
+// CUDA's host headers define __noinline__ as a macro, which breaks toml++'s
+// attribute probes under nvcc; this file has no device code, so hide it.
+#if defined(__noinline__)
+#pragma push_macro("__noinline__")
+#undef __noinline__
+#define TESSERA_RESTORE_NOINLINE
+#endif
 #include <toml++/toml.h>
+#if defined(TESSERA_RESTORE_NOINLINE)
+#pragma pop_macro("__noinline__")
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +20,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 namespace tessera {
 
@@ -196,15 +205,17 @@ Deck load_deck(const std::string& path) {
 
   const auto& opt = r.table(root, "optimizer", false);
   r.only_keys(opt, "optimizer.", {"type", "lr", "momentum", "weight_decay", "nesterov"});
-  const auto opt_type = r.get<std::string>(opt, "optimizer.", "type", "sgd");
-  if (opt_type != "sgd") r.fail(opt.get("type")->source(), "optimizer.type", "'" + opt_type + "' is not supported; allowed: sgd");
-  deck.sgd.lr = r.get<float>(opt, "optimizer.", "lr", 0.01f);
-  r.require_range(opt, "optimizer.", "lr", deck.sgd.lr, 0.0f, 100.0f);
-  deck.sgd.momentum = r.get<float>(opt, "optimizer.", "momentum", 0.0f);
-  r.require_range(opt, "optimizer.", "momentum", deck.sgd.momentum, 0.0f, 0.999999f);
-  deck.sgd.weight_decay = r.get<float>(opt, "optimizer.", "weight_decay", 0.0f);
-  r.require_range(opt, "optimizer.", "weight_decay", deck.sgd.weight_decay, 0.0f, 1.0f);
-  deck.sgd.nesterov = r.get<bool>(opt, "optimizer.", "nesterov", false);
+  deck.optimizer.type = r.get<std::string>(opt, "optimizer.", "type", "sgd");
+  if (deck.optimizer.type != "sgd")
+    r.fail(opt.get("type")->source(), "optimizer.type",
+           "'" + deck.optimizer.type + "' is not supported; allowed: sgd");
+  deck.optimizer.lr = r.get<float>(opt, "optimizer.", "lr", 0.01f);
+  r.require_range(opt, "optimizer.", "lr", deck.optimizer.lr, 0.0f, 100.0f);
+  deck.optimizer.momentum = r.get<float>(opt, "optimizer.", "momentum", 0.0f);
+  r.require_range(opt, "optimizer.", "momentum", deck.optimizer.momentum, 0.0f, 0.999999f);
+  deck.optimizer.weight_decay = r.get<float>(opt, "optimizer.", "weight_decay", 0.0f);
+  r.require_range(opt, "optimizer.", "weight_decay", deck.optimizer.weight_decay, 0.0f, 1.0f);
+  deck.optimizer.nesterov = r.get<bool>(opt, "optimizer.", "nesterov", false);
 
   const auto& training = r.table(root, "training", false);
   r.only_keys(training, "training.", {"epochs", "batch_size", "log_every"});
@@ -214,23 +225,7 @@ Deck load_deck(const std::string& path) {
   r.require_range<std::int64_t>(training, "training.", "batch_size", deck.training.batch_size, 1, 1 << 20);
   deck.training.log_every = r.get<std::int64_t>(training, "training.", "log_every", 100);
   r.require_range<std::int64_t>(training, "training.", "log_every", deck.training.log_every, 0, INT64_MAX);
-  deck.training.seed = deck.seed;
   return deck;
-}
-
-std::unique_ptr<Model> build_model(const Deck& deck) {
-  Shape input;
-  switch (deck.input_shape.size()) {
-    case 1: input = Shape{deck.input_shape[0]}; break;
-    case 2: input = Shape{deck.input_shape[0], deck.input_shape[1]}; break;
-    default: input = Shape{deck.input_shape[0], deck.input_shape[1], deck.input_shape[2]}; break;
-  }
-  auto model = std::make_unique<Model>(input);
-  for (const auto& layer : deck.layers) {
-    if (layer.type == "dense") model->add<Dense>(layer.name, layer.units);
-    else model->add<ReLU>(layer.name);
-  }
-  return model;
 }
 
 }  // namespace tessera

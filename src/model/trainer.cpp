@@ -13,6 +13,13 @@ namespace tessera {
 namespace {
 // Keeps the shuffle stream apart from initialisation streams for the same seed.
 constexpr std::uint64_t shuffle_stream = 0x5348554646ULL;
+
+// A free function: CUDA forbids device lambdas inside private member functions.
+void fill_identity(const Vector<std::int64_t>& order) {
+  Kokkos::parallel_for(
+      "tessera::Trainer::identity_order", Kokkos::RangePolicy<ExecSpace>(0, order.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i) { order(i) = i; });
+}
 }  // namespace
 
 std::vector<std::int64_t> shuffled_order(std::int64_t n, std::uint64_t seed, int epoch) {
@@ -51,10 +58,7 @@ void Trainer::ensure_buffers(const Dataset& data) {
     order_ = Vector<std::int64_t>("tessera::Trainer::order", data.size());
   if (static_cast<std::int64_t>(identity_order_.extent(0)) != data.size()) {
     identity_order_ = Vector<std::int64_t>("tessera::Trainer::identity_order", data.size());
-    const auto identity = identity_order_;
-    Kokkos::parallel_for(
-        "tessera::Trainer::identity_order", Kokkos::RangePolicy<ExecSpace>(0, data.size()),
-        KOKKOS_LAMBDA(const std::int64_t i) { identity(i) = i; });
+    fill_identity(identity_order_);
   }
 }
 

@@ -1,12 +1,10 @@
 // Input decks: TOML files that describe a whole run. Errors carry
 // file:line:column, the key, and what was expected.
+// Parsing is plain host code with no Kokkos in sight, so GPU builds compile
+// it with the host compiler; deck/build.hpp turns a Deck into engine objects.
 #pragma once
 
-#include <tessera/model/model.hpp>
-#include <tessera/model/trainer.hpp>
-
 #include <cstdint>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,14 +37,22 @@ struct Deck {
   std::vector<std::int64_t> input_shape;
   std::vector<LayerDeck> layers;
 
-  kernels::SgdParams sgd;
-  TrainOptions training;
+  struct Optimizer {
+    std::string type = "sgd";
+    float lr = 0.01f;
+    float momentum = 0.0f;
+    float weight_decay = 0.0f;
+    bool nesterov = false;
+  } optimizer;
+
+  struct Training {
+    int epochs = 1;
+    std::int64_t batch_size = 128;
+    std::int64_t log_every = 100;
+  } training;
 };
 
 // Parses and validates a deck; throws DeckError.
 Deck load_deck(const std::string& path);
-
-// Builds (uncompiled) the model the deck describes.
-std::unique_ptr<Model> build_model(const Deck& deck);
 
 }  // namespace tessera
