@@ -40,7 +40,8 @@ TEST(Model, ShapeInferenceAndSummary) {
   EXPECT_EQ(model->layer_output_shape(0), (Shape{32}));
   EXPECT_EQ(model->output_shape(), (Shape{10}));
   EXPECT_EQ(model->parameters().entries().size(), 4u);
-  EXPECT_EQ(model->flops_per_sample(), 2 * 784 * 32 + 32 + 2 * 32 * 10 + 10);
+  // fc1 (multiply-adds and bias), relu1 (one per element), fc2.
+  EXPECT_EQ(model->flops_per_sample(), 2 * 784 * 32 + 32 + 32 + 2 * 32 * 10 + 10);
   const std::string summary = model->summary();
   EXPECT_NE(summary.find("fc1"), std::string::npos) << summary;
   EXPECT_NE(summary.find(std::to_string(784 * 32 + 32 + 32 * 10 + 10)), std::string::npos) << summary;
@@ -72,7 +73,7 @@ TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
   Vector<float> sample_loss("loss", batch);
   Vector<int> correct("correct", batch);
   const auto loss = [&]() {
-    const auto logits = model->forward(batch, true);
+    const auto logits = model->forward(batch, StepContext{});
     kernels::softmax_cross_entropy(ExecSpace(), logits.matrix(), labels, 1.0f / batch,
                                    model->output_gradient(batch).matrix(), sample_loss, correct);
     double sum = 0;
@@ -80,7 +81,7 @@ TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
     return sum / batch;
   };
   loss();
-  model->backward(batch);
+  model->backward(batch, StepContext{});
   const auto& store = model->parameters();
   for (std::size_t i = 0; i < store.entries().size(); ++i) {
     const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;

@@ -1,39 +1,33 @@
 // Activation layers: one template, instantiated per kernel op.
-#include <tessera/kernels/activation.hpp>
 #include <tessera/layers/activation.hpp>
 
 namespace tessera {
 
-namespace {
 template <class Op>
-struct LayerNames;
-template <>
-struct LayerNames<kernels::ReluOp> {
-  static constexpr const char* type = "ReLU";
-  static constexpr const char* forward = "tessera::ReLU::forward";
-  static constexpr const char* backward = "tessera::ReLU::backward";
-};
-}  // namespace
+Activation<Op>::Activation(std::string name, Op op, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)),
+      op_(op),
+      forward_region_(std::string("tessera::") + Op::name + "::forward"),
+      backward_region_(std::string("tessera::") + Op::name + "::backward") {}
 
 template <class Op>
-const char* Activation<Op>::type() const {
-  return LayerNames<Op>::type;
+void Activation<Op>::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+  ScopedRegion region(forward_region_);
+  kernels::activation_forward(ExecSpace(), op_, x[0].flat(), y.flat());
 }
 
 template <class Op>
-void Activation<Op>::forward(const Tensor<float>& x, const Tensor<float>& y, bool /*training*/) {
-  ScopedRegion region(LayerNames<Op>::forward);
-  kernels::activation_forward<Op>(ExecSpace(), x.flat(), y.flat());
-}
-
-template <class Op>
-void Activation<Op>::backward(const Tensor<float>& x, const Tensor<float>& y,
-                              const Tensor<float>& dy, const Tensor<float>& dx) {
-  ScopedRegion region(LayerNames<Op>::backward);
-  if (dx.numel() == 0) return;
-  kernels::activation_backward<Op>(ExecSpace(), x.flat(), y.flat(), dy.flat(), dx.flat());
+void Activation<Op>::backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                              const Tensors& dx, const StepContext& /*ctx*/) {
+  ScopedRegion region(backward_region_);
+  if (dx[0].numel() == 0) return;
+  kernels::activation_backward(ExecSpace(), op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat());
 }
 
 template class Activation<kernels::ReluOp>;
+template class Activation<kernels::LeakyReluOp>;
+template class Activation<kernels::GeluOp>;
+template class Activation<kernels::TanhOp>;
+template class Activation<kernels::SigmoidOp>;
 
 }  // namespace tessera

@@ -1,11 +1,30 @@
-// Sequential model: shape inference, workspace, forward and backward.
+// Model graph: name resolution, shape inference, workspace, forward and backward.
 #include <tessera/core/profiling.hpp>
 #include <tessera/model/model.hpp>
 
 #include <iomanip>
+#include <map>
 #include <sstream>
 
 namespace tessera {
+
+namespace {
+Shape with_batch(const Shape& sample, std::int64_t batch) {
+  switch (sample.rank()) {
+    case 1: return Shape{batch, sample[0]};
+    case 2: return Shape{batch, sample[0], sample[1]};
+    default: return Shape{batch, sample[0], sample[1], sample[2]};
+  }
+}
+
+Shape drop_batch(const Shape& s) {
+  switch (s.rank()) {
+    case 2: return Shape{s[1]};
+    case 3: return Shape{s[1], s[2]};
+    default: return Shape{s[1], s[2], s[3]};
+  }
+}
+}  // namespace
 
 Model::Model(const Shape& sample_shape) : sample_shape_(sample_shape) {
   TESSERA_REQUIRE(sample_shape.rank() >= 1 && sample_shape.rank() < Shape::max_rank &&
@@ -21,24 +40,6 @@ Model& Model::add(std::unique_ptr<Layer> layer) {
   return *this;
 }
 
-Shape Model::batch_shape(const Shape& sample, std::int64_t batch) const {
-  switch (sample.rank()) {
-    case 1: return Shape{batch, sample[0]};
-    case 2: return Shape{batch, sample[0], sample[1]};
-    default: return Shape{batch, sample[0], sample[1], sample[2]};
-  }
-}
-
-namespace {
-Shape drop_batch(const Shape& s) {
-  switch (s.rank()) {
-    case 2: return Shape{s[1]};
-    case 3: return Shape{s[1], s[2]};
-    default: return Shape{s[1], s[2], s[3]};
-  }
-}
-}  // namespace
-
 void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
   ScopedRegion region("tessera::Model::compile");
   TESSERA_REQUIRE(!compiled_, "tessera::Model::compile: called twice");
@@ -46,34 +47,84 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
   TESSERA_REQUIRE(max_batch > 0, "tessera::Model::compile: batch size must be positive, got "
                                      << max_batch);
   max_batch_ = max_batch;
+
+  // Resolve names to nodes and infer shapes, in declaration order: a layer
+  // may only read the input and layers declared before it, so the graph is
+  // acyclic and declaration order is a valid execution order.
+  std::map<std::string, std::size_t> node_of{{"input", 0}};
   sample_shapes_ = {sample_shape_};
-  std::vector<std::vector<std::size_t>> param_slots(layers_.size());
+  std::vector<Shapes> input_shapes(layers_.size());
+  std::vector<std::vector<std::size_t>> param_slots(layers_.size()), state_slots(layers_.size());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const Shape in = batch_shape(sample_shapes_.back(), max_batch);
-    const Shape out = layers_[i]->output_shape(in);
+    Layer& layer = *layers_[i];
+    TESSERA_REQUIRE(node_of.count(layer.name()) == 0,
+                    "tessera::Model::compile: layer name '" << layer.name()
+                        << "' is used twice (or is the reserved name 'input')");
+    std::vector<std::size_t> inputs;
+    if (layer.input_names().empty()) {
+      inputs.push_back(i);  // the previous node
+    } else {
+      for (const auto& name : layer.input_names()) {
+        const auto found = node_of.find(name);
+        TESSERA_REQUIRE(found != node_of.end(),
+                        "tessera::Model::compile: layer '" << layer.name() << "' reads '" << name
+                            << "', which is not 'input' or a layer declared before it");
+        inputs.push_back(found->second);
+      }
+    }
+    const int arity = layer.arity();
+    TESSERA_REQUIRE(arity < 0 ? inputs.size() >= 2 : inputs.size() == static_cast<std::size_t>(arity),
+                    "tessera::Model::compile: layer '" << layer.name() << "' (" << layer.type()
+                        << ") takes " << (arity < 0 ? std::string("two or more") : std::to_string(arity))
+                        << " inputs, got " << inputs.size());
+    for (auto node : inputs) input_shapes[i].push_back(with_batch(sample_shapes_[node], max_batch));
+    const Shape out = layer.output_shape(input_shapes[i]);
+    TESSERA_REQUIRE(out.rank() >= 2 && out[0] == max_batch,
+                    "tessera::Model::compile: layer '" << layer.name() << "' returned shape " << out
+                                                       << " for batch " << max_batch);
     sample_shapes_.push_back(drop_batch(out));
-    for (const auto& spec : layers_[i]->parameter_specs(in))
-      param_slots[i].push_back(parameters_.add(layers_[i]->name(), spec));
+    layer_inputs_.push_back(inputs);
+    node_of[layer.name()] = i + 1;
+    for (const auto& spec : layer.parameter_specs(input_shapes[i]))
+      param_slots[i].push_back(parameters_.add(layer.name(), spec));
+    for (const auto& spec : layer.state_specs(input_shapes[i]))
+      state_slots[i].push_back(state_.add(layer.name(), spec));
   }
+
   parameters_.allocate();
+  state_.allocate();
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<Tensor<float>> values, grads;
+    Tensors values, grads, state;
     for (auto slot : param_slots[i]) {
       values.push_back(parameters_.value(slot));
       grads.push_back(parameters_.gradient(slot));
     }
+    for (auto slot : state_slots[i]) state.push_back(state_.value(slot));
     layers_[i]->bind_parameters(values, grads);
+    layers_[i]->bind_state(state);
+    layers_[i]->allocate(input_shapes[i]);
   }
   parameters_.initialize(seed);
+  state_.initialize(seed);
 
-  for (std::size_t i = 0; i < sample_shapes_.size(); ++i) {
-    const Shape s = batch_shape(sample_shapes_[i], max_batch);
-    activations_.emplace_back("tessera::activation[" + std::to_string(i) + "]", s);
-    // The input's gradient is never needed.
-    activation_grads_.push_back(i == 0 ? Tensor<float>()
-                                       : Tensor<float>("tessera::activation_grad[" +
-                                                           std::to_string(i) + "]",
-                                                       s));
+  // Activation gradients live in one buffer so backward() zeroes them at once.
+  std::int64_t grad_elements = 0;
+  for (std::size_t n = 1; n < sample_shapes_.size(); ++n)
+    grad_elements += max_batch * sample_shapes_[n].numel();
+  activation_grad_buffer_ = Vector<float>("tessera::activation_grads", grad_elements);
+  std::int64_t offset = 0;
+  for (std::size_t n = 0; n < sample_shapes_.size(); ++n) {
+    const Shape s = with_batch(sample_shapes_[n], max_batch);
+    activations_.emplace_back("tessera::activation[" + std::to_string(n) + "]", s);
+    if (n == 0) {
+      activation_grads_.emplace_back();  // nobody needs the input's gradient
+      continue;
+    }
+    activation_grads_.emplace_back(
+        Kokkos::subview(activation_grad_buffer_,
+                        std::pair<std::int64_t, std::int64_t>(offset, offset + s.numel())),
+        s);
+    offset += s.numel();
   }
   compiled_ = true;
 }
@@ -88,22 +139,38 @@ Tensor<float> Model::output_gradient(std::int64_t batch) const {
   return activation_grads_.back().leading(batch);
 }
 
-Tensor<float> Model::forward(std::int64_t batch, bool training) {
+Tensors Model::gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
+                      std::int64_t batch) const {
+  Tensors out;
+  out.reserve(layer_inputs_[layer].size());
+  for (auto node : layer_inputs_[layer])
+    out.push_back(nodes[node].numel() == 0 ? Tensor<float>() : nodes[node].leading(batch));
+  return out;
+}
+
+Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx) {
   ScopedRegion region("tessera::Model::forward");
   TESSERA_REQUIRE(compiled_, "tessera::Model::forward: compile() the model first");
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    layers_[i]->forward(activations_[i].leading(batch), activations_[i + 1].leading(batch), training);
+    layers_[i]->forward(gather(activations_, i, batch), activations_[i + 1].leading(batch), ctx);
   return activations_.back().leading(batch);
 }
 
-void Model::backward(std::int64_t batch) {
+void Model::backward(std::int64_t batch, const StepContext& ctx) {
   ScopedRegion region("tessera::Model::backward");
   TESSERA_REQUIRE(compiled_, "tessera::Model::backward: compile() the model first");
   parameters_.zero_gradients();
+  // Zero every activation gradient but the output's, which the loss filled.
+  const std::int64_t output_elements = activation_grads_.back().numel();
+  Kokkos::deep_copy(ExecSpace(),
+                    Kokkos::subview(activation_grad_buffer_,
+                                    std::pair<std::int64_t, std::int64_t>(
+                                        0, activation_grad_buffer_.extent(0) - output_elements)),
+                    0.0f);
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    const Tensor<float> dx = i == 0 ? Tensor<float>() : activation_grads_[i].leading(batch);
-    layers_[i]->backward(activations_[i].leading(batch), activations_[i + 1].leading(batch),
-                         activation_grads_[i + 1].leading(batch), dx);
+    layers_[i]->backward(gather(activations_, i, batch), activations_[i + 1].leading(batch),
+                         activation_grads_[i + 1].leading(batch), gather(activation_grads_, i, batch),
+                         ctx);
   }
 }
 
@@ -112,16 +179,19 @@ Shape Model::output_shape() const { return sample_shapes_.back(); }
 
 std::int64_t Model::flops_per_sample() const {
   std::int64_t flops = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    flops += layers_[i]->flops_per_sample(batch_shape(sample_shapes_[i], 1));
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Shapes inputs;
+    for (auto node : layer_inputs_[i]) inputs.push_back(with_batch(sample_shapes_[node], 1));
+    flops += layers_[i]->flops_per_sample(inputs);
+  }
   return flops;
 }
 
 std::string Model::summary() const {
   std::ostringstream os;
-  os << std::left << std::setw(16) << "layer" << std::setw(10) << "type" << std::setw(18)
-     << "output" << std::right << std::setw(12) << "parameters" << "\n";
-  os << std::left << std::setw(16) << "input" << std::setw(10) << "" << std::setw(18)
+  os << std::left << std::setw(16) << "layer" << std::setw(14) << "type" << std::setw(18)
+     << "output" << std::right << std::setw(12) << "parameters" << "  inputs\n";
+  os << std::left << std::setw(16) << "input" << std::setw(14) << "" << std::setw(18)
      << to_string(sample_shape_) << "\n";
   std::int64_t total = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -129,8 +199,12 @@ std::string Model::summary() const {
     for (const auto& e : parameters_.entries())
       if (e.layer == layers_[i]->name()) count += e.spec.shape.numel();
     total += count;
-    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(10) << layers_[i]->type()
-       << std::setw(18) << to_string(sample_shapes_[i + 1]) << std::right << std::setw(12) << count << "\n";
+    std::string inputs;
+    for (auto node : layer_inputs_[i])
+      inputs += (inputs.empty() ? "" : ", ") + (node == 0 ? std::string("input") : layers_[node - 1]->name());
+    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(14) << layers_[i]->type()
+       << std::setw(18) << to_string(sample_shapes_[i + 1]) << std::right << std::setw(12) << count
+       << "  " << inputs << "\n";
   }
   os << "total parameters: " << total << ", forward FLOPs per sample: " << flops_per_sample()
      << "\n";

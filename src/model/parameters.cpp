@@ -23,7 +23,7 @@ std::size_t ParameterStore::add(const std::string& layer, const ParameterSpec& s
 
 void ParameterStore::allocate() {
   values_ = Vector<float>("tessera::parameters", count_);
-  gradients_ = Vector<float>("tessera::gradients", count_);
+  if (with_gradients_) gradients_ = Vector<float>("tessera::gradients", count_);
 }
 
 Tensor<float> ParameterStore::slice(const Vector<float>& buffer, std::size_t index) const {
@@ -44,6 +44,7 @@ void ParameterStore::initialize(std::uint64_t seed) {
     double bound = 0;
     switch (spec.init) {
       case Init::zeros: continue;
+      case Init::ones: Kokkos::deep_copy(value(i).flat(), 1.0f); continue;
       case Init::he_uniform: bound = std::sqrt(6.0 / static_cast<double>(spec.fan_in)); break;
       case Init::xavier_uniform:
         bound = std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out));
@@ -54,6 +55,8 @@ void ParameterStore::initialize(std::uint64_t seed) {
   Kokkos::fence();
 }
 
-void ParameterStore::zero_gradients() { Kokkos::deep_copy(ExecSpace(), gradients_, 0.0f); }
+void ParameterStore::zero_gradients() {
+  if (gradients_.size() > 0) Kokkos::deep_copy(ExecSpace(), gradients_, 0.0f);
+}
 
 }  // namespace tessera

@@ -80,12 +80,13 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     const std::int64_t batch = std::min(batch_size, n - start);
     const auto labels = Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
     gather_batch(exec, data, order, start, model_.input(batch), labels);
-    const Tensor<float> logits = model_.forward(batch, train);
+    const StepContext ctx{train, options_.seed, step_};
+    const Tensor<float> logits = model_.forward(batch, ctx);
     kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(batch),
                                    model_.output_gradient(batch).matrix(), sample_loss_,
                                    sample_correct_);
     if (train) {
-      model_.backward(batch);
+      model_.backward(batch, ctx);
       optimizer_.step(model_.parameters());
     }
     Kokkos::deep_copy(loss_host, sample_loss_);

@@ -9,12 +9,14 @@ namespace tessera::compat {
 
 // Math functions moved from Kokkos::Experimental to Kokkos in 4.0.
 #if KOKKOS_VERSION >= 40000
+using Kokkos::erf;
 using Kokkos::exp;
 using Kokkos::log;
 using Kokkos::sqrt;
 using Kokkos::tanh;
 using Kokkos::fabs;
 #else
+using Kokkos::Experimental::erf;
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::log;
 using Kokkos::Experimental::sqrt;

@@ -1,8 +1,9 @@
-// Element-wise activation kernels. Each activation is a small functor with
-// value(x) and derivative expressed through the forward output or input;
-// one forward and one backward kernel serve them all.
+// Element-wise activation kernels. Each activation is a small op with
+// value(x) and its derivative given the input x and output y; one forward
+// and one backward kernel serve them all.
 #pragma once
 
+#include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
@@ -10,39 +11,71 @@
 namespace tessera::kernels {
 
 struct ReluOp {
-  static constexpr const char* name = "relu";
-  template <class T>
-  KOKKOS_INLINE_FUNCTION static T value(T x) { return x > T(0) ? x : T(0); }
-  // d/dx given input x and output y.
-  template <class T>
-  KOKKOS_INLINE_FUNCTION static T derivative(T x, T /*y*/) { return x > T(0) ? T(1) : T(0); }
+  static constexpr const char* name = "ReLU";
+  KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : 0.0f; }
+  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const { return x > 0.0f ? 1.0f : 0.0f; }
+};
+
+struct LeakyReluOp {
+  static constexpr const char* name = "LeakyReLU";
+  float slope = 0.01f;
+  KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : slope * x; }
+  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const { return x > 0.0f ? 1.0f : slope; }
+};
+
+// Exact GELU, x * Phi(x), as PyTorch's default.
+struct GeluOp {
+  static constexpr const char* name = "GELU";
+  KOKKOS_INLINE_FUNCTION float value(float x) const {
+    return 0.5f * x * (1.0f + compat::erf(x * 0.70710678118654752f));
+  }
+  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
+    const float cdf = 0.5f * (1.0f + compat::erf(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * compat::exp(-0.5f * x * x);
+    return cdf + x * pdf;
+  }
+};
+
+struct TanhOp {
+  static constexpr const char* name = "Tanh";
+  KOKKOS_INLINE_FUNCTION float value(float x) const { return compat::tanh(x); }
+  KOKKOS_INLINE_FUNCTION float derivative(float /*x*/, float y) const { return 1.0f - y * y; }
+};
+
+struct SigmoidOp {
+  static constexpr const char* name = "Sigmoid";
+  // exp of a non-positive argument only, so large |x| cannot overflow.
+  KOKKOS_INLINE_FUNCTION float value(float x) const {
+    if (x >= 0.0f) return 1.0f / (1.0f + compat::exp(-x));
+    const float e = compat::exp(x);
+    return e / (1.0f + e);
+  }
+  KOKKOS_INLINE_FUNCTION float derivative(float /*x*/, float y) const { return y * (1.0f - y); }
 };
 
 template <class Op, class ExecSpace, class X, class Y>
-void activation_forward(const ExecSpace& exec, const X& x, const Y& y) {
-  ScopedRegion region(std::string("tessera::kernels::activation_forward::") + Op::name);
+void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y& y) {
+  ScopedRegion region("tessera::kernels::activation_forward");
   TESSERA_REQUIRE(x.size() == y.size(), "tessera::kernels::activation_forward<" << Op::name
                                             << ">: x has " << x.size() << " elements, y has "
                                             << y.size());
   Kokkos::parallel_for(
-      "tessera::kernels::activation_forward",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { y(i) = Op::value(x(i)); });
+      "tessera::kernels::activation_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
+      KOKKOS_LAMBDA(const std::size_t i) { y(i) = op.value(x(i)); });
 }
 
-// dx = dy * f'(x)
+// dx += dy * f'(x)
 template <class Op, class ExecSpace, class X, class Y, class DY, class DX>
-void activation_backward(const ExecSpace& exec, const X& x, const Y& y, const DY& dy,
+void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const Y& y, const DY& dy,
                          const DX& dx) {
-  ScopedRegion region(std::string("tessera::kernels::activation_backward::") + Op::name);
+  ScopedRegion region("tessera::kernels::activation_backward");
   TESSERA_REQUIRE(x.size() == y.size() && x.size() == dy.size() && x.size() == dx.size(),
                   "tessera::kernels::activation_backward<" << Op::name << ">: sizes x " << x.size()
                       << ", y " << y.size() << ", dy " << dy.size() << ", dx " << dx.size()
                       << " must agree");
   Kokkos::parallel_for(
-      "tessera::kernels::activation_backward",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { dx(i) = dy(i) * Op::derivative(x(i), y(i)); });
+      "tessera::kernels::activation_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
+      KOKKOS_LAMBDA(const std::size_t i) { dx(i) += dy(i) * op.derivative(x(i), y(i)); });
 }
 
 }  // namespace tessera::kernels

@@ -1,7 +1,7 @@
 // Dense (fully connected) layer kernels: y = x W^T + b, with W stored
 // [out, in] row-major. Matrix products go to KokkosBlas::gemm (vendor BLAS
 // where Kokkos Kernels has one); the bias is a Kokkos kernel.
-// Backward accumulates into dW and db and overwrites dx.
+// Backward accumulates into dx, dW and db.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -42,7 +42,7 @@ void dense_forward(const X& x, const W& w, const B& b, const Y& y) {
   dense_forward(typename Y::execution_space(), x, w, b, y);
 }
 
-// dx = dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first layer).
+// dx += dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first layer).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB>
 void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
                     const DW& dw, const DB& db) {
@@ -59,7 +59,7 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
                     "tessera::kernels::dense_backward: dx [" << dx.extent(0) << ", " << dx.extent(1)
                                                              << "] differs from x [" << x.extent(0)
                                                              << ", " << x.extent(1) << "]");
-    compat::gemm(exec, "N", "N", T(1), dy, w, T(0), dx);
+    compat::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
   // One thread per output feature sums its column in a fixed order, so the
   // result does not depend on the thread count.

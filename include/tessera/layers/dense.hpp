@@ -7,19 +7,18 @@ namespace tessera {
 
 class Dense final : public Layer {
  public:
-  Dense(std::string name, std::int64_t units);
+  Dense(std::string name, std::int64_t units, std::vector<std::string> inputs = {});
 
   const char* type() const override { return "Dense"; }
   std::int64_t units() const { return units_; }
-  Shape output_shape(const Shape& input) const override;
-  std::vector<ParameterSpec> parameter_specs(const Shape& input) const override;
-  void bind_parameters(const std::vector<Tensor<float>>& values,
-                       const std::vector<Tensor<float>>& gradients) override;
-  std::int64_t flops_per_sample(const Shape& input) const override;
+  Shape output_shape(const Shapes& inputs) const override;
+  std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
+  void bind_parameters(const Tensors& values, const Tensors& gradients) override;
+  std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
-  void forward(const Tensor<float>& x, const Tensor<float>& y, bool training) override;
-  void backward(const Tensor<float>& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensor<float>& dx) override;
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
 
  private:
   std::int64_t units_;

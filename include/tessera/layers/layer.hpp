@@ -1,6 +1,15 @@
-// The interface every layer implements: shape inference, the parameters it
-// needs, and a forward/backward pair over tensors owned by the model's
-// workspace. Backward accumulates parameter gradients and overwrites dx.
+// The interface every layer implements: shape inference, the parameters and
+// state it needs, and a forward/backward pair over tensors owned by the
+// model's workspace.
+//
+// Conventions (see docs/adding-a-layer.md):
+// - Shapes include the batch as dim 0; images are NCHW.
+// - backward() ACCUMULATES into dx[i] and into parameter gradients; the model
+//   zeroes both before each backward pass, so an output consumed by several
+//   layers (residual connections) receives the sum of their gradients.
+//   dx[i] is empty (numel() == 0) when input i needs no gradient.
+// - Scratch that depends on the batch size is allocated in allocate(), once,
+//   for the largest batch; forward/backward allocate no device memory.
 #pragma once
 
 #include <tessera/core/tensor.hpp>
@@ -12,32 +21,56 @@
 
 namespace tessera {
 
+// Per-call information a layer may need.
+struct StepContext {
+  bool training = true;
+  std::uint64_t seed = 0;  // the run's seed: dropout draws from (seed, layer, step, element)
+  std::int64_t step = 0;   // optimizer steps taken so far
+};
+
+using Tensors = std::vector<Tensor<float>>;
+using Shapes = std::vector<Shape>;
+
 class Layer {
  public:
-  explicit Layer(std::string name) : name_(std::move(name)) {}
+  // inputs: names of the layers (or "input") this layer reads; empty means
+  // the previous layer's output.
+  explicit Layer(std::string name, std::vector<std::string> inputs = {})
+      : name_(std::move(name)), input_names_(std::move(inputs)) {}
   virtual ~Layer() = default;
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
 
   const std::string& name() const { return name_; }
+  const std::vector<std::string>& input_names() const { return input_names_; }
   virtual const char* type() const = 0;
+  // Inputs this layer takes: a fixed count, or -1 for two or more.
+  virtual int arity() const { return 1; }
 
-  // Output shape for an input shape (both include the batch as dim 0);
-  // throws tessera::Error naming the layer and both shapes when they do not fit.
-  virtual Shape output_shape(const Shape& input) const = 0;
-  virtual std::vector<ParameterSpec> parameter_specs(const Shape& /*input*/) const { return {}; }
-  // Receives tensors for the specs above, in order, once the store is allocated.
-  virtual void bind_parameters(const std::vector<Tensor<float>>& /*values*/,
-                               const std::vector<Tensor<float>>& /*gradients*/) {}
-  virtual std::int64_t flops_per_sample(const Shape& /*input*/) const { return 0; }
+  // Output shape for the input shapes; throws tessera::Error naming the
+  // layer and the shapes when they do not fit.
+  virtual Shape output_shape(const Shapes& inputs) const = 0;
+  virtual std::vector<ParameterSpec> parameter_specs(const Shapes& /*inputs*/) const { return {}; }
+  // Receives tensors for parameter_specs(), in order, once the store is allocated.
+  virtual void bind_parameters(const Tensors& /*values*/, const Tensors& /*gradients*/) {}
+  // Non-trainable state saved in checkpoints (e.g. BatchNorm running statistics).
+  virtual std::vector<ParameterSpec> state_specs(const Shapes& /*inputs*/) const { return {}; }
+  virtual void bind_state(const Tensors& /*state*/) {}
+  // Scratch for batches up to inputs[0][0] samples.
+  virtual void allocate(const Shapes& /*inputs*/) {}
+  virtual std::int64_t flops_per_sample(const Shapes& /*inputs*/) const { return 0; }
 
-  virtual void forward(const Tensor<float>& x, const Tensor<float>& y, bool training) = 0;
-  // dx is empty for the first layer, whose input gradient nobody needs.
-  virtual void backward(const Tensor<float>& x, const Tensor<float>& y, const Tensor<float>& dy,
-                        const Tensor<float>& dx) = 0;
+  virtual void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) = 0;
+  virtual void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                        const Tensors& dx, const StepContext& ctx) = 0;
+
+ protected:
+  // "tessera::<type> '<name>'" for messages.
+  std::string where() const { return std::string("tessera::") + type() + " '" + name_ + "'"; }
 
  private:
   std::string name_;
+  std::vector<std::string> input_names_;
 };
 
 }  // namespace tessera

@@ -1,7 +1,10 @@
-// A model: layers applied in sequence, with a workspace that owns every
-// activation and activation gradient for the largest batch, and a parameter
-// store. After compile(), forward and backward allocate nothing; a smaller
-// batch (the last of an epoch) uses the leading rows of the same buffers.
+// A model: a directed acyclic graph of layers, each reading the outputs of
+// earlier layers by name ("input" is the model input; by default a layer
+// reads the previous one, so a plain sequence needs no names). A workspace
+// owns every activation and activation gradient for the largest batch, and
+// parameter and state stores hold the weights. After compile(), forward and
+// backward allocate no device memory; a smaller batch (the last of an epoch)
+// uses the leading rows of the same buffers.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
@@ -33,17 +36,23 @@ class Model {
   // The model's input buffer for `batch` samples: fill it, then forward().
   Tensor<float> input(std::int64_t batch) const;
   // Runs every layer; returns the output for `batch` samples.
-  Tensor<float> forward(std::int64_t batch, bool training);
+  Tensor<float> forward(std::int64_t batch, const StepContext& ctx);
   // Gradient of the loss with respect to the output, to fill before backward().
   Tensor<float> output_gradient(std::int64_t batch) const;
-  // Zeroes parameter gradients, then back-propagates output_gradient().
-  void backward(std::int64_t batch);
+  // Zeroes parameter and activation gradients (except output_gradient()),
+  // then back-propagates output_gradient().
+  void backward(std::int64_t batch, const StepContext& ctx);
 
   ParameterStore& parameters() { return parameters_; }
   const ParameterStore& parameters() const { return parameters_; }
+  // Non-trainable state (running statistics); no gradients.
+  ParameterStore& state() { return state_; }
+  const ParameterStore& state() const { return state_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   // Per-sample output shape of layer i (after compile).
   Shape layer_output_shape(std::size_t i) const;
+  // Node indices (0 = input, i + 1 = layer i) that layer i reads.
+  const std::vector<std::size_t>& layer_inputs(std::size_t i) const { return layer_inputs_.at(i); }
   Shape output_shape() const;
   std::int64_t flops_per_sample() const;
   std::int64_t max_batch() const { return max_batch_; }
@@ -52,14 +61,19 @@ class Model {
   std::string summary() const;
 
  private:
-  Shape batch_shape(const Shape& sample, std::int64_t batch) const;
+  Tensors gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
+                 std::int64_t batch) const;
 
   Shape sample_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Shape> sample_shapes_;  // [0] input, [i + 1] output of layer i
+  // Node 0 is the input, node i + 1 the output of layer i.
+  std::vector<Shape> sample_shapes_;
+  std::vector<std::vector<std::size_t>> layer_inputs_;  // node indices per layer
   std::vector<Tensor<float>> activations_;
-  std::vector<Tensor<float>> activation_grads_;
+  std::vector<Tensor<float>> activation_grads_;  // slices of one buffer; [0] empty
+  Vector<float> activation_grad_buffer_;
   ParameterStore parameters_;
+  ParameterStore state_{false};
   std::int64_t max_batch_ = 0;
   bool compiled_ = false;
 };

@@ -11,7 +11,7 @@
 
 namespace tessera {
 
-enum class Init { zeros, he_uniform, xavier_uniform };
+enum class Init { zeros, ones, he_uniform, xavier_uniform };
 
 struct ParameterSpec {
   std::string name;  // e.g. "weight"
@@ -29,6 +29,9 @@ struct ParameterEntry {
 
 class ParameterStore {
  public:
+  // with_gradients = false for non-trainable state.
+  explicit ParameterStore(bool with_gradients = true) : with_gradients_(with_gradients) {}
+
   // Reserves a slot; returns its index. Only before allocate().
   std::size_t add(const std::string& layer, const ParameterSpec& spec);
   void allocate();
@@ -51,6 +54,7 @@ class ParameterStore {
 
   std::vector<ParameterEntry> entries_;
   std::int64_t count_ = 0;
+  bool with_gradients_ = true;
   Vector<float> values_;
   Vector<float> gradients_;
 };

@@ -1,0 +1,97 @@
+// Flatten, Add and Concat over the shared data-movement kernels.
+#include <tessera/kernels/tensor_ops.hpp>
+#include <tessera/layers/structural.hpp>
+
+namespace tessera {
+
+namespace {
+std::string shapes_text(const Shapes& shapes) {
+  std::string text;
+  for (const auto& s : shapes) text += (text.empty() ? "" : ", ") + to_string(s);
+  return text;
+}
+// Elements per channel: H * W for images, 1 for feature vectors.
+std::int64_t spatial_size(const Shape& s) { return s.rank() <= 2 ? 1 : s.inner() / s[1]; }
+}  // namespace
+
+Shape Flatten::output_shape(const Shapes& inputs) const {
+  const Shape& in = inputs.at(0);
+  TESSERA_REQUIRE(in.rank() >= 2, where() << ": input " << in << " needs a batch dimension");
+  return Shape{in[0], in.inner()};
+}
+
+void Flatten::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::Flatten::forward");
+  kernels::copy_into(ExecSpace(), x[0].flat(), y.flat(), false);
+}
+
+void Flatten::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                       const Tensors& dx, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::Flatten::backward");
+  if (dx[0].numel() > 0) kernels::copy_into(ExecSpace(), dy.flat(), dx[0].flat(), true);
+}
+
+Shape Add::output_shape(const Shapes& inputs) const {
+  for (const auto& s : inputs)
+    TESSERA_REQUIRE(s == inputs[0], where() << ": inputs must have one shape, got " << shapes_text(inputs));
+  return inputs[0];
+}
+
+std::int64_t Add::flops_per_sample(const Shapes& inputs) const {
+  return static_cast<std::int64_t>(inputs.size() - 1) * inputs.at(0).inner();
+}
+
+void Add::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::Add::forward");
+  for (std::size_t i = 0; i < x.size(); ++i) kernels::copy_into(ExecSpace(), x[i].flat(), y.flat(), i > 0);
+}
+
+void Add::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                   const Tensors& dx, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::Add::backward");
+  for (const auto& g : dx)
+    if (g.numel() > 0) kernels::copy_into(ExecSpace(), dy.flat(), g.flat(), true);
+}
+
+Shape Concat::output_shape(const Shapes& inputs) const {
+  const Shape& first = inputs.at(0);
+  TESSERA_REQUIRE(first.rank() >= 2, where() << ": inputs need a channel dimension, got "
+                                             << shapes_text(inputs));
+  Shape out = first;
+  std::int64_t channels = 0;
+  for (const auto& s : inputs) {
+    bool fits = s.rank() == first.rank();
+    for (int d = 0; fits && d < s.rank(); ++d) fits = d == 1 || s[d] == first[d];
+    TESSERA_REQUIRE(fits, where() << ": inputs must agree in every dimension but 1, got "
+                                  << shapes_text(inputs));
+    channels += s[1];
+  }
+  out.set(1, channels);
+  return out;
+}
+
+void Concat::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::Concat::forward");
+  const Shape& out = y.shape();
+  std::int64_t offset = 0;
+  for (const auto& input : x) {
+    kernels::channel_block(ExecSpace(), input.flat(), input.shape()[1], y.flat(), out[1], offset,
+                           out[0], spatial_size(out), true);
+    offset += input.shape()[1];
+  }
+}
+
+void Concat::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                      const Tensors& dx, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::Concat::backward");
+  const Shape& out = dy.shape();
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (dx[i].numel() > 0)
+      kernels::channel_block(ExecSpace(), dx[i].flat(), x[i].shape()[1], dy.flat(), out[1], offset,
+                             out[0], spatial_size(out), false);
+    offset += x[i].shape()[1];
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,129 @@
+// Flatten, Add and Concat: values, finite-difference gradients, shape
+// errors, and a residual model whose fan-out gradients must add up.
+#include <tessera/kernels/loss.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/structural.hpp>
+#include <tessera/model/model.hpp>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+TEST(Flatten, ValuesAndGradient) {
+  Flatten flatten("flat");
+  test::LayerHarness h(flatten, {Shape{2, 3, 2, 2}});
+  EXPECT_EQ(h.output.shape(), (Shape{2, 12}));
+  h.forward();
+  EXPECT_EQ(test::to_host(h.output.flat()), test::to_host(h.inputs[0].flat()));
+  h.expect_gradients();
+}
+
+TEST(Add, ValuesAndGradient) {
+  Add add("sum", {"a", "b", "c"});
+  test::LayerHarness h(add, {Shape{2, 5}, Shape{2, 5}, Shape{2, 5}});
+  h.forward();
+  const auto a = test::to_host(h.inputs[0].flat()), b = test::to_host(h.inputs[1].flat()),
+             c = test::to_host(h.inputs[2].flat()), y = test::to_host(h.output.flat());
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_FLOAT_EQ(y[i], a[i] + b[i] + c[i]);
+  h.expect_gradients();
+}
+
+TEST(Add, RejectsDifferentShapes) {
+  Add add("sum", {"a", "b"});
+  try {
+    add.output_shape({Shape{2, 5}, Shape{2, 6}});
+    FAIL() << "expected tessera::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tessera::Add 'sum': inputs must have one shape, got [2, 5], [2, 6]"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(Concat, ChannelsOfImages) {
+  Concat concat("cat", {"a", "b"});
+  test::LayerHarness h(concat, {Shape{2, 1, 2, 2}, Shape{2, 2, 2, 2}});
+  ASSERT_EQ(h.output.shape(), (Shape{2, 3, 2, 2}));
+  h.forward();
+  const auto a = test::to_host(h.inputs[0].flat()), b = test::to_host(h.inputs[1].flat()),
+             y = test::to_host(h.output.flat());
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int s = 0; s < 4; ++s) {
+        const float expected = c == 0 ? a[n * 4 + s] : b[(n * 2 + c - 1) * 4 + s];
+        EXPECT_EQ(y[(n * 3 + c) * 4 + s], expected) << n << ", " << c << ", " << s;
+      }
+  h.expect_gradients();
+}
+
+TEST(Concat, FeaturesAndShapeErrors) {
+  Concat concat("cat", {"a", "b"});
+  test::LayerHarness h(concat, {Shape{3, 2}, Shape{3, 4}});
+  EXPECT_EQ(h.output.shape(), (Shape{3, 6}));
+  h.expect_gradients();
+  EXPECT_THROW(concat.output_shape({Shape{3, 2, 4, 4}, Shape{3, 2, 5, 4}}), Error);
+}
+
+// input -> fc1 -> relu1 -+-> fc2 -> relu2 -> add -> out
+//                        +-----------------/
+std::unique_ptr<Model> residual_model() {
+  auto model = std::make_unique<Model>(Shape{3});
+  model->add<Dense>("fc1", 6)
+      .add<ReLU>("relu1")
+      .add<Dense>("fc2", 6)
+      .add<ReLU>("relu2")
+      .add<Add>("add", std::vector<std::string>{"relu1", "relu2"})
+      .add<Dense>("out", 4);
+  return model;
+}
+
+TEST(ResidualModel, GraphSummaryAndErrors) {
+  auto model = residual_model();
+  model->compile(4, 1);
+  EXPECT_EQ(model->layer_inputs(4), (std::vector<std::size_t>{2, 4}));
+  EXPECT_NE(model->summary().find("relu1, relu2"), std::string::npos) << model->summary();
+
+  Model unknown(Shape{3});
+  unknown.add<Dense>("fc", 2).add<Add>("add", std::vector<std::string>{"fc", "later"});
+  try {
+    unknown.compile(2, 0);
+    FAIL() << "expected tessera::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'add' reads 'later', which is not 'input' or a layer declared before it"),
+              std::string::npos) << e.what();
+  }
+  Model single(Shape{3});
+  single.add<Add>("add", std::vector<std::string>{"input"});
+  EXPECT_THROW(single.compile(2, 0), Error);
+}
+
+TEST(ResidualModel, FanOutGradientsMatchFiniteDifferences) {
+  const std::int64_t batch = 4;
+  auto model = residual_model();
+  model->compile(batch, 3);
+  test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 81));
+  Vector<int> labels("labels", batch);
+  test::from_host(labels, std::vector<int>{0, 3, 1, 2});
+  Vector<float> sample_loss("loss", batch);
+  Vector<int> correct("correct", batch);
+  const auto loss = [&]() {
+    const auto logits = model->forward(batch, StepContext{});
+    kernels::softmax_cross_entropy(ExecSpace(), logits.matrix(), labels, 1.0f / batch,
+                                   model->output_gradient(batch).matrix(), sample_loss, correct);
+    double sum = 0;
+    for (float l : test::to_host(sample_loss)) sum += l;
+    return sum / batch;
+  };
+  loss();
+  model->backward(batch, StepContext{});
+  const auto& store = model->parameters();
+  for (std::size_t i = 0; i < store.entries().size(); ++i) {
+    const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;
+    test::expect_gradient(what.c_str(), store.value(i).flat(), test::to_host(store.gradient(i).flat()),
+                          loss, 1e-3f, 1e-2, 1e-3);
+  }
+}
+
+}  // namespace
