@@ -1,5 +1,6 @@
-// Fused softmax cross-entropy: values against a double-precision reference,
-// finite-difference gradient, stability for large logits, accuracy counts.
+// Losses: fused softmax cross-entropy against a double-precision reference,
+// finite-difference gradients, stability for large logits, accuracy counts;
+// mean squared error values and gradient.
 #include <tessera/kernels/loss.hpp>
 
 #include "tessera_test.hpp"
@@ -76,6 +77,37 @@ TYPED_TEST(SoftmaxCrossEntropy, StableForLargeLogits) {
   EXPECT_NEAR(loss[0], 0.0, 1e-6);
   EXPECT_NEAR(loss[1], std::log(3.0), 1e-5);
   for (float g : test::to_host(buf.dlogits)) EXPECT_TRUE(std::isfinite(g));
+}
+
+template <class ExecSpace>
+class MeanSquaredError : public ::testing::Test {};
+TYPED_TEST_SUITE(MeanSquaredError, test::ExecSpaces);
+
+TYPED_TEST(MeanSquaredError, ValuesAndGradient) {
+  using Mem = typename TypeParam::memory_space;
+  const int n = 3, f = 4;
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> pred("pred", n, f), target("target", n, f),
+      grad("grad", n, f);
+  Kokkos::View<float*, Mem> loss("loss", n);
+  const auto p = test::random_values(n * f, 91), t = test::random_values(n * f, 92);
+  test::from_host(pred, p);
+  test::from_host(target, t);
+  const auto mean_loss = [&]() {
+    kernels::mean_squared_error(TypeParam(), pred, target, 1.0f / n, grad, loss);
+    double sum = 0;
+    for (float l : test::to_host(loss)) sum += l;
+    return sum / n;
+  };
+  double reference = 0;
+  for (int i = 0; i < n * f; ++i) reference += double(p[i] - t[i]) * (p[i] - t[i]);
+  EXPECT_NEAR(mean_loss(), reference / (n * f), 1e-6);
+  const auto l = test::to_host(loss);
+  for (int i = 0; i < n; ++i) {
+    double sample = 0;
+    for (int k = 0; k < f; ++k) sample += double(p[i * f + k] - t[i * f + k]) * (p[i * f + k] - t[i * f + k]);
+    EXPECT_NEAR(l[i], sample / f, 1e-6) << "sample " << i;
+  }
+  test::expect_gradient("dpred", pred, test::to_host(grad), mean_loss, 1e-2f, 2e-3, 1e-5);
 }
 
 }  // namespace

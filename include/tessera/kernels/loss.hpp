@@ -1,7 +1,11 @@
-// Fused, numerically stable softmax cross-entropy. One thread per sample
-// subtracts the row maximum before exponentiating, writes the sample's loss,
-// whether its arg-max matches the label, and the gradient of the mean loss
-// with respect to the logits, scaled by grad_scale (1 / global batch size).
+// Loss kernels. Each writes one loss value per sample (the caller sums them
+// in a fixed order, so totals do not depend on the thread count) and the
+// gradient of the batch loss with respect to the model output, scaled by
+// grad_scale (1 / global batch size for a mean over samples).
+//
+// softmax_cross_entropy: fused and numerically stable. One thread per sample
+// subtracts the row maximum before exponentiating and also records whether
+// the arg-max matches the label.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -48,6 +52,38 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
         }
         sample_loss(i) = log_sum - (logits(i, label) - max_logit);
         sample_correct(i) = (argmax == label) ? 1 : 0;
+      });
+}
+
+// Mean squared error: sample loss = mean over features of (p - t)^2, as
+// PyTorch's MSELoss(reduction="mean") once averaged over samples.
+template <class ExecSpace, class Pred, class Target, class DPred, class Loss>
+void mean_squared_error(const ExecSpace& exec, const Pred& pred, const Target& target,
+                        typename DPred::const_value_type grad_scale, const DPred& dpred,
+                        const Loss& sample_loss) {
+  ScopedRegion region("tessera::kernels::mean_squared_error");
+  const int n = static_cast<int>(pred.extent(0));
+  const int features = static_cast<int>(pred.extent(1));
+  TESSERA_REQUIRE(target.extent(0) == pred.extent(0) && target.extent(1) == pred.extent(1) &&
+                      dpred.extent(0) == pred.extent(0) && dpred.extent(1) == pred.extent(1) &&
+                      sample_loss.extent(0) >= pred.extent(0),
+                  "tessera::kernels::mean_squared_error: predictions [" << n << ", " << features
+                      << "], targets [" << target.extent(0) << ", " << target.extent(1)
+                      << "], gradient [" << dpred.extent(0) << ", " << dpred.extent(1)
+                      << "], per-sample loss [" << sample_loss.extent(0)
+                      << "]; expected targets and gradient like the predictions, loss of at least N");
+  using T = typename DPred::non_const_value_type;
+  const T inv_features = T(1) / static_cast<T>(features);
+  Kokkos::parallel_for(
+      "tessera::kernels::mean_squared_error", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(const int i) {
+        T sum = 0;
+        for (int f = 0; f < features; ++f) {
+          const T diff = pred(i, f) - target(i, f);
+          sum += diff * diff;
+          dpred(i, f) = grad_scale * T(2) * diff * inv_features;
+        }
+        sample_loss(i) = sum * inv_features;
       });
 }
 

@@ -1,0 +1,55 @@
+// The allocation and deep-copy counter, and the model's promise that a warm
+// forward/backward pass allocates no memory.
+#include <tessera/core/memory_events.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/structural.hpp>
+#include <tessera/model/model.hpp>
+
+#include "tessera_test.hpp"
+
+namespace {
+
+using namespace tessera;
+
+TEST(MemoryEventCounter, SeesAllocationsAndCopies) {
+  MemoryEventCounter counter;
+  Vector<float> a("tessera_test::a", 100);
+  Kokkos::View<float*, Kokkos::HostSpace> host("tessera_test::host", 100);
+  Kokkos::deep_copy(a, host);
+  EXPECT_EQ(counter.allocations(), 2);
+  EXPECT_EQ(counter.bytes_allocated(), 2 * 100 * sizeof(float));
+  EXPECT_EQ(counter.allocation_labels().at(0), "tessera_test::a");
+  ASSERT_EQ(counter.deep_copies().size(), 1u);
+  EXPECT_EQ(counter.deep_copies()[0].destination_label, "tessera_test::a");
+  EXPECT_EQ(counter.deep_copies()[0].bytes, 100 * sizeof(float));
+  // Device memory is host memory on host backends.
+  const int expected_uploads = std::is_same<MemSpace, Kokkos::HostSpace>::value ? 0 : 1;
+  EXPECT_EQ(counter.host_to_device_copies(), expected_uploads);
+  counter.reset();
+  EXPECT_EQ(counter.allocations(), 0);
+  EXPECT_THROW(MemoryEventCounter second, Error);
+}
+
+TEST(MemoryEventCounter, WarmForwardBackwardAllocatesNothing) {
+  auto model = std::make_unique<Model>(Shape{6});
+  model->add<Dense>("fc1", 8).add<ReLU>("relu").add<Dense>("fc2", 8)
+      .add<Add>("add", std::vector<std::string>{"relu", "fc2"}).add<Dense>("out", 3);
+  model->compile(5, 1);
+  test::from_host(model->input(5).flat(), test::random_values(30, 3));
+  model->forward(5, StepContext{});
+  model->backward(5, StepContext{});
+  Kokkos::fence();
+  MemoryEventCounter counter;
+  for (int step = 0; step < 3; ++step) {
+    model->forward(step == 2 ? 4 : 5, StepContext{});  // a smaller last batch too
+    model->backward(step == 2 ? 4 : 5, StepContext{});
+  }
+  Kokkos::fence();
+  std::string labels;
+  for (const auto& l : counter.allocation_labels()) labels += l + " ";
+  EXPECT_EQ(counter.allocations(), 0) << labels;
+  EXPECT_EQ(counter.host_to_device_copies(), 0);
+}
+
+}  // namespace
