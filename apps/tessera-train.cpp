@@ -38,7 +38,13 @@ int main(int argc, char** argv) {
     if (root) {
       std::cout << tessera::build_description() << "\n"
                 << "deck " << deck.path << " (run '" << deck.run_name << "')\n"
-                << model->summary() << std::flush;
+                << model->summary() << "optimizer " << deck.optimizer.type << ", lr "
+                << deck.optimizer.lr << ", schedule " << deck.schedule.type;
+      if (deck.schedule.warmup_steps > 0)
+        std::cout << " after " << deck.schedule.warmup_steps << " warmup steps";
+      if (deck.training.clip_norm > 0)
+        std::cout << ", gradients clipped to norm " << deck.training.clip_norm;
+      std::cout << "\n" << std::flush;
     }
     if (check_only) {
       if (root) std::cout << "deck OK\n";
@@ -53,8 +59,8 @@ int main(int argc, char** argv) {
       std::cout << "data: " << train.size() << " training and " << test.size()
                 << " test samples of shape " << train.sample_shape << "\n";
 
-    tessera::Sgd optimizer(tessera::sgd_params(deck));
-    tessera::Trainer trainer(*model, optimizer, options);
+    const auto optimizer = tessera::make_optimizer(tessera::optimizer_params(deck));
+    tessera::Trainer trainer(*model, *optimizer, options);
     const auto log = [root](const std::string& line) {
       if (root) std::cout << line << std::endl;
     };
@@ -66,7 +72,8 @@ int main(int argc, char** argv) {
         std::cout << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/"
                   << deck.training.epochs << ": train loss " << report.train.loss
                   << ", train accuracy " << report.train.accuracy << ", test loss " << result.loss
-                  << ", test accuracy " << result.accuracy << ", " << std::setprecision(1)
+                  << ", test accuracy " << result.accuracy << ", lr " << std::defaultfloat
+                  << std::setprecision(4) << report.lr << std::fixed << ", " << std::setprecision(1)
                   << report.seconds << " s, " << std::setprecision(0)
                   << report.samples_per_second << " samples/s" << std::endl;
     }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/data/dataset.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -69,6 +70,34 @@ void expect_gradient(const char* what, const V& v, const std::vector<float>& ana
     EXPECT_NEAR(analytic[i], numeric, atol + rtol * std::fabs(numeric))
         << what << " element " << i;
   }
+}
+
+// A device-resident dataset from host samples (row-major, one sample a row).
+inline Dataset make_dataset(const Shape& sample_shape, int classes,
+                            const std::vector<float>& samples, const std::vector<int>& labels) {
+  Dataset d;
+  d.sample_shape = sample_shape;
+  d.classes = classes;
+  const auto n = static_cast<std::int64_t>(labels.size());
+  d.samples = Matrix<float>("tessera_test::samples", n, sample_shape.numel());
+  d.labels = Vector<int>("tessera_test::labels", n);
+  from_host(d.samples, samples);
+  from_host(d.labels, labels);
+  return d;
+}
+
+// Points in [-1, 1)^2 labelled by `label(x, y)`.
+template <class Label>
+Dataset plane_dataset(std::int64_t n, std::uint64_t seed, Label label) {
+  const auto xy = random_values(2 * n, seed);
+  std::vector<int> labels(n);
+  for (std::int64_t i = 0; i < n; ++i) labels[i] = label(xy[2 * i], xy[2 * i + 1]) ? 1 : 0;
+  return make_dataset(Shape{2}, 2, xy, labels);
+}
+
+// Quadrant XOR: not linearly separable, so a hidden layer must work.
+inline Dataset xor_dataset(std::int64_t n, std::uint64_t seed) {
+  return plane_dataset(n, seed, [](float x, float y) { return (x > 0) != (y > 0); });
 }
 
 }  // namespace tessera::test

@@ -152,6 +152,164 @@ TEST(Deck, UnknownLayerType) {
                     "model.layers[1].type", "allowed: dense, relu");
 }
 
+// valid_deck has 27 lines: `extra` starts on line 28.
+std::string with_tables(const std::string& extra) { return std::string(valid_deck) + extra; }
+
+TEST(Deck, OptimizerScheduleAndClippingBuild) {
+  const std::string path = write_deck("adamw", with_tables(R"(clip_norm = 2.5
+
+[optimizer]
+type = "adamw"
+lr = 0.002
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-6
+
+[schedule]
+type = "multistep"
+milestones = [3, 7]
+gamma = 0.5
+warmup_steps = 100
+warmup_start_factor = 0.1
+)"));
+  const Deck deck = load_deck(path);
+  EXPECT_EQ(deck.optimizer.type, "adamw");
+  EXPECT_FLOAT_EQ(deck.optimizer.weight_decay, 0.01f);  // AdamW's default
+  const OptimizerParams op = optimizer_params(deck);
+  EXPECT_FLOAT_EQ(op.beta1, 0.8f);
+  EXPECT_FLOAT_EQ(op.beta2, 0.99f);
+  EXPECT_FLOAT_EQ(op.eps, 1e-6f);
+  EXPECT_EQ(make_optimizer(op)->name(), "AdamW");
+  const LrSchedule schedule = lr_schedule(deck);
+  EXPECT_EQ(schedule.type, ScheduleType::multistep);
+  EXPECT_FLOAT_EQ(schedule.base_lr, 0.002f);
+  EXPECT_EQ(schedule.milestones, (std::vector<std::int64_t>{3, 7}));
+  EXPECT_FLOAT_EQ(schedule.gamma, 0.5f);
+  EXPECT_EQ(schedule.warmup_steps, 100);
+  EXPECT_FLOAT_EQ(schedule.warmup_start_factor, 0.1f);
+  const TrainOptions options = train_options(deck);
+  EXPECT_FLOAT_EQ(options.clip_norm, 2.5f);
+  EXPECT_EQ(options.schedule.milestones, schedule.milestones);
+  std::remove(path.c_str());
+}
+
+TEST(Deck, OptimizerDefaultsDependOnTheType) {
+  const std::string sgd_path = write_deck("sgd_defaults", valid_deck);
+  const Deck sgd = load_deck(sgd_path);
+  EXPECT_EQ(sgd.optimizer.type, "sgd");
+  EXPECT_FLOAT_EQ(sgd.optimizer.lr, 0.01f);
+  EXPECT_EQ(sgd.schedule.type, "constant");
+  EXPECT_FLOAT_EQ(sgd.training.clip_norm, 0.0f);
+  const std::string adam_path = write_deck("adam_defaults", with_tables("[optimizer]\ntype = \"adam\"\n"));
+  const Deck adam = load_deck(adam_path);
+  EXPECT_FLOAT_EQ(adam.optimizer.lr, 0.001f);
+  EXPECT_FLOAT_EQ(adam.optimizer.weight_decay, 0.0f);
+  EXPECT_FLOAT_EQ(adam.optimizer.beta1, 0.9f);
+  EXPECT_FLOAT_EQ(adam.optimizer.beta2, 0.999f);
+  EXPECT_FLOAT_EQ(adam.optimizer.eps, 1e-8f);
+  EXPECT_EQ(make_optimizer(optimizer_params(adam))->name(), "Adam");
+  std::remove(sgd_path.c_str());
+  std::remove(adam_path.c_str());
+}
+
+TEST(Deck, OptimizerErrors) {
+  const auto opt = [](const std::string& body) { return with_tables("[optimizer]\n" + body); };
+  // Line 28 is [optimizer]; the body starts on line 29.
+  expect_deck_error("opt_type", opt("type = \"adagrad\"\n"), 29, 8, "optimizer.type",
+                    "'adagrad' is not supported; allowed: sgd, adam, adamw");
+  expect_deck_error("opt_unknown", opt("betas = 0.9\n"), 29, 1, "optimizer.betas",
+                    "unknown key (did you mean 'optimizer.beta1'?)");
+  expect_deck_error("opt_momentum_adam", opt("type = \"adam\"\nmomentum = 0.9\n"), 30, 1,
+                    "optimizer.momentum", "does not apply to type 'adam'; it applies to: sgd");
+  expect_deck_error("opt_nesterov_adamw", opt("type = \"adamw\"\nnesterov = true\n"), 30, 1,
+                    "optimizer.nesterov", "does not apply to type 'adamw'; it applies to: sgd");
+  expect_deck_error("opt_beta1_sgd", opt("beta1 = 0.9\n"), 29, 1, "optimizer.beta1",
+                    "does not apply to type 'sgd'; it applies to: adam, adamw");
+  expect_deck_error("opt_eps_sgd", opt("type = \"sgd\"\neps = 1e-8\n"), 30, 1, "optimizer.eps",
+                    "does not apply to type 'sgd'; it applies to: adam, adamw");
+  expect_deck_error("opt_lr_type", opt("lr = \"0.1\"\n"), 29, 6, "optimizer.lr", "expected a number");
+  expect_deck_error("opt_lr_range", opt("lr = -0.1\n"), 29, 6, "optimizer.lr", "out of range [0, 100]");
+  expect_deck_error("opt_wd_range", opt("weight_decay = 2\n"), 29, 16, "optimizer.weight_decay",
+                    "out of range [0, 1]");
+  expect_deck_error("opt_beta2_range", opt("type = \"adam\"\nbeta2 = 1.0\n"), 30, 9, "optimizer.beta2",
+                    "value 1 is out of range [0, 0.999999]");
+  expect_deck_error("opt_beta1_type", opt("type = \"adam\"\nbeta1 = true\n"), 30, 9, "optimizer.beta1",
+                    "expected a number");
+  expect_deck_error("opt_eps_range", opt("type = \"adam\"\neps = 0.0\n"), 30, 7, "optimizer.eps",
+                    "value 0 is out of range (0, 1]");
+  expect_deck_error("opt_momentum_range", opt("momentum = 1.0\n"), 29, 12, "optimizer.momentum",
+                    "out of range [0, 0.999999]");
+  expect_deck_error("opt_nesterov_type", opt("momentum = 0.9\nnesterov = 1\n"), 30, 12,
+                    "optimizer.nesterov", "expected a boolean");
+  expect_deck_error("opt_nesterov_no_momentum", opt("nesterov = true\n"), 29, 12, "optimizer.nesterov",
+                    "Nesterov momentum needs optimizer.momentum > 0");
+}
+
+TEST(Deck, ScheduleErrors) {
+  const auto sch = [](const std::string& body) { return with_tables("[schedule]\n" + body); };
+  // Line 28 is [schedule]; the body starts on line 29.
+  expect_deck_error("sch_top", with_tables("[schedul]\n"), 28, 2, "schedul",
+                    "unknown key (did you mean 'schedule'?)");
+  expect_deck_error("sch_type", sch("type = \"linear\"\n"), 29, 8, "schedule.type",
+                    "'linear' is not supported; allowed: constant, step, multistep, exponential, cosine");
+  expect_deck_error("sch_unknown", sch("type = \"cosine\"\nwarmup_step = 10\n"), 30, 1,
+                    "schedule.warmup_step", "unknown key (did you mean 'schedule.warmup_steps'?)");
+  expect_deck_error("sch_gamma_cosine", sch("type = \"cosine\"\ngamma = 0.5\n"), 30, 1, "schedule.gamma",
+                    "does not apply to type 'cosine'; it applies to: step, multistep, exponential");
+  expect_deck_error("sch_min_lr_step", sch("type = \"step\"\nstep_size = 2\nmin_lr = 0.001\n"), 31, 1,
+                    "schedule.min_lr", "does not apply to type 'step'; it applies to: cosine");
+  expect_deck_error("sch_milestones_constant", sch("milestones = [2]\n"), 29, 1, "schedule.milestones",
+                    "does not apply to type 'constant'; it applies to: multistep");
+  expect_deck_error("sch_step_size_multistep", sch("type = \"multistep\"\nmilestones = [2]\nstep_size = 2\n"),
+                    31, 1, "schedule.step_size", "does not apply to type 'multistep'; it applies to: step");
+  expect_deck_error("sch_step_size_missing", sch("type = \"step\"\n"), 28, 1, "schedule.step_size",
+                    "required for type 'step'");
+  expect_deck_error("sch_step_size_range", sch("type = \"step\"\nstep_size = 0\n"), 30, 13,
+                    "schedule.step_size", "out of range [1, 1000000]");
+  expect_deck_error("sch_step_size_type", sch("type = \"step\"\nstep_size = 2.5\n"), 30, 13,
+                    "schedule.step_size", "expected an integer");
+  expect_deck_error("sch_gamma_missing", sch("type = \"exponential\"\n"), 28, 1, "schedule.gamma",
+                    "required for type 'exponential'");
+  expect_deck_error("sch_gamma_range", sch("type = \"exponential\"\ngamma = 1.5\n"), 30, 9,
+                    "schedule.gamma", "value 1.5 is out of range (0, 1]");
+  expect_deck_error("sch_gamma_zero", sch("type = \"step\"\nstep_size = 1\ngamma = 0\n"), 31, 9,
+                    "schedule.gamma", "value 0 is out of range (0, 1]");
+  expect_deck_error("sch_milestones_missing", sch("type = \"multistep\"\n"), 28, 1, "schedule.milestones",
+                    "required for type 'multistep'");
+  expect_deck_error("sch_milestones_type", sch("type = \"multistep\"\nmilestones = 3\n"), 30, 14,
+                    "schedule.milestones", "expected a non-empty array of increasing epochs");
+  expect_deck_error("sch_milestones_empty", sch("type = \"multistep\"\nmilestones = []\n"), 30, 14,
+                    "schedule.milestones", "expected a non-empty array of increasing epochs");
+  expect_deck_error("sch_milestones_order", sch("type = \"multistep\"\nmilestones = [5, 5]\n"), 30, 18,
+                    "schedule.milestones", "epoch 5 does not follow 5; milestones must increase");
+  expect_deck_error("sch_milestones_value", sch("type = \"multistep\"\nmilestones = [2, 0]\n"), 30, 18,
+                    "schedule.milestones", "expected integers >= 1 (epochs)");
+  expect_deck_error("sch_milestones_float", sch("type = \"multistep\"\nmilestones = [2.5]\n"), 30, 15,
+                    "schedule.milestones", "expected integers >= 1 (epochs)");
+  expect_deck_error("sch_min_lr_range", sch("type = \"cosine\"\nmin_lr = 0.5\n"), 30, 10, "schedule.min_lr",
+                    "value 0.5 is out of range [0, optimizer.lr = 0.01]");
+  expect_deck_error("sch_min_lr_type", sch("type = \"cosine\"\nmin_lr = \"0\"\n"), 30, 10,
+                    "schedule.min_lr", "expected a number");
+  expect_deck_error("sch_warmup_range", sch("warmup_steps = -1\n"), 29, 16, "schedule.warmup_steps",
+                    "out of range");
+  expect_deck_error("sch_warmup_type", sch("warmup_steps = 1.5\n"), 29, 16, "schedule.warmup_steps",
+                    "expected an integer");
+  expect_deck_error("sch_warmup_factor_range", sch("warmup_steps = 10\nwarmup_start_factor = 1.5\n"), 30,
+                    23, "schedule.warmup_start_factor", "out of range [0, 1]");
+  expect_deck_error("sch_warmup_factor_alone", sch("warmup_start_factor = 0.5\n"), 29, 23,
+                    "schedule.warmup_start_factor", "has no effect without schedule.warmup_steps > 0");
+}
+
+TEST(Deck, ClipNormErrors) {
+  // clip_norm goes under [training], whose last line (27) is batch_size.
+  expect_deck_error("clip_range", with_tables("clip_norm = -1.0\n"), 28, 13, "training.clip_norm",
+                    "out of range [0, 1e+06]");
+  expect_deck_error("clip_type", with_tables("clip_norm = \"off\"\n"), 28, 13, "training.clip_norm",
+                    "expected a number");
+  expect_deck_error("clip_unknown", with_tables("clipnorm = 1.0\n"), 28, 1, "training.clipnorm",
+                    "unknown key (did you mean 'training.clip_norm'?)");
+}
+
 TEST(Deck, MissingRequiredKey) {
   expect_deck_error("missing", replace(valid_deck, "test_labels = \"d\"\n", ""), 5, 1,
                     "data.test_labels", "required key is missing");

@@ -4,6 +4,7 @@
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/model/trainer.hpp>
+#include <tessera/optim/sgd.hpp>
 
 #include <algorithm>
 
@@ -19,20 +20,6 @@ std::unique_ptr<Model> small_mlp(std::int64_t inputs, std::int64_t hidden, std::
   return model;
 }
 
-// Quadrant XOR in 2-D: not linearly separable, so the hidden layer must work.
-Dataset xor_dataset(std::int64_t n, std::uint64_t seed) {
-  Dataset d;
-  d.sample_shape = Shape{2};
-  d.classes = 2;
-  d.samples = Matrix<float>("samples", n, 2);
-  d.labels = Vector<int>("labels", n);
-  const auto xy = test::random_values(2 * n, seed);
-  std::vector<int> labels(n);
-  for (std::int64_t i = 0; i < n; ++i) labels[i] = (xy[2 * i] > 0) != (xy[2 * i + 1] > 0);
-  test::from_host(d.samples, xy);
-  test::from_host(d.labels, labels);
-  return d;
-}
 
 TEST(Model, ShapeInferenceAndSummary) {
   auto model = small_mlp(784, 32, 10);
@@ -91,16 +78,16 @@ TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
 }
 
 TEST(Model, TinyMlpConvergesOnXor) {
-  const Dataset data = xor_dataset(512, 61);
+  const Dataset data = test::xor_dataset(512, 61);
   auto model = small_mlp(2, 32, 2);
   TrainOptions options;
   options.batch_size = 32;
   options.seed = 5;
+  options.schedule.base_lr = 0.1f;
   model->compile(options.batch_size, options.seed);
-  kernels::SgdParams hp;
-  hp.lr = 0.1f;
+  SGD::Params hp;
   hp.momentum = 0.9f;
-  Sgd sgd(hp);
+  SGD sgd(hp);
   Trainer trainer(*model, sgd, options);
   const double initial = trainer.evaluate(data).loss;
   for (int epoch = 0; epoch < 40; ++epoch) trainer.train_epoch(data, epoch);
@@ -110,15 +97,16 @@ TEST(Model, TinyMlpConvergesOnXor) {
 }
 
 TEST(Model, TrainingIsBitwiseReproducible) {
-  const Dataset data = xor_dataset(100, 71);  // 100 / 32: the last batch is partial
+  const Dataset data = test::xor_dataset(100, 71);  // 100 / 32: the last batch is partial
   std::vector<std::vector<float>> finals;
   for (int run = 0; run < 2; ++run) {
     auto model = small_mlp(2, 8, 2);
     TrainOptions options;
     options.batch_size = 32;
     options.seed = 9;
+    options.schedule.base_lr = 0.05f;
     model->compile(options.batch_size, options.seed);
-    Sgd sgd(kernels::SgdParams{0.05f, 0.9f, 1e-4f, true});
+    SGD sgd(SGD::Params{0.9f, 1e-4f, true});
     Trainer trainer(*model, sgd, options);
     for (int epoch = 0; epoch < 3; ++epoch) trainer.train_epoch(data, epoch);
     EXPECT_EQ(trainer.step(), 3 * 4);

@@ -26,16 +26,34 @@ TrainOptions train_options(const Deck& deck) {
   options.batch_size = deck.training.batch_size;
   options.log_every = deck.training.log_every;
   options.seed = deck.seed;
+  options.schedule = lr_schedule(deck);
+  options.clip_norm = deck.training.clip_norm;
   return options;
 }
 
-Sgd::Params sgd_params(const Deck& deck) {
-  Sgd::Params params;
-  params.lr = deck.optimizer.lr;
-  params.momentum = deck.optimizer.momentum;
+OptimizerParams optimizer_params(const Deck& deck) {
+  OptimizerParams params;
+  params.type = deck.optimizer.type;
   params.weight_decay = deck.optimizer.weight_decay;
+  params.momentum = deck.optimizer.momentum;
   params.nesterov = deck.optimizer.nesterov;
+  params.beta1 = deck.optimizer.beta1;
+  params.beta2 = deck.optimizer.beta2;
+  params.eps = deck.optimizer.eps;
   return params;
+}
+
+LrSchedule lr_schedule(const Deck& deck) {
+  LrSchedule schedule;
+  schedule.type = schedule_type(deck.schedule.type);
+  schedule.base_lr = deck.optimizer.lr;
+  schedule.step_size = deck.schedule.step_size;
+  schedule.gamma = deck.schedule.gamma;
+  schedule.milestones = deck.schedule.milestones;
+  schedule.min_lr = deck.schedule.min_lr;
+  schedule.warmup_steps = deck.schedule.warmup_steps;
+  schedule.warmup_start_factor = deck.schedule.warmup_start_factor;
+  return schedule;
 }
 
 }  // namespace tessera

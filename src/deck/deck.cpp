@@ -50,11 +50,9 @@ class Reader {
         const std::size_t d = edit_distance(k, a);
         if (d < best_distance) best_distance = d, best = a;
       }
-      std::string allowed_list;
-      for (const auto& a : allowed) allowed_list += (allowed_list.empty() ? "" : ", ") + a;
       fail(key.source(), prefix + k,
            "unknown key" + (best.empty() ? "" : " (did you mean '" + prefix + best + "'?)") +
-               "; allowed: " + allowed_list);
+               "; allowed: " + join(allowed));
     }
   }
 
@@ -102,6 +100,55 @@ class Reader {
     fail(node ? node->source() : t.source(), prefix + key, os.str());
   }
 
+  // Fails at the key (or at its table when the key is absent) unless ok.
+  void check(bool ok, const toml::table& t, const std::string& prefix, const std::string& key,
+             const std::string& message) const {
+    if (ok) return;
+    const toml::node* node = t.get(key);
+    fail(node ? node->source() : t.source(), prefix + key, message);
+  }
+
+  // A string key whose value must be one of `allowed`.
+  std::string choice(const toml::table& t, const std::string& prefix, const std::string& key,
+                     const std::string& fallback, const std::vector<std::string>& allowed) const {
+    const auto value = get<std::string>(t, prefix, key, fallback);
+    check(std::find(allowed.begin(), allowed.end(), value) != allowed.end(), t, prefix, key,
+          "'" + value + "' is not supported; allowed: " + join(allowed));
+    return value;
+  }
+
+  // A table whose keys depend on its `type`: unknown keys fail as in
+  // only_keys, and a known key that the chosen type does not take fails
+  // naming the types that do. An empty type list means every type.
+  struct KeyUse {
+    std::string key;
+    std::vector<std::string> types;
+  };
+  void keys_for_type(const toml::table& t, const std::string& prefix, const std::string& type,
+                     const std::vector<KeyUse>& uses) const {
+    for (const auto& [key, node] : t) {
+      const std::string k(key.str());
+      const auto use = std::find_if(uses.begin(), uses.end(), [&](const KeyUse& u) { return u.key == k; });
+      if (use == uses.end() || use->types.empty() ||
+          std::find(use->types.begin(), use->types.end(), type) != use->types.end())
+        continue;
+      fail(key.source(), prefix + k,
+           "does not apply to type '" + type + "'; it applies to: " + join(use->types));
+    }
+  }
+
+  static std::string number(double value) {
+    std::ostringstream os;
+    os << value;
+    return os.str();
+  }
+
+  static std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+  }
+
  private:
   static std::size_t edit_distance(const std::string& a, const std::string& b) {
     std::vector<std::size_t> row(b.size() + 1);
@@ -120,6 +167,76 @@ class Reader {
 
   std::string path_;
 };
+
+void read_optimizer(const Reader& r, const toml::table& opt, Deck::Optimizer& out) {
+  const std::string p = "optimizer.";
+  const std::vector<std::string> sgd{"sgd"}, adam{"adam", "adamw"};
+  r.only_keys(opt, p, {"type", "lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2", "eps"});
+  out.type = r.choice(opt, p, "type", "sgd", {"sgd", "adam", "adamw"});
+  r.keys_for_type(opt, p, out.type,
+                  {{"momentum", sgd}, {"nesterov", sgd}, {"beta1", adam}, {"beta2", adam}, {"eps", adam}});
+  out.lr = r.get<float>(opt, p, "lr", out.type == "sgd" ? 0.01f : 0.001f);
+  r.require_range(opt, p, "lr", out.lr, 0.0f, 100.0f);
+  out.weight_decay = r.get<float>(opt, p, "weight_decay", out.type == "adamw" ? 0.01f : 0.0f);
+  r.require_range(opt, p, "weight_decay", out.weight_decay, 0.0f, 1.0f);
+  out.momentum = r.get<float>(opt, p, "momentum", 0.0f);
+  r.require_range(opt, p, "momentum", out.momentum, 0.0f, 0.999999f);
+  out.nesterov = r.get<bool>(opt, p, "nesterov", false);
+  r.check(!out.nesterov || out.momentum > 0, opt, p, "nesterov", "Nesterov momentum needs optimizer.momentum > 0");
+  out.beta1 = r.get<float>(opt, p, "beta1", 0.9f);
+  r.require_range(opt, p, "beta1", out.beta1, 0.0f, 0.999999f);
+  out.beta2 = r.get<float>(opt, p, "beta2", 0.999f);
+  r.require_range(opt, p, "beta2", out.beta2, 0.0f, 0.999999f);
+  out.eps = r.get<float>(opt, p, "eps", 1e-8f);
+  r.check(out.eps > 0.0f && out.eps <= 1.0f, opt, p, "eps",
+          "value " + Reader::number(out.eps) + " is out of range (0, 1]");
+}
+
+void read_schedule(const Reader& r, const toml::table& sch, float lr, Deck::Schedule& out) {
+  const std::string p = "schedule.";
+  r.only_keys(sch, p, {"type", "step_size", "gamma", "milestones", "min_lr", "warmup_steps",
+                       "warmup_start_factor"});
+  out.type = r.choice(sch, p, "type", "constant", {"constant", "step", "multistep", "exponential", "cosine"});
+  r.keys_for_type(sch, p, out.type,
+                  {{"step_size", {"step"}},
+                   {"gamma", {"step", "multistep", "exponential"}},
+                   {"milestones", {"multistep"}},
+                   {"min_lr", {"cosine"}}});
+  const bool needs_gamma = out.type == "exponential";
+  r.check(!needs_gamma || sch.get("gamma"), sch, p, "gamma", "required for type 'exponential'");
+  out.gamma = r.get<float>(sch, p, "gamma", 0.1f);
+  r.check(out.gamma > 0.0f && out.gamma <= 1.0f, sch, p, "gamma",
+          "value " + Reader::number(out.gamma) + " is out of range (0, 1]");
+  r.check(out.type != "step" || sch.get("step_size"), sch, p, "step_size", "required for type 'step'");
+  out.step_size = r.get<std::int64_t>(sch, p, "step_size", 1);
+  r.require_range<std::int64_t>(sch, p, "step_size", out.step_size, 1, 1000000);
+  if (out.type == "multistep") {
+    const toml::node* node = sch.get("milestones");
+    r.check(node, sch, p, "milestones", "required for type 'multistep': an array of increasing epochs, e.g. [30, 60]");
+    const toml::array* milestones = node->as_array();
+    r.check(milestones && !milestones->empty(), sch, p, "milestones",
+            "expected a non-empty array of increasing epochs, e.g. [30, 60]");
+    for (const auto& m : *milestones) {
+      const auto v = m.value_exact<std::int64_t>();
+      if (!v || *v < 1) r.fail(m.source(), p + "milestones", "expected integers >= 1 (epochs)");
+      if (!out.milestones.empty() && *v <= out.milestones.back())
+        r.fail(m.source(), p + "milestones",
+               "epoch " + std::to_string(*v) + " does not follow " + std::to_string(out.milestones.back()) +
+                   "; milestones must increase");
+      out.milestones.push_back(*v);
+    }
+  }
+  out.min_lr = r.get<float>(sch, p, "min_lr", 0.0f);
+  r.check(out.min_lr >= 0.0f && out.min_lr <= lr, sch, p, "min_lr",
+          "value " + Reader::number(out.min_lr) + " is out of range [0, optimizer.lr = " +
+              Reader::number(lr) + "]");
+  out.warmup_steps = r.get<std::int64_t>(sch, p, "warmup_steps", 0);
+  r.require_range<std::int64_t>(sch, p, "warmup_steps", out.warmup_steps, 0, INT64_MAX);
+  out.warmup_start_factor = r.get<float>(sch, p, "warmup_start_factor", 0.0f);
+  r.require_range(sch, p, "warmup_start_factor", out.warmup_start_factor, 0.0f, 1.0f);
+  r.check(out.warmup_steps > 0 || !sch.get("warmup_start_factor"), sch, p, "warmup_start_factor",
+          "has no effect without schedule.warmup_steps > 0");
+}
 
 }  // namespace
 
@@ -144,7 +261,7 @@ Deck load_deck(const std::string& path) {
     deck.text = os.str();
   }
   const Reader r(path);
-  r.only_keys(root, "", {"run", "data", "model", "optimizer", "training"});
+  r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training"});
 
   const auto& run = r.table(root, "run", false);
   r.only_keys(run, "run.", {"name", "seed"});
@@ -203,28 +320,19 @@ Deck load_deck(const std::string& path) {
     deck.layers.push_back(layer);
   }
 
-  const auto& opt = r.table(root, "optimizer", false);
-  r.only_keys(opt, "optimizer.", {"type", "lr", "momentum", "weight_decay", "nesterov"});
-  deck.optimizer.type = r.get<std::string>(opt, "optimizer.", "type", "sgd");
-  if (deck.optimizer.type != "sgd")
-    r.fail(opt.get("type")->source(), "optimizer.type",
-           "'" + deck.optimizer.type + "' is not supported; allowed: sgd");
-  deck.optimizer.lr = r.get<float>(opt, "optimizer.", "lr", 0.01f);
-  r.require_range(opt, "optimizer.", "lr", deck.optimizer.lr, 0.0f, 100.0f);
-  deck.optimizer.momentum = r.get<float>(opt, "optimizer.", "momentum", 0.0f);
-  r.require_range(opt, "optimizer.", "momentum", deck.optimizer.momentum, 0.0f, 0.999999f);
-  deck.optimizer.weight_decay = r.get<float>(opt, "optimizer.", "weight_decay", 0.0f);
-  r.require_range(opt, "optimizer.", "weight_decay", deck.optimizer.weight_decay, 0.0f, 1.0f);
-  deck.optimizer.nesterov = r.get<bool>(opt, "optimizer.", "nesterov", false);
+  read_optimizer(r, r.table(root, "optimizer", false), deck.optimizer);
+  read_schedule(r, r.table(root, "schedule", false), deck.optimizer.lr, deck.schedule);
 
   const auto& training = r.table(root, "training", false);
-  r.only_keys(training, "training.", {"epochs", "batch_size", "log_every"});
+  r.only_keys(training, "training.", {"epochs", "batch_size", "log_every", "clip_norm"});
   deck.training.epochs = r.get<int>(training, "training.", "epochs", 1);
   r.require_range(training, "training.", "epochs", deck.training.epochs, 1, 1000000);
   deck.training.batch_size = r.get<std::int64_t>(training, "training.", "batch_size", 128);
   r.require_range<std::int64_t>(training, "training.", "batch_size", deck.training.batch_size, 1, 1 << 20);
   deck.training.log_every = r.get<std::int64_t>(training, "training.", "log_every", 100);
   r.require_range<std::int64_t>(training, "training.", "log_every", deck.training.log_every, 0, INT64_MAX);
+  deck.training.clip_norm = r.get<float>(training, "training.", "clip_norm", 0.0f);
+  r.require_range(training, "training.", "clip_norm", deck.training.clip_norm, 0.0f, 1e6f);
   return deck;
 }
 

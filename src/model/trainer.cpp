@@ -2,6 +2,7 @@
 #include <tessera/core/random.hpp>
 #include <tessera/kernels/loss.hpp>
 #include <tessera/model/trainer.hpp>
+#include <tessera/optim/clip.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -36,13 +37,22 @@ std::vector<std::int64_t> shuffled_order(std::int64_t n, std::uint64_t seed, int
   return order;
 }
 
-Trainer::Trainer(Model& model, Sgd& optimizer, const TrainOptions& options)
+Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options)
     : model_(model), optimizer_(optimizer), options_(options) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
   TESSERA_REQUIRE(options.batch_size > 0 && options.batch_size <= model.max_batch(),
                   "tessera::Trainer: batch size " << options.batch_size << " must be in [1, "
                                                   << model.max_batch()
                                                   << "] (the batch the model was compiled for)");
+  TESSERA_REQUIRE(options.epochs >= 1, "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
+  TESSERA_REQUIRE(std::isfinite(options.clip_norm) && options.clip_norm >= 0,
+                  "tessera::Trainer: clip_norm " << options.clip_norm
+                                                 << " must be finite and >= 0 (0 = no clipping)");
+  options.schedule.validate();
+  if (options.clip_norm > 0)
+    clip_scratch_ = Kokkos::View<double*, MemSpace>(
+        "tessera::Trainer::clip_scratch",
+        kernels::deterministic_sum_scratch(model.parameters().count()));
   batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", options.batch_size);
   sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", options.batch_size);
   sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", options.batch_size);
@@ -87,7 +97,11 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
                                    sample_correct_);
     if (train) {
       model_.backward(batch, ctx);
-      optimizer_.step(model_.parameters());
+      // The cosine schedule spans the whole run: options_.epochs epochs.
+      lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
+      if (options_.clip_norm > 0)
+        grad_norm_ = clip_grad_norm(exec, model_.parameters(), options_.clip_norm, clip_scratch_);
+      optimizer_.step(model_.parameters(), lr_);
     }
     Kokkos::deep_copy(loss_host, sample_loss_);
     Kokkos::deep_copy(correct_host, sample_correct_);
@@ -110,7 +124,8 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
         std::ostringstream os;
         os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps
            << "  loss " << std::setprecision(4) << loss_sum / done << "  acc "
-           << static_cast<double>(correct) / done << "  " << std::setprecision(0)
+           << static_cast<double>(correct) / done << "  lr " << std::defaultfloat
+           << std::setprecision(4) << lr_ << std::fixed << "  " << std::setprecision(0)
            << done / seconds << " samples/s  ETA " << std::setprecision(1)
            << seconds / done * static_cast<double>(n - start - batch) << " s";
         log(os.str());
@@ -137,6 +152,7 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
   EpochReport report;
   report.epoch = epoch;
   report.train = run_batches(data, order_, true, log, epoch);
+  report.lr = lr_;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.samples_per_second = static_cast<double>(data.size()) / report.seconds;
   return report;

@@ -3,11 +3,19 @@
 
 namespace tessera {
 
-void Sgd::step(ParameterStore& store) {
-  ScopedRegion region("tessera::Sgd::step");
-  if (velocity_.size() != store.values().size())
-    velocity_ = Vector<float>("tessera::Sgd::velocity", store.values().size());
-  kernels::sgd_step(ExecSpace(), params_, store.values(), store.gradients(), velocity_);
+SGD::SGD(const Params& params) : Optimizer("SGD"), params_(params) {}
+
+std::vector<std::pair<std::string, Vector<float>>> SGD::state_buffers() const {
+  if (velocity_.size() == 0) return {};
+  return {{"velocity", velocity_}};
+}
+
+void SGD::allocate_state(std::int64_t count) {
+  velocity_ = Vector<float>("tessera::SGD::velocity", count);
+}
+
+void SGD::update(ParameterStore& params, float lr, std::int64_t) {
+  kernels::sgd_step(ExecSpace(), params_, lr, params.values(), params.gradients(), velocity_);
 }
 
 }  // namespace tessera

@@ -18,6 +18,8 @@ expect() {  # expect <expected status> <expected message fragment> <args...>
   fi
 }
 expect 2 "${dir}/bad_unknown_key.toml:3:1: run.sed: unknown key (did you mean 'run.seed'?)" "${dir}/bad_unknown_key.toml"
+expect 2 "${dir}/bad_optimizer_key.toml:16:1: optimizer.momentum: does not apply to type 'adam'; it applies to: sgd" "${dir}/bad_optimizer_key.toml"
+expect 2 "${dir}/bad_schedule.toml:16:19: schedule.milestones: epoch 20 does not follow 30; milestones must increase" "${dir}/bad_schedule.toml"
 expect 2 "does_not_exist.toml" "${dir}/does_not_exist.toml"
 expect 2 "--bogus" "${dir}/fashion_mnist_smoke.toml" --bogus
 expect 0 "deck OK" "${dir}/fashion_mnist_smoke.toml" --check

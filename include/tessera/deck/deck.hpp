@@ -37,18 +37,33 @@ struct Deck {
   std::vector<std::int64_t> input_shape;
   std::vector<LayerDeck> layers;
 
+  // Defaults that depend on the type are filled in by load_deck.
   struct Optimizer {
-    std::string type = "sgd";
+    std::string type = "sgd";  // "sgd" | "adam" | "adamw"
     float lr = 0.01f;
-    float momentum = 0.0f;
     float weight_decay = 0.0f;
-    bool nesterov = false;
+    float momentum = 0.0f;  // sgd
+    bool nesterov = false;  // sgd
+    float beta1 = 0.9f;     // adam, adamw
+    float beta2 = 0.999f;   // adam, adamw
+    float eps = 1e-8f;      // adam, adamw
   } optimizer;
+
+  struct Schedule {
+    std::string type = "constant";  // "constant" | "step" | "multistep" | "exponential" | "cosine"
+    std::int64_t step_size = 1;      // step
+    float gamma = 0.1f;              // step, multistep, exponential
+    std::vector<std::int64_t> milestones;  // multistep
+    float min_lr = 0.0f;             // cosine
+    std::int64_t warmup_steps = 0;
+    float warmup_start_factor = 0.0f;
+  } schedule;
 
   struct Training {
     int epochs = 1;
     std::int64_t batch_size = 128;
     std::int64_t log_every = 100;
+    float clip_norm = 0.0f;  // 0 = off
   } training;
 };
 

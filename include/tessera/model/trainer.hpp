@@ -1,10 +1,12 @@
 // The training loop: seeded per-epoch shuffling, batches gathered on the
-// device, forward, fused loss, backward, optimizer; evaluation; progress.
+// device, forward, fused loss, backward, optional gradient clipping, an
+// optimizer step at the scheduled learning rate; evaluation; progress.
 #pragma once
 
 #include <tessera/data/dataset.hpp>
 #include <tessera/model/model.hpp>
-#include <tessera/optim/sgd.hpp>
+#include <tessera/optim/optimizer.hpp>
+#include <tessera/optim/schedule.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -17,6 +19,8 @@ struct TrainOptions {
   std::int64_t batch_size = 128;
   std::uint64_t seed = 0;
   std::int64_t log_every = 100;  // steps between progress lines; 0 = none
+  LrSchedule schedule;           // the learning rate of every step
+  float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
 };
 
 struct Evaluation {
@@ -28,19 +32,24 @@ struct Evaluation {
 struct EpochReport {
   int epoch = 0;
   Evaluation train;  // running mean over the epoch's batches
+  float lr = 0;      // learning rate of the epoch's last step
   double seconds = 0;
   double samples_per_second = 0;
 };
 
 class Trainer {
  public:
-  Trainer(Model& model, Sgd& optimizer, const TrainOptions& options);
+  Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options);
 
   // Trains one epoch (0-based); progress lines go to `log` when set.
   EpochReport train_epoch(const Dataset& data, int epoch,
                           const std::function<void(const std::string&)>& log = {});
   Evaluation evaluate(const Dataset& data);
   std::int64_t step() const { return step_; }
+  // Learning rate of the latest step.
+  float lr() const { return lr_; }
+  // Global gradient norm before clipping at the latest step; 0 without clipping.
+  float grad_norm() const { return grad_norm_; }
 
  private:
   void ensure_buffers(const Dataset& data);
@@ -48,9 +57,12 @@ class Trainer {
                          const std::function<void(const std::string&)>& log, int epoch);
 
   Model& model_;
-  Sgd& optimizer_;
+  Optimizer& optimizer_;
   TrainOptions options_;
   std::int64_t step_ = 0;
+  float lr_ = 0;
+  float grad_norm_ = 0;
+  Kokkos::View<double*, MemSpace> clip_scratch_;
   Vector<int> batch_labels_;
   Vector<float> sample_loss_;
   Vector<int> sample_correct_;

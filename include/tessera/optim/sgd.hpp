@@ -1,21 +1,25 @@
-// Stochastic gradient descent over a model's flat parameter buffer.
+// Stochastic gradient descent (momentum, Nesterov, L2 weight decay) over a
+// model's flat parameter buffer.
 #pragma once
 
 #include <tessera/kernels/sgd.hpp>
-#include <tessera/model/parameters.hpp>
+#include <tessera/optim/optimizer.hpp>
 
 namespace tessera {
 
-class Sgd {
+class SGD : public Optimizer {
  public:
   using Params = kernels::SgdParams;
-  explicit Sgd(const Params& params) : params_(params) {}
+  explicit SGD(const Params& params = {});
 
-  // One update of every parameter in store from its gradient.
-  void step(ParameterStore& store);
   const Params& params() const { return params_; }
+  // {"velocity"}
+  std::vector<std::pair<std::string, Vector<float>>> state_buffers() const override;
 
  private:
+  void allocate_state(std::int64_t count) override;
+  void update(ParameterStore& params, float lr, std::int64_t step) override;
+
   Params params_;
   Vector<float> velocity_;
 };

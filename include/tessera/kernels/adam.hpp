@@ -1,0 +1,65 @@
+// Adam and AdamW in one sweep over the flat parameter buffer, with PyTorch's
+// semantics (t counts steps from 1):
+//   Adam:   g = grad + wd * p                 (L2 decay through the gradient)
+//   AdamW:  g = grad;  p -= lr * wd * p       (decoupled decay)
+//   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+#pragma once
+
+#include <tessera/core/compat.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/types.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+namespace tessera::kernels {
+
+struct AdamParams {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+// l2: Adam; decoupled: AdamW.
+enum class WeightDecay { l2, decoupled };
+
+// step: the 1-based index of this update, for the bias corrections.
+template <class ExecSpace, class P, class G, class M, class V>
+void adam_step(const ExecSpace& exec, const AdamParams& hp, WeightDecay decay_mode, float lr,
+               std::int64_t step, const P& params, const G& grads, const M& exp_avg,
+               const V& exp_avg_sq) {
+  ScopedRegion region("tessera::kernels::adam_step");
+  TESSERA_REQUIRE(params.size() == grads.size() && params.size() == exp_avg.size() &&
+                      params.size() == exp_avg_sq.size(),
+                  "tessera::kernels::adam_step: parameters " << params.size() << ", gradients "
+                      << grads.size() << ", first moments " << exp_avg.size()
+                      << ", second moments " << exp_avg_sq.size() << " must agree");
+  TESSERA_REQUIRE(step >= 1, "tessera::kernels::adam_step: step " << step
+                                 << " must be at least 1 (bias corrections divide by 1 - beta^step)");
+  using T = typename P::non_const_value_type;
+  // Bias corrections on the host in double, once per step.
+  const double t = static_cast<double>(step);
+  const T step_size = static_cast<T>(lr / (1.0 - std::pow(static_cast<double>(hp.beta1), t)));
+  const T bias_correction2_sqrt =
+      static_cast<T>(std::sqrt(1.0 - std::pow(static_cast<double>(hp.beta2), t)));
+  const T beta1 = hp.beta1, beta2 = hp.beta2, eps = hp.eps;
+  const bool decoupled = decay_mode == WeightDecay::decoupled;
+  const T l2 = decoupled ? T(0) : T(hp.weight_decay);
+  const T decay = decoupled ? T(1) - T(lr) * T(hp.weight_decay) : T(1);
+  Kokkos::parallel_for(
+      "tessera::kernels::adam_step", Kokkos::RangePolicy<ExecSpace>(exec, 0, params.size()),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const T p = params(i) * decay;
+        const T g = grads(i) + l2 * params(i);
+        const T m = beta1 * exp_avg(i) + (T(1) - beta1) * g;
+        const T v = beta2 * exp_avg_sq(i) + (T(1) - beta2) * g * g;
+        exp_avg(i) = m;
+        exp_avg_sq(i) = v;
+        params(i) = p - step_size * m / (compat::sqrt(v) / bias_correction2_sqrt + eps);
+      });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,49 @@
+// Inverted dropout from counter-based random numbers: whether element i is
+// kept depends only on (seed, stream, first_counter + i), so backward
+// recomputes the forward mask instead of storing it, and every backend and
+// thread count draws the same mask.
+#pragma once
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/random.hpp>
+#include <tessera/core/types.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace tessera::kernels {
+
+// 64-bit FNV-1a of a name: a stable random stream per layer.
+inline std::uint64_t name_stream(const std::string& name) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+// dst = mask .* src / (1 - rate) (accumulate = false) or dst += that, where
+// element i is kept iff counter_uniform(seed, stream, first_counter + i) >= rate.
+template <class ExecSpace, class Src, class Dst>
+void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float rate,
+                   std::uint64_t seed, std::uint64_t stream, std::uint64_t first_counter,
+                   bool accumulate) {
+  ScopedRegion region("tessera::kernels::dropout_apply");
+  TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::dropout_apply: source has "
+                                                << src.size() << " elements, destination "
+                                                << dst.size());
+  TESSERA_REQUIRE(rate >= 0.0f && rate < 1.0f,
+                  "tessera::kernels::dropout_apply: rate " << rate << " is outside [0, 1)");
+  const float scale = 1.0f / (1.0f - rate);
+  Kokkos::parallel_for(
+      "tessera::kernels::dropout_apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, src.size()),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const bool keep = counter_uniform(seed, stream, first_counter + i) >= rate;
+        const float value = keep ? src(i) * scale : 0.0f;
+        dst(i) = accumulate ? dst(i) + value : value;
+      });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,81 @@
+// Reductions over flat buffers whose result is bitwise identical for any
+// thread count and backend: fixed-size chunks are each summed sequentially
+// (in parallel over chunks), then the chunk sums are added in chunk order.
+// Accumulation is in double. Also the rescaling that gradient clipping
+// applies with the result.
+#pragma once
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/types.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels {
+
+// Part of the result's definition: changing it changes the rounding.
+constexpr std::int64_t deterministic_chunk = 1024;
+
+// Scratch elements deterministic_sum_squares needs for n inputs:
+// one per chunk, plus the total.
+inline std::int64_t deterministic_sum_scratch(std::int64_t n) {
+  return (n + deterministic_chunk - 1) / deterministic_chunk + 1;
+}
+
+// Sum of x(i)^2 in double; scratch holds at least deterministic_sum_scratch(n)
+// doubles in x's memory space. Non-finite inputs give a non-finite sum.
+template <class ExecSpace, class X, class S>
+double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scratch) {
+  ScopedRegion region("tessera::kernels::deterministic_sum_squares");
+  const std::int64_t n = static_cast<std::int64_t>(x.size());
+  const std::int64_t chunks = deterministic_sum_scratch(n) - 1;
+  TESSERA_REQUIRE(static_cast<std::int64_t>(scratch.size()) >= chunks + 1,
+                  "tessera::kernels::deterministic_sum_squares: scratch holds " << scratch.size()
+                      << " doubles; " << chunks + 1 << " needed for " << n << " elements");
+  const std::int64_t chunk = deterministic_chunk;
+  Kokkos::parallel_for(
+      "tessera::kernels::sum_squares_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        const std::int64_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        double sum = 0;
+        for (std::int64_t i = c * chunk; i < end; ++i) {
+          const double v = static_cast<double>(x(i));
+          sum += v * v;
+        }
+        scratch(c) = sum;
+      });
+  Kokkos::parallel_for(
+      "tessera::kernels::sum_squares_total", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      KOKKOS_LAMBDA(const int) {
+        double total = 0;
+        for (std::int64_t c = 0; c < chunks; ++c) total += scratch(c);
+        scratch(chunks) = total;
+      });
+  double total = 0;
+  const Kokkos::View<double, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> total_host(&total);
+  exec.fence();
+  Kokkos::deep_copy(total_host, Kokkos::subview(scratch, chunks));
+  return total;
+}
+
+// Allocates its own scratch; for calls outside a hot loop.
+template <class ExecSpace, class X>
+double deterministic_sum_squares(const ExecSpace& exec, const X& x) {
+  const Kokkos::View<double*, typename X::memory_space> scratch(
+      "tessera::kernels::deterministic_sum_squares::scratch",
+      deterministic_sum_scratch(static_cast<std::int64_t>(x.size())));
+  return deterministic_sum_squares(exec, x, scratch);
+}
+
+// x *= factor.
+template <class ExecSpace, class X>
+void scale_in_place(const ExecSpace& exec, const X& x, double factor) {
+  ScopedRegion region("tessera::kernels::scale_in_place");
+  using T = typename X::non_const_value_type;
+  const T f = static_cast<T>(factor);
+  Kokkos::parallel_for(
+      "tessera::kernels::scale_in_place", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
+      KOKKOS_LAMBDA(const std::size_t i) { x(i) *= f; });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,36 @@
+// Dropout: in training, zeroes each element with probability `rate` and
+// scales the survivors by 1 / (1 - rate); in inference, the identity. The
+// mask is a function of (seed, layer name, step, element), recomputed in
+// backward rather than stored.
+#pragma once
+
+#include <tessera/layers/layer.hpp>
+
+namespace tessera {
+
+class Dropout final : public Layer {
+ public:
+  // rate in [0, 1).
+  Dropout(std::string name, float rate, std::vector<std::string> inputs = {});
+
+  const char* type() const override { return "Dropout"; }
+  float rate() const { return rate_; }
+  Shape output_shape(const Shapes& inputs) const override;
+  void allocate(const Shapes& inputs) override;
+  std::int64_t flops_per_sample(const Shapes& inputs) const override { return inputs.at(0).inner(); }
+
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+
+ private:
+  // The counter of element 0 at this step: steps own disjoint counter ranges
+  // of the largest batch's size, so no counter is drawn twice.
+  std::uint64_t first_counter(const Tensor<float>& x, const StepContext& ctx) const;
+
+  float rate_;
+  std::uint64_t stream_;
+  std::int64_t max_elements_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,104 @@
+// Normalisation layers: BatchNorm (per feature of [N, F], per channel of
+// [N, C, H, W]) and LayerNorm (per sample over all its elements), both with
+// a learned affine transform, over the shared group-normalisation kernels.
+#pragma once
+
+#include <tessera/kernels/norm.hpp>
+#include <tessera/layers/layer.hpp>
+
+namespace tessera {
+
+namespace impl {
+// What BatchNorm and LayerNorm share: gamma/beta and their gradients, the
+// per-group mean and inverse std saved for backward, and the statistics
+// buffer, with the forward and backward passes over them.
+class GroupNormalizer {
+ public:
+  explicit GroupNormalizer(kernels::Affine affine) : affine_(affine) {}
+
+  void bind(const Tensors& values, const Tensors& gradients);
+  void allocate(std::int64_t max_groups, const std::string& label);
+
+  // Per-group sum and sum of squares of x (2 * groups values): the point
+  // where a distributed BatchNorm would allreduce before batch_moments().
+  Vector<double> batch_sums(const kernels::GroupLayout& layout, const Tensor<float>& x);
+  // mean/invstd from the sums over `count` elements per group.
+  void batch_moments(std::int64_t groups, std::int64_t count, float eps);
+  // mean/invstd from running statistics.
+  void running_moments(const Tensor<float>& running_mean, const Tensor<float>& running_var,
+                       float eps);
+  void normalize(const kernels::GroupLayout& layout, const Tensor<float>& x, const Tensor<float>& y);
+  // Accumulates into dx (when not empty), dgamma and dbeta. batch_statistics:
+  // whether forward used the batch's own statistics (which then depend on x).
+  void backward(const kernels::GroupLayout& layout, const Tensor<float>& x, const Tensor<float>& dy,
+                const Tensor<float>& dx, bool batch_statistics);
+
+ private:
+  Vector<float> mean(std::int64_t groups) const;
+  Vector<float> invstd(std::int64_t groups) const;
+  Vector<double> sums(std::int64_t groups) const;
+
+  kernels::Affine affine_;
+  Tensor<float> gamma_, beta_, gamma_grad_, beta_grad_;
+  Vector<float> mean_, invstd_;
+  Vector<double> sums_;
+};
+}  // namespace impl
+
+// Batch normalisation with PyTorch semantics: training normalises with the
+// batch mean and biased variance and updates running statistics
+// (running = (1 - momentum) * running + momentum * batch, unbiased variance);
+// inference normalises with the running statistics.
+class BatchNorm final : public Layer {
+ public:
+  BatchNorm(std::string name, float momentum = 0.1f, float eps = 1e-5f,
+            std::vector<std::string> inputs = {});
+
+  const char* type() const override { return "BatchNorm"; }
+  float momentum() const { return momentum_; }
+  float eps() const { return eps_; }
+  Shape output_shape(const Shapes& inputs) const override;
+  std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
+  void bind_parameters(const Tensors& values, const Tensors& gradients) override;
+  std::vector<ParameterSpec> state_specs(const Shapes& inputs) const override;
+  void bind_state(const Tensors& state) override;
+  void allocate(const Shapes& inputs) override;
+  std::int64_t flops_per_sample(const Shapes& inputs) const override;
+
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+
+ private:
+  kernels::GroupLayout layout(const Shape& input) const;
+
+  float momentum_, eps_;
+  impl::GroupNormalizer normalizer_{kernels::Affine::per_group};
+  Tensor<float> running_mean_, running_var_;
+};
+
+// Layer normalisation over every non-batch element of a sample, with
+// elementwise gamma and beta of the per-sample shape (PyTorch's LayerNorm
+// with normalized_shape = input.shape[1:]).
+class LayerNorm final : public Layer {
+ public:
+  LayerNorm(std::string name, float eps = 1e-5f, std::vector<std::string> inputs = {});
+
+  const char* type() const override { return "LayerNorm"; }
+  float eps() const { return eps_; }
+  Shape output_shape(const Shapes& inputs) const override;
+  std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
+  void bind_parameters(const Tensors& values, const Tensors& gradients) override;
+  void allocate(const Shapes& inputs) override;
+  std::int64_t flops_per_sample(const Shapes& inputs) const override;
+
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+
+ private:
+  float eps_;
+  impl::GroupNormalizer normalizer_{kernels::Affine::per_position};
+};
+
+}  // namespace tessera

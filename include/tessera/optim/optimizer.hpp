@@ -1,0 +1,72 @@
+// The optimizer interface: one update of a model's flat parameter buffer from
+// its gradient buffer per step, at a learning rate the caller chooses (a
+// schedule), plus the state a checkpoint needs to resume: the step count and
+// named buffers laid out exactly like ParameterStore::values().
+#pragma once
+
+#include <tessera/model/parameters.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter in params from its gradient.
+  void step(ParameterStore& params, float lr);
+
+  // "SGD", "Adam", "AdamW".
+  const std::string& name() const { return name_; }
+
+  // Updates taken so far; Adam's bias corrections depend on it.
+  std::int64_t step_count() const { return step_count_; }
+  void set_step_count(std::int64_t steps);
+
+  // Zero state sized for params; the first step() does this otherwise. Call it
+  // before writing saved state into state_buffers().
+  void allocate(const ParameterStore& params);
+
+  // Named state buffers, each with params.count() elements in the parameter
+  // layout; views share storage, so writing into them restores state.
+  // Empty before allocate() or the first step().
+  virtual std::vector<std::pair<std::string, Vector<float>>> state_buffers() const = 0;
+
+ protected:
+  explicit Optimizer(std::string name) : name_(std::move(name)) {}
+
+ private:
+  virtual void allocate_state(std::int64_t count) = 0;
+  // step: 1-based index of this update.
+  virtual void update(ParameterStore& params, float lr, std::int64_t step) = 0;
+
+  std::string name_;
+  std::string region_ = "tessera::" + name_ + "::step";
+  std::int64_t step_count_ = 0;
+  std::int64_t state_count_ = -1;
+};
+
+// Every hyperparameter any optimizer takes; each type reads its own.
+struct OptimizerParams {
+  std::string type = "sgd";  // "sgd" | "adam" | "adamw"
+  float weight_decay = 0.0f;
+  // sgd
+  float momentum = 0.0f;
+  bool nesterov = false;
+  // adam, adamw
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+// The optimizer params.type names, with its hyperparameters checked.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& params);
+
+}  // namespace tessera

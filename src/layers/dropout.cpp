@@ -1,0 +1,51 @@
+// Dropout over the counter-based dropout kernel.
+#include <tessera/kernels/dropout.hpp>
+#include <tessera/kernels/tensor_ops.hpp>
+#include <tessera/layers/dropout.hpp>
+
+namespace tessera {
+
+Dropout::Dropout(std::string name, float rate, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), rate_(rate), stream_(kernels::name_stream(this->name())) {
+  TESSERA_REQUIRE(rate >= 0.0f && rate < 1.0f, where() << ": rate must be in [0, 1), got " << rate);
+}
+
+Shape Dropout::output_shape(const Shapes& inputs) const {
+  const Shape& in = inputs.at(0);
+  TESSERA_REQUIRE(in.rank() >= 2, where() << ": input " << in << " needs a batch dimension");
+  return in;
+}
+
+void Dropout::allocate(const Shapes& inputs) { max_elements_ = inputs.at(0).numel(); }
+
+std::uint64_t Dropout::first_counter(const Tensor<float>& x, const StepContext& ctx) const {
+  TESSERA_REQUIRE(x.numel() <= max_elements_,
+                  where() << ": input " << x.shape() << " has more than the " << max_elements_
+                          << " elements allocate() was given");
+  TESSERA_REQUIRE(ctx.step >= 0, where() << ": step " << ctx.step << " must not be negative");
+  return static_cast<std::uint64_t>(ctx.step) * static_cast<std::uint64_t>(max_elements_);
+}
+
+void Dropout::forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) {
+  ScopedRegion region("tessera::Dropout::forward");
+  if (!ctx.training) {
+    kernels::copy_into(ExecSpace(), x[0].flat(), y.flat(), false);
+    return;
+  }
+  kernels::dropout_apply(ExecSpace(), x[0].flat(), y.flat(), rate_, ctx.seed, stream_,
+                         first_counter(x[0], ctx), false);
+}
+
+void Dropout::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                       const Tensors& dx, const StepContext& ctx) {
+  ScopedRegion region("tessera::Dropout::backward");
+  if (dx[0].numel() == 0) return;
+  if (!ctx.training) {
+    kernels::copy_into(ExecSpace(), dy.flat(), dx[0].flat(), true);
+    return;
+  }
+  kernels::dropout_apply(ExecSpace(), dy.flat(), dx[0].flat(), rate_, ctx.seed, stream_,
+                         first_counter(x[0], ctx), true);
+}
+
+}  // namespace tessera

@@ -1,0 +1,208 @@
+// BatchNorm and LayerNorm: shapes, parameters and state, and the shared
+// group-normalisation passes over the norm kernels.
+#include <tessera/layers/norm.hpp>
+
+namespace tessera {
+
+namespace impl {
+
+void GroupNormalizer::bind(const Tensors& values, const Tensors& gradients) {
+  gamma_ = values.at(0);
+  beta_ = values.at(1);
+  gamma_grad_ = gradients.at(0);
+  beta_grad_ = gradients.at(1);
+}
+
+void GroupNormalizer::allocate(std::int64_t max_groups, const std::string& label) {
+  mean_ = Vector<float>(label + "::mean", max_groups);
+  invstd_ = Vector<float>(label + "::invstd", max_groups);
+  sums_ = Vector<double>(label + "::sums", 2 * max_groups);
+}
+
+Vector<float> GroupNormalizer::mean(std::int64_t groups) const {
+  return Kokkos::subview(mean_, std::pair<std::int64_t, std::int64_t>(0, groups));
+}
+
+Vector<float> GroupNormalizer::invstd(std::int64_t groups) const {
+  return Kokkos::subview(invstd_, std::pair<std::int64_t, std::int64_t>(0, groups));
+}
+
+Vector<double> GroupNormalizer::sums(std::int64_t groups) const {
+  return Kokkos::subview(sums_, std::pair<std::int64_t, std::int64_t>(0, 2 * groups));
+}
+
+Vector<double> GroupNormalizer::batch_sums(const kernels::GroupLayout& layout,
+                                           const Tensor<float>& x) {
+  kernels::group_sums(ExecSpace(), layout, x.flat(), sums(layout.groups));
+  return sums(layout.groups);
+}
+
+void GroupNormalizer::batch_moments(std::int64_t groups, std::int64_t count, float eps) {
+  kernels::moments_from_sums(ExecSpace(), sums(groups), count, eps, mean(groups), invstd(groups));
+}
+
+void GroupNormalizer::running_moments(const Tensor<float>& running_mean,
+                                      const Tensor<float>& running_var, float eps) {
+  const std::int64_t groups = running_mean.numel();
+  kernels::moments_from_running(ExecSpace(), running_mean.flat(), running_var.flat(), eps,
+                                mean(groups), invstd(groups));
+}
+
+void GroupNormalizer::normalize(const kernels::GroupLayout& layout, const Tensor<float>& x,
+                                const Tensor<float>& y) {
+  kernels::group_normalize(ExecSpace(), layout, affine_, x.flat(), mean(layout.groups),
+                           invstd(layout.groups), gamma_.flat(), beta_.flat(), y.flat());
+}
+
+void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<float>& x,
+                               const Tensor<float>& dy, const Tensor<float>& dx,
+                               bool batch_statistics) {
+  const ExecSpace exec;
+  const Vector<float> m = mean(layout.groups), s = invstd(layout.groups);
+  const Vector<double> gradient_sums = sums(layout.groups);
+  if (dx.numel() > 0) {
+    if (batch_statistics)
+      kernels::group_gradient_sums(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
+                                   gradient_sums);
+    kernels::group_input_gradient(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
+                                  batch_statistics, gradient_sums, layout.group_size(), dx.flat());
+  }
+  kernels::affine_gradients(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_grad_.flat(),
+                            beta_grad_.flat());
+}
+
+}  // namespace impl
+
+namespace {
+// The per-sample shape: dims 1.. of a batched shape.
+Shape sample_shape(const Shape& s) {
+  switch (s.rank()) {
+    case 2: return Shape{s[1]};
+    case 3: return Shape{s[1], s[2]};
+    default: return Shape{s[1], s[2], s[3]};
+  }
+}
+
+std::vector<ParameterSpec> affine_specs(const Shape& shape) {
+  return {ParameterSpec{"gamma", shape, Init::ones}, ParameterSpec{"beta", shape, Init::zeros}};
+}
+
+// Statistics (sum, squares) and normalisation (subtract, two multiplies, add).
+constexpr std::int64_t norm_flops_per_element = 7;
+}  // namespace
+
+BatchNorm::BatchNorm(std::string name, float momentum, float eps, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), momentum_(momentum), eps_(eps) {
+  TESSERA_REQUIRE(momentum >= 0.0f && momentum <= 1.0f,
+                  where() << ": momentum must be in [0, 1], got " << momentum);
+  TESSERA_REQUIRE(eps > 0.0f, where() << ": eps must be positive, got " << eps);
+}
+
+Shape BatchNorm::output_shape(const Shapes& inputs) const {
+  const Shape& in = inputs.at(0);
+  TESSERA_REQUIRE(in.rank() == 2 || in.rank() == 4,
+                  where() << ": input " << in
+                          << " must be [N, F] (per feature) or [N, C, H, W] (per channel)");
+  return in;
+}
+
+kernels::GroupLayout BatchNorm::layout(const Shape& input) const {
+  return kernels::GroupLayout{input[0], input[1], input.rank() == 4 ? input[2] * input[3] : 1};
+}
+
+std::vector<ParameterSpec> BatchNorm::parameter_specs(const Shapes& inputs) const {
+  return affine_specs(Shape{output_shape(inputs)[1]});
+}
+
+void BatchNorm::bind_parameters(const Tensors& values, const Tensors& gradients) {
+  normalizer_.bind(values, gradients);
+}
+
+std::vector<ParameterSpec> BatchNorm::state_specs(const Shapes& inputs) const {
+  const Shape channels{output_shape(inputs)[1]};
+  return {ParameterSpec{"running_mean", channels, Init::zeros},
+          ParameterSpec{"running_var", channels, Init::ones}};
+}
+
+void BatchNorm::bind_state(const Tensors& state) {
+  running_mean_ = state.at(0);
+  running_var_ = state.at(1);
+}
+
+void BatchNorm::allocate(const Shapes& inputs) {
+  normalizer_.allocate(output_shape(inputs)[1], "tessera::BatchNorm '" + name() + "'");
+}
+
+std::int64_t BatchNorm::flops_per_sample(const Shapes& inputs) const {
+  return norm_flops_per_element * inputs.at(0).inner();
+}
+
+void BatchNorm::forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) {
+  ScopedRegion region("tessera::BatchNorm::forward");
+  const kernels::GroupLayout l = layout(x[0].shape());
+  if (ctx.training) {
+    // A synchronised BatchNorm would allreduce `sums` (and the count) here.
+    const Vector<double> sums = normalizer_.batch_sums(l, x[0]);
+    kernels::update_running_moments(ExecSpace(), sums, l.group_size(), momentum_,
+                                    running_mean_.flat(), running_var_.flat());
+    normalizer_.batch_moments(l.groups, l.group_size(), eps_);
+  } else {
+    normalizer_.running_moments(running_mean_, running_var_, eps_);
+  }
+  normalizer_.normalize(l, x[0], y);
+}
+
+void BatchNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                         const Tensors& dx, const StepContext& ctx) {
+  ScopedRegion region("tessera::BatchNorm::backward");
+  normalizer_.backward(layout(x[0].shape()), x[0], dy, dx[0], ctx.training);
+}
+
+LayerNorm::LayerNorm(std::string name, float eps, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), eps_(eps) {
+  TESSERA_REQUIRE(eps > 0.0f, where() << ": eps must be positive, got " << eps);
+}
+
+Shape LayerNorm::output_shape(const Shapes& inputs) const {
+  const Shape& in = inputs.at(0);
+  TESSERA_REQUIRE(in.rank() >= 2, where() << ": input " << in
+                                          << " needs a batch dimension and at least one more");
+  return in;
+}
+
+std::vector<ParameterSpec> LayerNorm::parameter_specs(const Shapes& inputs) const {
+  return affine_specs(sample_shape(output_shape(inputs)));
+}
+
+void LayerNorm::bind_parameters(const Tensors& values, const Tensors& gradients) {
+  normalizer_.bind(values, gradients);
+}
+
+void LayerNorm::allocate(const Shapes& inputs) {
+  normalizer_.allocate(output_shape(inputs)[0], "tessera::LayerNorm '" + name() + "'");
+}
+
+std::int64_t LayerNorm::flops_per_sample(const Shapes& inputs) const {
+  return norm_flops_per_element * inputs.at(0).inner();
+}
+
+namespace {
+// Each sample is one group of all its elements.
+kernels::GroupLayout per_sample(const Shape& s) { return kernels::GroupLayout{1, s[0], s.inner()}; }
+}  // namespace
+
+void LayerNorm::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::LayerNorm::forward");
+  const kernels::GroupLayout l = per_sample(x[0].shape());
+  normalizer_.batch_sums(l, x[0]);
+  normalizer_.batch_moments(l.groups, l.group_size(), eps_);
+  normalizer_.normalize(l, x[0], y);
+}
+
+void LayerNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                         const Tensors& dx, const StepContext& /*ctx*/) {
+  ScopedRegion region("tessera::LayerNorm::backward");
+  normalizer_.backward(per_sample(x[0].shape()), x[0], dy, dx[0], true);
+}
+
+}  // namespace tessera

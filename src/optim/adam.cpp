@@ -1,0 +1,24 @@
+// Adam and AdamW over the flat parameter buffer.
+#include <tessera/optim/adam.hpp>
+
+namespace tessera {
+
+Adam::Adam(const std::string& name, const Params& params, kernels::WeightDecay decay_mode)
+    : Optimizer(name), params_(params), decay_mode_(decay_mode) {}
+
+std::vector<std::pair<std::string, Vector<float>>> Adam::state_buffers() const {
+  if (exp_avg_.size() == 0) return {};
+  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+}
+
+void Adam::allocate_state(std::int64_t count) {
+  exp_avg_ = Vector<float>("tessera::" + name() + "::exp_avg", count);
+  exp_avg_sq_ = Vector<float>("tessera::" + name() + "::exp_avg_sq", count);
+}
+
+void Adam::update(ParameterStore& params, float lr, std::int64_t step) {
+  kernels::adam_step(ExecSpace(), params_, decay_mode_, lr, step, params.values(),
+                     params.gradients(), exp_avg_, exp_avg_sq_);
+}
+
+}  // namespace tessera

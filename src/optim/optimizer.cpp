@@ -1,0 +1,63 @@
+// The optimizer base: argument checks, the step count, lazy state allocation,
+// one profiling region per step; and the factory the deck uses.
+#include <tessera/core/profiling.hpp>
+#include <tessera/optim/adam.hpp>
+#include <tessera/optim/sgd.hpp>
+
+#include <cmath>
+
+namespace tessera {
+
+void Optimizer::step(ParameterStore& params, float lr) {
+  ScopedRegion region(region_);
+  TESSERA_REQUIRE(params.allocated(), "tessera::" << name_ << "::step: the parameter store is not allocated");
+  TESSERA_REQUIRE(std::isfinite(lr) && lr >= 0,
+                  "tessera::" << name_ << "::step: learning rate " << lr << " must be finite and >= 0");
+  allocate(params);
+  update(params, lr, step_count_ + 1);
+  ++step_count_;
+}
+
+void Optimizer::set_step_count(std::int64_t steps) {
+  TESSERA_REQUIRE(steps >= 0, "tessera::" << name_ << "::set_step_count: " << steps << " must be >= 0");
+  step_count_ = steps;
+}
+
+void Optimizer::allocate(const ParameterStore& params) {
+  if (state_count_ == params.count()) return;
+  TESSERA_REQUIRE(state_count_ < 0, "tessera::" << name_ << ": state holds " << state_count_
+                                                << " parameters, the store " << params.count()
+                                                << "; one optimizer serves one model");
+  allocate_state(params.count());
+  state_count_ = params.count();
+}
+
+namespace {
+void require_unit_interval(const char* what, float value, bool open_top) {
+  TESSERA_REQUIRE(value >= 0 && (open_top ? value < 1 : value <= 1),
+                  "tessera::make_optimizer: " << what << " " << value << " must be in [0, 1"
+                                              << (open_top ? ")" : "]"));
+}
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
+  require_unit_interval("weight_decay", p.weight_decay, false);
+  if (p.type == "sgd") {
+    require_unit_interval("momentum", p.momentum, true);
+    return std::make_unique<SGD>(SGD::Params{p.momentum, p.weight_decay, p.nesterov});
+  }
+  if (p.type == "adam" || p.type == "adamw") {
+    require_unit_interval("beta1", p.beta1, true);
+    require_unit_interval("beta2", p.beta2, true);
+    TESSERA_REQUIRE(p.eps > 0 && std::isfinite(p.eps),
+                    "tessera::make_optimizer: eps " << p.eps << " must be positive and finite");
+    const Adam::Params hp{p.beta1, p.beta2, p.eps, p.weight_decay};
+    if (p.type == "adam") return std::make_unique<Adam>(hp);
+    return std::make_unique<AdamW>(hp);
+  }
+  TESSERA_REQUIRE(false, "tessera::make_optimizer: unknown type '" << p.type
+                                                                  << "'; allowed: sgd, adam, adamw");
+  return nullptr;
+}
+
+}  // namespace tessera

@@ -1,0 +1,383 @@
+// BatchNorm and LayerNorm: values against naive host references in training
+// and inference, running statistics over two steps, finite-difference
+// gradients of each layer and through a model, bitwise agreement of the
+// kernels across execution spaces, shape errors, and a small model with
+// BatchNorm and Dropout that must converge.
+#include <tessera/kernels/loss.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/dropout.hpp>
+#include <tessera/layers/norm.hpp>
+#include <tessera/model/trainer.hpp>
+#include <tessera/optim/sgd.hpp>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+// Biased mean and variance of each channel of x [n, c, s], in double.
+struct ChannelMoments {
+  std::vector<double> mean, var;
+};
+
+ChannelMoments channel_moments(const std::vector<float>& x, int n, int c, int s) {
+  ChannelMoments m{std::vector<double>(c, 0.0), std::vector<double>(c, 0.0)};
+  const double count = double(n) * s;
+  for (int ch = 0; ch < c; ++ch) {
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < s; ++k) m.mean[ch] += x[(i * c + ch) * s + k];
+    m.mean[ch] /= count;
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < s; ++k) {
+        const double d = x[(i * c + ch) * s + k] - m.mean[ch];
+        m.var[ch] += d * d;
+      }
+    m.var[ch] /= count;
+  }
+  return m;
+}
+
+std::vector<double> batchnorm_reference(const std::vector<float>& x, int n, int c, int s,
+                                        const ChannelMoments& m, double eps,
+                                        const std::vector<float>& gamma,
+                                        const std::vector<float>& beta) {
+  std::vector<double> y(x.size());
+  for (int i = 0; i < n; ++i)
+    for (int ch = 0; ch < c; ++ch)
+      for (int k = 0; k < s; ++k) {
+        const int j = (i * c + ch) * s + k;
+        y[j] = (x[j] - m.mean[ch]) / std::sqrt(m.var[ch] + eps) * gamma[ch] + beta[ch];
+      }
+  return y;
+}
+
+void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double tol,
+                  const char* what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i], tol) << what << " element " << i;
+}
+
+// Non-trivial running statistics, so inference differs from training.
+void set_running_statistics(test::LayerHarness& h, int channels) {
+  test::from_host(h.state().value(0).flat(), test::random_values(channels, 31, -0.5f, 0.5f));
+  test::from_host(h.state().value(1).flat(), test::random_values(channels, 32, 0.5f, 2.0f));
+}
+
+StepContext inference() {
+  StepContext ctx;
+  ctx.training = false;
+  return ctx;
+}
+
+// x [n, c, s] through a BatchNorm with the harness's gamma and beta, in
+// training (batch statistics) and inference (running statistics).
+void expect_batchnorm_values(const Shape& shape, int n, int c, int s) {
+  const float eps = 1e-3f;
+  BatchNorm bn("bn", 0.1f, eps);
+  test::LayerHarness h(bn, {shape});
+  const auto x = test::to_host(h.inputs[0].flat());
+  const auto gamma = test::to_host(h.parameters().value(0).flat());
+  const auto beta = test::to_host(h.parameters().value(1).flat());
+
+  h.forward();
+  expect_close(test::to_host(h.output.flat()),
+               batchnorm_reference(x, n, c, s, channel_moments(x, n, c, s), eps, gamma, beta), 2e-5,
+               "training");
+
+  set_running_statistics(h, c);
+  const auto rm = test::to_host(h.state().value(0).flat());
+  const auto rv = test::to_host(h.state().value(1).flat());
+  h.forward(inference());
+  expect_close(test::to_host(h.output.flat()),
+               batchnorm_reference(x, n, c, s, ChannelMoments{{rm.begin(), rm.end()}, {rv.begin(), rv.end()}},
+                                   eps, gamma, beta),
+               2e-5, "inference");
+  // Inference leaves the running statistics alone.
+  EXPECT_EQ(test::to_host(h.state().value(0).flat()), rm);
+  EXPECT_EQ(test::to_host(h.state().value(1).flat()), rv);
+}
+
+TEST(BatchNorm, Values1dPerFeature) { expect_batchnorm_values(Shape{6, 4}, 6, 4, 1); }
+
+TEST(BatchNorm, Values2dPerChannel) { expect_batchnorm_values(Shape{3, 2, 3, 4}, 3, 2, 12); }
+
+TEST(BatchNorm, ParametersAndState) {
+  BatchNorm bn("bn");
+  const Shapes in{Shape{8, 3, 5, 5}};
+  const auto params = bn.parameter_specs(in);
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].name, "gamma");
+  EXPECT_EQ(params[0].shape, Shape{3});
+  EXPECT_EQ(params[0].init, Init::ones);
+  EXPECT_EQ(params[1].name, "beta");
+  EXPECT_EQ(params[1].init, Init::zeros);
+  const auto state = bn.state_specs(in);
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].name, "running_mean");
+  EXPECT_EQ(state[0].init, Init::zeros);
+  EXPECT_EQ(state[1].name, "running_var");
+  EXPECT_EQ(state[1].shape, Shape{3});
+  EXPECT_EQ(state[1].init, Init::ones);
+}
+
+TEST(BatchNorm, RunningStatisticsAfterTwoSteps) {
+  const int n = 4, c = 3, s = 2;
+  const float momentum = 0.25f;
+  BatchNorm bn("bn", momentum);
+  test::LayerHarness h(bn, {Shape{n, c, 1, s}});
+  std::vector<double> running_mean(c, 0.0), running_var(c, 1.0);
+  for (int step = 0; step < 2; ++step) {
+    const auto x = test::random_values(n * c * s, 40 + step, -2.0f, 3.0f);
+    test::from_host(h.inputs[0].flat(), x);
+    h.forward();
+    const ChannelMoments m = channel_moments(x, n, c, s);
+    for (int ch = 0; ch < c; ++ch) {
+      const double unbiased = m.var[ch] * (n * s) / (n * s - 1);
+      running_mean[ch] = (1 - momentum) * running_mean[ch] + momentum * m.mean[ch];
+      running_var[ch] = (1 - momentum) * running_var[ch] + momentum * unbiased;
+    }
+  }
+  expect_close(test::to_host(h.state().value(0).flat()), running_mean, 1e-6, "running_mean");
+  expect_close(test::to_host(h.state().value(1).flat()), running_var, 1e-6, "running_var");
+}
+
+// Finite-difference check of every gradient of `layer` on an input of `shape`.
+void expect_layer_gradients(Layer&& layer, const Shape& shape, const StepContext& ctx = {}) {
+  test::LayerHarness h(layer, {shape});
+  // Inference (BatchNorm only) should see running statistics other than the initial 0 and 1.
+  if (!ctx.training) set_running_statistics(h, static_cast<int>(shape[1]));
+  h.expect_gradients(ctx);
+}
+
+TEST(BatchNorm, GradientsInTrainingAndInferenceMode) {
+  for (const StepContext& ctx : {StepContext{}, inference()}) {
+    expect_layer_gradients(BatchNorm("bn1d"), Shape{6, 3}, ctx);
+    expect_layer_gradients(BatchNorm("bn2d"), Shape{3, 2, 2, 3}, ctx);
+  }
+}
+
+// backward adds to what dx and the parameter gradients already hold.
+void expect_backward_accumulates(Layer& layer, const Shape& shape, const StepContext& ctx) {
+  test::LayerHarness h(layer, {shape});
+  test::from_host(h.output_grad.flat(), test::random_values(shape.numel(), 5));
+  h.forward(ctx);
+  h.backward(ctx);
+  const auto dx = test::to_host(h.input_grads[0].flat());
+  const auto dp = test::to_host(h.parameters().gradients());
+  layer.backward(h.inputs, h.output, h.output_grad, h.input_grads, ctx);
+  const auto dx2 = test::to_host(h.input_grads[0].flat());
+  const auto dp2 = test::to_host(h.parameters().gradients());
+  for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_FLOAT_EQ(dx2[i], 2 * dx[i]) << layer.name();
+  for (std::size_t i = 0; i < dp.size(); ++i) EXPECT_FLOAT_EQ(dp2[i], 2 * dp[i]) << layer.name();
+}
+
+TEST(Normalization, BackwardAccumulates) {
+  BatchNorm train("bn_train"), infer("bn_infer");
+  LayerNorm ln("ln");
+  expect_backward_accumulates(train, Shape{4, 3, 2, 2}, {});
+  expect_backward_accumulates(infer, Shape{4, 3}, inference());
+  expect_backward_accumulates(ln, Shape{3, 2, 5}, {});
+}
+
+TEST(BatchNorm, RejectsOtherRanks) {
+  BatchNorm bn("bn");
+  try {
+    bn.output_shape({Shape{4, 3, 5}});
+    FAIL() << "expected tessera::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "tessera::BatchNorm 'bn': input [4, 3, 5] must be [N, F] (per feature) or "
+                  "[N, C, H, W] (per channel)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(bn.output_shape({Shape{7}}), Error);
+  EXPECT_THROW(BatchNorm("bad", 1.5f), Error);
+  EXPECT_THROW(BatchNorm("bad", 0.1f, 0.0f), Error);
+}
+
+std::vector<double> layernorm_reference(const std::vector<float>& x, int n, int d, double eps,
+                                        const std::vector<float>& gamma,
+                                        const std::vector<float>& beta) {
+  std::vector<double> y(x.size());
+  for (int i = 0; i < n; ++i) {
+    double mean = 0, var = 0;
+    for (int k = 0; k < d; ++k) mean += x[i * d + k];
+    mean /= d;
+    for (int k = 0; k < d; ++k) var += (x[i * d + k] - mean) * (x[i * d + k] - mean);
+    var /= d;
+    for (int k = 0; k < d; ++k)
+      y[i * d + k] = (x[i * d + k] - mean) / std::sqrt(var + eps) * gamma[k] + beta[k];
+  }
+  return y;
+}
+
+TEST(LayerNorm, ValuesAndParameterShape) {
+  const float eps = 1e-4f;
+  for (const Shape& shape : {Shape{4, 6}, Shape{3, 2, 2, 3}}) {
+    LayerNorm ln("ln", eps);
+    test::LayerHarness h(ln, {shape});
+    const auto specs = ln.parameter_specs({shape});
+    ASSERT_EQ(specs.size(), 2u);
+    EXPECT_EQ(specs[0].shape.numel(), shape.inner());
+    EXPECT_EQ(specs[0].shape.rank(), shape.rank() - 1);
+    // Values are offset so the mean is far from zero, as a single-pass
+    // variance would lose precision there.
+    auto x = test::to_host(h.inputs[0].flat());
+    for (auto& v : x) v += 50.0f;
+    test::from_host(h.inputs[0].flat(), x);
+    h.forward();
+    expect_close(test::to_host(h.output.flat()),
+                 layernorm_reference(x, static_cast<int>(shape[0]), static_cast<int>(shape.inner()),
+                                     eps, test::to_host(h.parameters().value(0).flat()),
+                                     test::to_host(h.parameters().value(1).flat())),
+                 2e-5, "layernorm");
+  }
+}
+
+TEST(LayerNorm, Gradients) {
+  expect_layer_gradients(LayerNorm("ln"), Shape{4, 5});
+  expect_layer_gradients(LayerNorm("ln"), Shape{2, 3, 2, 2});
+}
+
+TEST(LayerNorm, RejectsInputWithoutFeatures) {
+  LayerNorm ln("ln");
+  try {
+    ln.output_shape({Shape{7}});
+    FAIL() << "expected tessera::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tessera::LayerNorm 'ln': input [7] needs a batch"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The norm kernels on each space agree bitwise with the default space (and
+// so with every thread count, since ctest runs this at 1 and 2 threads).
+template <class ExecSpace>
+class NormKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(NormKernels, test::ExecSpaces);
+
+template <class E>
+using V = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
+template <class E>
+using D = Kokkos::View<double*, Kokkos::LayoutRight, typename E::memory_space>;
+
+template <class E>
+std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels::Affine affine) {
+  const std::size_t size = layout.size();
+  const std::size_t params = affine == kernels::Affine::per_group ? layout.groups : layout.group_size();
+  V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), gamma("gamma", params),
+      beta("beta", params), dgamma("dgamma", params), dbeta("dbeta", params),
+      mean("mean", layout.groups), invstd("invstd", layout.groups);
+  D<E> sums("sums", 2 * layout.groups);
+  test::from_host(x, test::random_values(size, 61, -1.0f, 3.0f));
+  test::from_host(dy, test::random_values(size, 62));
+  test::from_host(gamma, test::random_values(params, 63, 0.5f, 1.5f));
+  test::from_host(beta, test::random_values(params, 64));
+  const E exec;
+  kernels::group_sums(exec, layout, x, sums);
+  kernels::moments_from_sums(exec, sums, layout.group_size(), 1e-5f, mean, invstd);
+  kernels::group_normalize(exec, layout, affine, x, mean, invstd, gamma, beta, y);
+  kernels::group_gradient_sums(exec, layout, affine, x, dy, mean, invstd, gamma, sums);
+  kernels::group_input_gradient(exec, layout, affine, x, dy, mean, invstd, gamma, true, sums,
+                                layout.group_size(), dx);
+  kernels::affine_gradients(exec, layout, affine, x, dy, mean, invstd, dgamma, dbeta);
+  std::vector<float> out;
+  for (const auto& v : {y, dx, dgamma, dbeta}) {
+    const auto h = test::to_host(v);
+    out.insert(out.end(), h.begin(), h.end());
+  }
+  return out;
+}
+
+TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
+  const kernels::GroupLayout batchnorm{16, 5, 37}, layernorm{1, 9, 70};
+  EXPECT_EQ(run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
+            run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
+  EXPECT_EQ(run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
+            run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+}
+
+TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {
+  using E = TypeParam;
+  V<E> x("x", 10);
+  D<E> sums("sums", 4);
+  try {
+    kernels::group_sums(E(), kernels::GroupLayout{2, 3, 2}, x, sums);
+    FAIL() << "expected tessera::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tessera::kernels::group_sums: x has 10 elements, expected 12"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Through a model and the loss, in training mode: the norm layers pass
+// correct gradients to the layers before them.
+TEST(NormModel, GradientsThroughNormLayersMatchFiniteDifferences) {
+  const std::int64_t batch = 6;
+  Model model(Shape{3});
+  model.add<Dense>("fc1", 4)
+      .add<BatchNorm>("bn")
+      .add<Tanh>("tanh")
+      .add<LayerNorm>("ln")
+      .add<Dense>("fc2", 3);
+  model.compile(batch, 3);
+  test::from_host(model.input(batch).flat(), test::random_values(batch * 3, 91));
+  Vector<int> labels("labels", batch);
+  test::from_host(labels, std::vector<int>{0, 2, 1, 1, 0, 2});
+  Vector<float> sample_loss("loss", batch);
+  Vector<int> correct("correct", batch);
+  const auto loss = [&]() {
+    const auto logits = model.forward(batch, StepContext{});
+    kernels::softmax_cross_entropy(ExecSpace(), logits.matrix(), labels, 1.0f / batch,
+                                   model.output_gradient(batch).matrix(), sample_loss, correct);
+    double sum = 0;
+    for (float l : test::to_host(sample_loss)) sum += l;
+    return sum / batch;
+  };
+  loss();
+  model.backward(batch, StepContext{});
+  const auto& store = model.parameters();
+  for (std::size_t i = 0; i < store.entries().size(); ++i) {
+    const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;
+    test::expect_gradient(what.c_str(), store.value(i).flat(), test::to_host(store.gradient(i).flat()),
+                          loss, 1e-3f, 1e-2, 1e-3);
+  }
+}
+
+
+// Evaluation runs in inference mode, so it also checks that the running
+// statistics the training steps left behind normalise well. Batches of 128:
+// the mean of 32 samples moves each ReLU hinge by ~0.1, which alone
+// misclassifies the XOR points that close to an axis.
+TEST(NormModel, BatchNormAndDropoutMlpConvergesOnXor) {
+  const Dataset data = test::xor_dataset(512, 61);
+  auto model = std::make_unique<Model>(Shape{2});
+  model->add<Dense>("fc1", 32)
+      .add<BatchNorm>("bn1")
+      .add<ReLU>("relu1")
+      .add<Dropout>("drop1", 0.1f)
+      .add<Dense>("fc2", 2);
+  TrainOptions options;
+  options.batch_size = 128;
+  options.seed = 5;
+  options.schedule.base_lr = 0.1f;
+  model->compile(options.batch_size, options.seed);
+  EXPECT_EQ(model->state().entries().size(), 2u);
+  SGD::Params hp;
+  hp.momentum = 0.9f;
+  SGD sgd(hp);
+  Trainer trainer(*model, sgd, options);
+  const double initial = trainer.evaluate(data).loss;
+  for (int epoch = 0; epoch < 50; ++epoch) trainer.train_epoch(data, epoch);
+  const Evaluation final_eval = trainer.evaluate(data);
+  EXPECT_LT(final_eval.loss, 0.25 * initial);
+  EXPECT_GT(final_eval.accuracy, 0.95);
+}
+
+}  // namespace
