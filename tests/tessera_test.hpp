@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <tessera/core/error.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/data/dataset.hpp>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace tessera::test {
@@ -38,6 +40,16 @@ void from_host(const V& v, const std::vector<typename V::non_const_value_type>& 
   auto mirror = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
   for (std::size_t i = 0; i < v.size(); ++i) mirror.data()[i] = values[i];
   Kokkos::deep_copy(v, mirror);
+}
+
+// f() must throw tessera::Error with `expected` in its message.
+inline void expect_error(const std::function<void()>& f, const std::string& expected) {
+  try {
+    f();
+    ADD_FAILURE() << "no tessera::Error; expected: " << expected;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
 }
 
 // Seeded values in [lo, hi).

@@ -4,7 +4,8 @@
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/model.hpp>
+#include <tessera/model/trainer.hpp>
+#include <tessera/optim/adam.hpp>
 
 #include "tessera_test.hpp"
 
@@ -50,6 +51,35 @@ TEST(MemoryEventCounter, WarmForwardBackwardAllocatesNothing) {
   for (const auto& l : counter.allocation_labels()) labels += l + " ";
   EXPECT_EQ(counter.allocations(), 0) << labels;
   EXPECT_EQ(counter.host_to_device_copies(), 0);
+}
+
+// A whole warm epoch of training (gather, forward, loss, backward, clipping,
+// optimizer) and an evaluation allocate nothing; uploads are at most the
+// epoch's shuffled order.
+TEST(MemoryEventCounter, WarmTrainingEpochAllocatesNothing) {
+  const Dataset data = test::xor_dataset(100, 5);  // 100 / 32: a partial last batch
+  auto model = std::make_unique<Model>(Shape{2});
+  model->add<Dense>("fc1", 8).add<ReLU>("relu").add<Dense>("fc2", 2);
+  TrainOptions options;
+  options.batch_size = 32;
+  options.epochs = 2;
+  options.clip_norm = 1.0f;
+  options.schedule.base_lr = 0.01f;
+  model->compile(options.batch_size, 3);
+  AdamW adamw;
+  Trainer trainer(*model, adamw, options);
+  trainer.train_epoch(data, 0);
+  trainer.evaluate(data);
+  Kokkos::fence();
+  MemoryEventCounter counter;
+  trainer.train_epoch(data, 1);
+  trainer.evaluate(data);
+  Kokkos::fence();
+  std::string labels;
+  for (const auto& l : counter.allocation_labels()) labels += l + " ";
+  EXPECT_EQ(counter.allocations(), 0) << labels;
+  EXPECT_LE(counter.host_to_device_copies(), 1);
+  EXPECT_EQ(trainer.step(), 8);
 }
 
 }  // namespace

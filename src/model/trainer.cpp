@@ -56,6 +56,8 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", options.batch_size);
   sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", options.batch_size);
   sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", options.batch_size);
+  sample_loss_host_ = Kokkos::create_mirror_view(sample_loss_);
+  sample_correct_host_ = Kokkos::create_mirror_view(sample_correct_);
 }
 
 void Trainer::ensure_buffers(const Dataset& data) {
@@ -78,8 +80,8 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   const std::int64_t n = data.size();
   const std::int64_t batch_size = options_.batch_size;
   const std::int64_t steps = (n + batch_size - 1) / batch_size;
-  auto loss_host = Kokkos::create_mirror_view(sample_loss_);
-  auto correct_host = Kokkos::create_mirror_view(sample_correct_);
+  const auto& loss_host = sample_loss_host_;
+  const auto& correct_host = sample_correct_host_;
   double loss_sum = 0;
   std::int64_t correct = 0;
   const auto started = std::chrono::steady_clock::now();
@@ -117,6 +119,9 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     loss_sum += batch_loss;
     if (train) {
       ++step_;
+      if (on_step_)
+        on_step_(StepReport{step_, epoch, batch, batch_loss / static_cast<double>(batch), lr_,
+                            options_.clip_norm > 0 ? grad_norm_ : 0.0f});
       if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

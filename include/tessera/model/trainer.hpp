@@ -29,6 +29,16 @@ struct Evaluation {
   std::int64_t samples = 0;
 };
 
+// What happened in one optimizer step.
+struct StepReport {
+  std::int64_t step = 0;  // 1-based count of optimizer steps taken
+  int epoch = 0;          // 0-based
+  std::int64_t batch = 0;
+  double loss = 0;        // mean over the batch
+  float lr = 0;
+  float grad_norm = 0;    // before clipping; 0 when clipping is off
+};
+
 struct EpochReport {
   int epoch = 0;
   Evaluation train;  // running mean over the epoch's batches
@@ -45,6 +55,8 @@ class Trainer {
   EpochReport train_epoch(const Dataset& data, int epoch,
                           const std::function<void(const std::string&)>& log = {});
   Evaluation evaluate(const Dataset& data);
+  // Called after every optimizer step (metrics files, tests).
+  void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
   std::int64_t step() const { return step_; }
   // Learning rate of the latest step.
   float lr() const { return lr_; }
@@ -59,6 +71,7 @@ class Trainer {
   Model& model_;
   Optimizer& optimizer_;
   TrainOptions options_;
+  std::function<void(const StepReport&)> on_step_;
   std::int64_t step_ = 0;
   float lr_ = 0;
   float grad_norm_ = 0;
@@ -66,6 +79,9 @@ class Trainer {
   Vector<int> batch_labels_;
   Vector<float> sample_loss_;
   Vector<int> sample_correct_;
+  // Host copies of the per-sample results, kept so no step allocates.
+  Vector<float>::HostMirror sample_loss_host_;
+  Vector<int>::HostMirror sample_correct_host_;
   Vector<std::int64_t> order_;
   Vector<std::int64_t> identity_order_;
 };

@@ -1,0 +1,70 @@
+// Pooling over NCHW images: max and average pooling over sliding windows
+// (PyTorch semantics), and global average pooling to one value per channel.
+#pragma once
+
+#include <tessera/layers/conv.hpp>
+#include <tessera/layers/layer.hpp>
+
+namespace tessera {
+
+// Shape inference and options shared by the windowed pooling layers.
+// stride 0 means stride = kernel.
+class Pool2D : public Layer {
+ public:
+  // type: the concrete layer's name, known here so the constructor's checks can name it.
+  Pool2D(const char* type, std::string name, Extent2 kernel, Extent2 stride, Extent2 padding,
+         std::vector<std::string> inputs);
+
+  const char* type() const final { return type_; }
+
+  Extent2 kernel() const { return kernel_; }
+  Extent2 stride() const { return stride_; }
+  Extent2 padding() const { return padding_; }
+  Shape output_shape(const Shapes& inputs) const override;
+  // One operation per window tap.
+  std::int64_t flops_per_sample(const Shapes& inputs) const override;
+
+ private:
+  const char* type_;
+  Extent2 kernel_, stride_, padding_;
+};
+
+// Ties go to the first maximum in row-major window order; padding never wins.
+class MaxPool2D final : public Pool2D {
+ public:
+  MaxPool2D(std::string name, Extent2 kernel, Extent2 stride = 0, Extent2 padding = 0,
+            std::vector<std::string> inputs = {})
+      : Pool2D("MaxPool2D", std::move(name), kernel, stride, padding, std::move(inputs)) {}
+  void allocate(const Shapes& inputs) override;
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+
+ private:
+  Kokkos::View<int*, MemSpace> argmax_;  // per output: position of the maximum in its plane
+};
+
+// count_include_pad = true: every window averages over kernel_h * kernel_w.
+class AvgPool2D final : public Pool2D {
+ public:
+  AvgPool2D(std::string name, Extent2 kernel, Extent2 stride = 0, Extent2 padding = 0,
+            std::vector<std::string> inputs = {})
+      : Pool2D("AvgPool2D", std::move(name), kernel, stride, padding, std::move(inputs)) {}
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+};
+
+// [N, C, H, W] -> [N, C]: the mean of each channel.
+class GlobalAvgPool final : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "GlobalAvgPool"; }
+  Shape output_shape(const Shapes& inputs) const override;
+  std::int64_t flops_per_sample(const Shapes& inputs) const override { return inputs.at(0).inner(); }
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+};
+
+}  // namespace tessera

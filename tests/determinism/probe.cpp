@@ -1,0 +1,89 @@
+// Trains a small model that uses every layer type and prints, at full float
+// precision, the loss, learning rate and gradient norm of every step, then
+// every parameter and every state value. compare.sh runs it with different
+// thread counts and compares the outputs.
+#include <tessera/core/runtime.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/conv.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/dropout.hpp>
+#include <tessera/layers/norm.hpp>
+#include <tessera/layers/pool.hpp>
+#include <tessera/layers/structural.hpp>
+#include <tessera/model/trainer.hpp>
+#include <tessera/optim/adam.hpp>
+
+#include <cstdio>
+
+#include "../tessera_test.hpp"
+
+namespace {
+
+using namespace tessera;
+using Names = std::vector<std::string>;
+
+std::unique_ptr<Model> every_layer_model() {
+  auto m = std::make_unique<Model>(Shape{1, 12, 12});
+  m->add<Conv2D>("conv1", 6, 3, 1, 1)
+      .add<BatchNorm>("bn1")
+      .add<ReLU>("relu1")
+      .add<MaxPool2D>("pool1", 2)
+      .add<Conv2D>("conv2", 6, 3, 1, 1)
+      .add<BatchNorm>("bn2")
+      .add<GELU>("gelu")
+      .add<Add>("add", Names{"pool1", "gelu"})
+      .add<AvgPool2D>("avg", 2)
+      .add<Flatten>("flat")
+      .add<GlobalAvgPool>("gap", Names{"add"})
+      .add<Concat>("cat", Names{"flat", "gap"})
+      .add<Dense>("fc1", 16)
+      .add<LayerNorm>("ln")
+      .add<Tanh>("tanh")
+      .add<Dropout>("drop", 0.25f)
+      .add<Dense>("fc2", 8)
+      .add<LeakyReLU>("leaky", kernels::LeakyReluOp{0.1f})
+      .add<Dense>("fc3", 8)
+      .add<Sigmoid>("sigmoid")
+      .add<Dense>("out", 3);
+  return m;
+}
+
+void print_buffer(const char* what, const Vector<float>& buffer) {
+  const auto host = test::to_host(buffer);
+  for (std::size_t i = 0; i < host.size(); ++i) std::printf("%s[%zu] %.9e\n", what, i, host[i]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Runtime runtime(argc, argv);
+  {
+    const std::int64_t n = 100;  // batches of 32: the last one is partial
+    std::vector<int> labels(n);
+    for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>(i % 3);
+    const Dataset data =
+        test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 17), labels);
+    auto model = every_layer_model();
+    TrainOptions options;
+    options.batch_size = 32;
+    options.epochs = 3;
+    options.seed = 11;
+    options.clip_norm = 1.0f;
+    options.schedule.base_lr = 0.01f;
+    options.schedule.type = ScheduleType::cosine;
+    options.schedule.warmup_steps = 3;
+    model->compile(options.batch_size, options.seed);
+    AdamW adamw;
+    Trainer trainer(*model, adamw, options);
+    trainer.on_step([](const StepReport& r) {
+      std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),
+                  r.loss, r.lr, r.grad_norm);
+    });
+    for (int epoch = 0; epoch < options.epochs; ++epoch) trainer.train_epoch(data, epoch);
+    const Evaluation eval = trainer.evaluate(data);
+    std::printf("eval loss %.9e\n", eval.loss);
+    print_buffer("param", model->parameters().values());
+    print_buffer("state", model->state().values());
+  }
+  return 0;
+}

@@ -1,0 +1,319 @@
+// Conv2D: kernel values and gradients against naive host loops for several
+// kernel, stride and padding combinations (non-square, several sample
+// blocks), layer gradients by finite differences, shape errors, and a small
+// CNN that must learn to tell horizontal from vertical bars.
+#include <tessera/kernels/conv.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/conv.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/pool.hpp>
+#include <tessera/layers/structural.hpp>
+#include <tessera/model/trainer.hpp>
+#include <tessera/optim/sgd.hpp>
+
+#include <functional>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+// f() must throw tessera::Error whose message contains `expected`.
+
+struct ConvCase {
+  int batch, in_channels, out_channels, height, width, kernel_h, kernel_w, stride_h, stride_w,
+      pad_h, pad_w;
+
+  kernels::Conv2dGeometry geometry() const {
+    kernels::Conv2dGeometry g;
+    g.batch = batch;
+    g.in_channels = in_channels;
+    g.out_channels = out_channels;
+    g.rows = kernels::WindowAxis(height, kernel_h, stride_h, pad_h);
+    g.cols = kernels::WindowAxis(width, kernel_w, stride_w, pad_w);
+    return g;
+  }
+};
+
+const ConvCase conv_cases[] = {
+    {2, 2, 3, 5, 7, 3, 3, 1, 1, 1, 1},  // "same" convolution, non-square image
+    {3, 3, 2, 6, 5, 2, 3, 2, 1, 0, 1},  // non-square kernel, stride and padding
+    {2, 1, 4, 7, 6, 3, 3, 2, 2, 2, 2},  // padding wider than the stride
+    {2, 4, 3, 4, 4, 1, 1, 1, 1, 0, 0},  // 1x1: a per-pixel dense layer
+    {5, 2, 2, 4, 5, 4, 5, 1, 1, 0, 0},  // kernel covers the whole image
+};
+
+// Reference convolution and its gradients by direct loops.
+struct NaiveConv {
+  ConvCase c;
+  int out_h() const { return (c.height + 2 * c.pad_h - c.kernel_h) / c.stride_h + 1; }
+  int out_w() const { return (c.width + 2 * c.pad_w - c.kernel_w) / c.stride_w + 1; }
+  std::size_t x_at(int n, int ch, int h, int w) const {
+    return ((std::size_t(n) * c.in_channels + ch) * c.height + h) * c.width + w;
+  }
+  std::size_t w_at(int o, int ch, int ki, int kj) const {
+    return ((std::size_t(o) * c.in_channels + ch) * c.kernel_h + ki) * c.kernel_w + kj;
+  }
+  std::size_t y_at(int n, int o, int ho, int wo) const {
+    return ((std::size_t(n) * c.out_channels + o) * out_h() + ho) * out_w() + wo;
+  }
+  // Calls f(x index, w index, y index) for every multiply-add of the convolution.
+  template <class F>
+  void taps(const F& f) const {
+    for (int n = 0; n < c.batch; ++n)
+      for (int o = 0; o < c.out_channels; ++o)
+        for (int ho = 0; ho < out_h(); ++ho)
+          for (int wo = 0; wo < out_w(); ++wo)
+            for (int ch = 0; ch < c.in_channels; ++ch)
+              for (int ki = 0; ki < c.kernel_h; ++ki)
+                for (int kj = 0; kj < c.kernel_w; ++kj) {
+                  const int h = ho * c.stride_h - c.pad_h + ki, w = wo * c.stride_w - c.pad_w + kj;
+                  if (h < 0 || h >= c.height || w < 0 || w >= c.width) continue;
+                  f(x_at(n, ch, h, w), w_at(o, ch, ki, kj), y_at(n, o, ho, wo));
+                }
+  }
+};
+
+template <class ExecSpace>
+class ConvKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(ConvKernels, test::ExecSpaces);
+
+template <class E>
+using V = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
+template <class E>
+using M = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
+
+// Scratch for two samples, so batches above two run in several blocks.
+template <class E>
+V<E> two_sample_scratch(const kernels::Conv2dGeometry& g) {
+  return V<E>("scratch", 2 * g.scratch_per_sample());
+}
+
+TYPED_TEST(ConvKernels, ForwardMatchesNaiveLoops) {
+  using E = TypeParam;
+  for (const auto& c : conv_cases) {
+    const auto g = c.geometry();
+    const NaiveConv ref{c};
+    V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size());
+    M<E> w("w", c.out_channels, g.patch());
+    const auto xh = test::random_values(x.size(), 1), wh = test::random_values(w.size(), 2),
+               bh = test::random_values(b.size(), 3);
+    test::from_host(x, xh);
+    test::from_host(w, wh);
+    test::from_host(b, bh);
+    kernels::conv2d_forward(E(), g, x, w, b, y, two_sample_scratch<E>(g));
+    std::vector<double> expected(y.size());
+    for (int n = 0; n < c.batch; ++n)
+      for (int o = 0; o < c.out_channels; ++o)
+        for (int p = 0; p < ref.out_h() * ref.out_w(); ++p) expected[ref.y_at(n, o, 0, p)] = bh[o];
+    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) { expected[yi] += double(xh[xi]) * wh[wi]; });
+    const auto yh = test::to_host(y);
+    ASSERT_EQ(yh.size(), std::size_t(c.batch * c.out_channels * ref.out_h() * ref.out_w()));
+    for (std::size_t i = 0; i < yh.size(); ++i)
+      EXPECT_NEAR(yh[i], expected[i], 1e-5 * g.patch()) << "case k" << c.kernel_h << "x" << c.kernel_w
+                                                        << " s" << c.stride_h << " p" << c.pad_h
+                                                        << ", y element " << i;
+  }
+}
+
+TYPED_TEST(ConvKernels, BackwardMatchesNaiveLoopsAndAccumulates) {
+  using E = TypeParam;
+  for (const auto& c : conv_cases) {
+    const auto g = c.geometry();
+    const NaiveConv ref{c};
+    V<E> x("x", g.input_size()), dy("dy", g.output_size()), dx("dx", g.input_size()),
+        db("db", c.out_channels);
+    M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
+    const auto xh = test::random_values(x.size(), 4), wh = test::random_values(w.size(), 5),
+               dyh = test::random_values(dy.size(), 6), start = test::random_values(dx.size(), 7);
+    test::from_host(x, xh);
+    test::from_host(w, wh);
+    test::from_host(dy, dyh);
+    test::from_host(dx, start);  // backward adds to what is there
+    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, two_sample_scratch<E>(g));
+
+    std::vector<double> dx_ref(start.begin(), start.end()), dw_ref(dw.size()), db_ref(db.size());
+    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+      dx_ref[xi] += double(wh[wi]) * dyh[yi];
+      dw_ref[wi] += double(xh[xi]) * dyh[yi];
+    });
+    const int positions = ref.out_h() * ref.out_w();
+    for (int n = 0; n < c.batch; ++n)
+      for (int o = 0; o < c.out_channels; ++o)
+        for (int p = 0; p < positions; ++p) db_ref[o] += dyh[ref.y_at(n, o, 0, p)];
+    const auto dxh = test::to_host(dx), dwh = test::to_host(dw), dbh = test::to_host(db);
+    const double tol = 1e-5 * (g.patch() + c.batch * positions);
+    for (std::size_t i = 0; i < dxh.size(); ++i) EXPECT_NEAR(dxh[i], dx_ref[i], tol) << "dx " << i;
+    for (std::size_t i = 0; i < dwh.size(); ++i) EXPECT_NEAR(dwh[i], dw_ref[i], tol) << "dW " << i;
+    for (std::size_t i = 0; i < dbh.size(); ++i) EXPECT_NEAR(dbh[i], db_ref[i], tol) << "db " << i;
+
+    // Without dx (the model input), and accumulating onto the first result.
+    kernels::conv2d_backward(E(), g, x, w, dy, V<E>(), dw, db, two_sample_scratch<E>(g));
+    const auto dw2 = test::to_host(dw), db2 = test::to_host(db);
+    for (std::size_t i = 0; i < dw2.size(); ++i) EXPECT_NEAR(dw2[i], 2 * dwh[i], 2 * tol) << "dW " << i;
+    for (std::size_t i = 0; i < db2.size(); ++i) EXPECT_NEAR(db2[i], 2 * dbh[i], 2 * tol) << "db " << i;
+  }
+}
+
+TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
+  using E = TypeParam;
+  const ConvCase c{7, 3, 4, 6, 6, 3, 3, 1, 1, 1, 1};
+  const auto g = c.geometry();
+  V<E> x("x", g.input_size()), b("b", c.out_channels), dy("dy", g.output_size());
+  M<E> w("w", c.out_channels, g.patch());
+  test::from_host(x, test::random_values(x.size(), 8));
+  test::from_host(w, test::random_values(w.size(), 9));
+  test::from_host(dy, test::random_values(dy.size(), 10));
+  std::vector<std::vector<float>> ys, dxs;
+  for (std::int64_t block : {1, 3, 7}) {
+    V<E> y("y", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
+    M<E> dw("dw", c.out_channels, g.patch());
+    V<E> scratch("scratch", block * g.scratch_per_sample());
+    kernels::conv2d_forward(E(), g, x, w, b, y, scratch);
+    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch);
+    ys.push_back(test::to_host(y));
+    dxs.push_back(test::to_host(dx));
+  }
+  // Each output and input gradient involves one sample only, so blocking
+  // changes nothing, bit for bit.
+  EXPECT_EQ(ys[0], ys[1]);
+  EXPECT_EQ(ys[0], ys[2]);
+  EXPECT_EQ(dxs[0], dxs[1]);
+  EXPECT_EQ(dxs[0], dxs[2]);
+}
+
+TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
+  using E = TypeParam;
+  const ConvCase c{2, 3, 4, 5, 5, 3, 3, 1, 1, 0, 0};
+  const auto g = c.geometry();
+  V<E> x("x", g.input_size()), b("b", 4), y("y", g.output_size());
+  M<E> wrong("w", 4, 26);
+  // Every extent given and every extent expected.
+  test::expect_error([&] { kernels::conv2d_forward(E(), g, x, wrong, b, y, two_sample_scratch<E>(g)); },
+               "tessera::kernels::conv2d_forward: x has 150 elements, W [4, 26], b [4], y 72 "
+               "elements; expected x [2, 3, 5, 5], W [4, 27], b [4], y [2, 4, 3, 3]");
+  M<E> w("w", 4, 27);
+  test::expect_error([&] { kernels::conv2d_forward(E(), g, x, w, b, y, V<E>("small", 10)); },
+               "scratch of 10 floats is below one sample's");
+}
+
+TEST(Conv2D, ShapesParametersAndFlops) {
+  Conv2D conv("conv", 8, 5, 1, 2);
+  const Shapes in{Shape{4, 3, 28, 20}};
+  EXPECT_EQ(conv.output_shape(in), (Shape{4, 8, 28, 20}));
+  const auto specs = conv.parameter_specs(in);
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].shape, (Shape{8, 3, 5, 5}));
+  EXPECT_EQ(specs[0].init, Init::he_uniform);
+  EXPECT_EQ(specs[0].fan_in, 3 * 25);
+  EXPECT_EQ(specs[1].shape, (Shape{8}));
+  EXPECT_EQ(specs[1].init, Init::zeros);
+  EXPECT_EQ(conv.flops_per_sample(in), 2 * 8 * 28 * 20 * 3 * 25 + 8 * 28 * 20);
+  Conv2D strided("strided", 2, {3, 2}, {2, 1}, {1, 0});
+  EXPECT_EQ(strided.output_shape({Shape{1, 1, 7, 5}}), (Shape{1, 2, 4, 4}));
+}
+
+TEST(Conv2D, ForwardUsesWeightsAsOutInKernelRowsColumns) {
+  const ConvCase c{2, 3, 2, 5, 6, 3, 2, 2, 1, 1, 0};
+  Conv2D conv("conv", c.out_channels, {c.kernel_h, c.kernel_w}, {c.stride_h, c.stride_w},
+              {c.pad_h, c.pad_w});
+  test::LayerHarness h(conv, {Shape{c.batch, c.in_channels, c.height, c.width}});
+  const NaiveConv ref{c};
+  ASSERT_EQ(h.output.shape(), (Shape{c.batch, c.out_channels, ref.out_h(), ref.out_w()}));
+  h.forward();
+  const auto xh = test::to_host(h.inputs[0].flat()), yh = test::to_host(h.output.flat());
+  const auto wh = test::to_host(h.parameters().value(0).flat()),
+             bh = test::to_host(h.parameters().value(1).flat());
+  std::vector<double> expected(yh.size());
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    expected[i] = bh[(i / (ref.out_h() * ref.out_w())) % c.out_channels];
+  ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) { expected[yi] += double(xh[xi]) * wh[wi]; });
+  for (std::size_t i = 0; i < yh.size(); ++i) EXPECT_NEAR(yh[i], expected[i], 1e-5) << "y " << i;
+}
+
+TEST(Conv2D, GradientsMatchFiniteDifferences) {
+  Conv2D conv("conv", 3, 3, 1, 1);
+  test::LayerHarness h(conv, {Shape{2, 2, 5, 4}});
+  h.expect_gradients();
+  Conv2D strided("strided", 2, {2, 3}, {2, 1}, {1, 1});
+  test::LayerHarness hs(strided, {Shape{3, 2, 5, 6}}, 2);
+  hs.expect_gradients();
+}
+
+TEST(Conv2D, ShapeErrorsNameLayerAndShape) {
+  Conv2D conv("c1", 4, 5);
+  test::expect_error([&] { conv.output_shape({Shape{8, 28, 28}}); },
+               "tessera::Conv2D 'c1': input [8, 28, 28] is not an image batch [N, C, H, W]");
+  test::expect_error([&] { conv.output_shape({Shape{8, 1, 4, 9}}); },
+               "tessera::Conv2D 'c1': input [8, 1, 4, 9] is smaller than the kernel 5 x 5");
+  test::expect_error([&] { Conv2D bad("c2", 4, 3, 0); },
+               "tessera::Conv2D 'c2': out_channels 4, kernel 3 x 3, stride 0 x 0");
+}
+
+// 8x8 images holding one bar, horizontal (label 0) or vertical (label 1), of
+// length 4 to 8 at a random place, over uniform noise.
+Dataset bar_images(std::int64_t n, std::uint64_t seed) {
+  constexpr int side = 8;
+  const auto noise = test::random_values(n * side * side, seed, -0.3f, 0.3f);
+  const auto draws = test::random_values(4 * n, seed + 1, 0.0f, 1.0f);
+  std::vector<float> pixels(noise);
+  std::vector<int> labels(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const int label = draws[4 * i] < 0.5f ? 0 : 1;
+    const int length = 4 + static_cast<int>(draws[4 * i + 1] * 5);
+    const int across = static_cast<int>(draws[4 * i + 2] * side);
+    const int along = static_cast<int>(draws[4 * i + 3] * (side - length + 1));
+    for (int t = along; t < along + length; ++t) {
+      const int row = label == 0 ? across : t, col = label == 0 ? t : across;
+      pixels[(i * side + row) * side + col] += 1.0f;
+    }
+    labels[i] = label;
+  }
+  return test::make_dataset(Shape{1, side, side}, 2, pixels, labels);
+}
+
+// Trains `model` on bar images; it must reach > 95% training accuracy.
+void expect_learns_bars(Model& model, float lr, int epochs) {
+  const Dataset data = bar_images(512, 91);
+  TrainOptions options;
+  options.batch_size = 32;
+  options.seed = 3;
+  options.schedule.base_lr = lr;
+  model.compile(options.batch_size, options.seed);
+  SGD::Params hp;
+  hp.momentum = 0.9f;
+  SGD sgd(hp);
+  Trainer trainer(model, sgd, options);
+  const double initial = trainer.evaluate(data).loss;
+  for (int epoch = 0; epoch < epochs; ++epoch) trainer.train_epoch(data, epoch);
+  const Evaluation final_eval = trainer.evaluate(data);
+  EXPECT_LT(final_eval.loss, 0.25 * initial);
+  EXPECT_GT(final_eval.accuracy, 0.95);
+}
+
+TEST(Conv2D, TinyCnnWithMaxPoolingLearnsBarOrientation) {
+  Model model(Shape{1, 8, 8});
+  model.add<Conv2D>("conv", 4, 3, 1, 1)
+      .add<ReLU>("relu")
+      .add<MaxPool2D>("pool", 2)
+      .add<Flatten>("flat")
+      .add<Dense>("fc", 2);
+  expect_learns_bars(model, 0.05f, 15);
+}
+
+// Only channel means reach the classifier, so the filters themselves must
+// respond to orientation.
+TEST(Conv2D, TinyCnnWithAveragePoolingLearnsBarOrientation) {
+  Model model(Shape{1, 8, 8});
+  model.add<Conv2D>("conv1", 4, 3, 1, 1)
+      .add<ReLU>("relu1")
+      .add<AvgPool2D>("pool", 2)
+      .add<Conv2D>("conv2", 4, 3, 1, 1)
+      .add<ReLU>("relu2")
+      .add<GlobalAvgPool>("gap")
+      .add<Dense>("fc", 2);
+  expect_learns_bars(model, 0.05f, 15);
+}
+
+}  // namespace

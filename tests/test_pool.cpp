@@ -1,0 +1,223 @@
+// Max, average and global average pooling: kernel values and gradients
+// against naive host loops for several window, stride and padding
+// combinations (overlapping windows, non-square), tie and padding rules,
+// layer gradients by finite differences, and shape errors.
+#include <tessera/kernels/pool.hpp>
+#include <tessera/layers/pool.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+// f() must throw tessera::Error whose message contains `expected`.
+
+struct PoolCase {
+  int planes, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+
+  kernels::Pool2dGeometry geometry() const {
+    kernels::Pool2dGeometry g;
+    g.planes = planes;
+    g.rows = kernels::WindowAxis(height, kernel_h, stride_h, pad_h);
+    g.cols = kernels::WindowAxis(width, kernel_w, stride_w, pad_w);
+    return g;
+  }
+  int out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
+  int out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+
+  // Calls f(output index, input index) for each input element of each window,
+  // in row-major window order.
+  template <class F>
+  void windows(const F& f) const {
+    for (int p = 0; p < planes; ++p)
+      for (int ho = 0; ho < out_h(); ++ho)
+        for (int wo = 0; wo < out_w(); ++wo)
+          for (int ki = 0; ki < kernel_h; ++ki)
+            for (int kj = 0; kj < kernel_w; ++kj) {
+              const int h = ho * stride_h - pad_h + ki, w = wo * stride_w - pad_w + kj;
+              if (h < 0 || h >= height || w < 0 || w >= width) continue;
+              f((std::size_t(p) * out_h() + ho) * out_w() + wo,
+                (std::size_t(p) * height + h) * width + w);
+            }
+  }
+};
+
+const PoolCase pool_cases[] = {
+    {3, 4, 6, 2, 2, 2, 2, 0, 0},  // the usual 2x2 / 2
+    {2, 5, 7, 3, 3, 2, 2, 1, 1},  // overlapping windows with padding
+    {2, 6, 5, 2, 3, 1, 2, 1, 0},  // non-square window, stride 1 rows
+    {2, 5, 5, 3, 3, 1, 1, 1, 1},  // every input in up to nine windows
+    {4, 7, 7, 2, 2, 2, 2, 0, 0},  // odd size: the last row and column are dropped
+};
+
+template <class ExecSpace>
+class PoolKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(PoolKernels, test::ExecSpaces);
+
+template <class E>
+using V = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
+template <class E>
+using Index = Kokkos::View<int*, Kokkos::LayoutRight, typename E::memory_space>;
+
+TYPED_TEST(PoolKernels, MaxMatchesNaiveLoops) {
+  using E = TypeParam;
+  for (const auto& c : pool_cases) {
+    const auto g = c.geometry();
+    V<E> x("x", g.input_size()), y("y", g.output_size()), dy("dy", g.output_size()),
+        dx("dx", g.input_size());
+    Index<E> argmax("argmax", g.output_size());
+    const auto xh = test::random_values(x.size(), 1), dyh = test::random_values(dy.size(), 2),
+               start = test::random_values(dx.size(), 3);
+    test::from_host(x, xh);
+    test::from_host(dy, dyh);
+    test::from_host(dx, start);
+    kernels::max_pool2d_forward(E(), g, x, y, argmax);
+    kernels::max_pool2d_backward(E(), g, argmax, dy, dx);
+
+    std::vector<float> y_ref(y.size(), -std::numeric_limits<float>::infinity());
+    std::vector<std::size_t> at(y.size());
+    c.windows([&](std::size_t o, std::size_t i) {
+      if (xh[i] > y_ref[o]) {
+        y_ref[o] = xh[i];
+        at[o] = i;
+      }
+    });
+    std::vector<double> dx_ref(start.begin(), start.end());
+    for (std::size_t o = 0; o < at.size(); ++o) dx_ref[at[o]] += dyh[o];
+    EXPECT_EQ(test::to_host(y), y_ref) << "kernel " << c.kernel_h << "x" << c.kernel_w;
+    const auto dxh = test::to_host(dx);
+    for (std::size_t i = 0; i < dxh.size(); ++i) EXPECT_NEAR(dxh[i], dx_ref[i], 1e-5) << "dx " << i;
+  }
+}
+
+TYPED_TEST(PoolKernels, AverageMatchesNaiveLoopsCountingPadding) {
+  using E = TypeParam;
+  for (const auto& c : pool_cases) {
+    const auto g = c.geometry();
+    V<E> x("x", g.input_size()), y("y", g.output_size()), dy("dy", g.output_size()),
+        dx("dx", g.input_size());
+    const auto xh = test::random_values(x.size(), 4), dyh = test::random_values(dy.size(), 5),
+               start = test::random_values(dx.size(), 6);
+    test::from_host(x, xh);
+    test::from_host(dy, dyh);
+    test::from_host(dx, start);
+    kernels::avg_pool2d_forward(E(), g, x, y);
+    kernels::avg_pool2d_backward(E(), g, dy, dx);
+
+    const double taps = c.kernel_h * c.kernel_w;  // padding counts in the divisor
+    std::vector<double> y_ref(y.size()), dx_ref(start.begin(), start.end());
+    c.windows([&](std::size_t o, std::size_t i) {
+      y_ref[o] += xh[i] / taps;
+      dx_ref[i] += dyh[o] / taps;
+    });
+    const auto yh = test::to_host(y), dxh = test::to_host(dx);
+    for (std::size_t o = 0; o < yh.size(); ++o) EXPECT_NEAR(yh[o], y_ref[o], 1e-6) << "y " << o;
+    for (std::size_t i = 0; i < dxh.size(); ++i) EXPECT_NEAR(dxh[i], dx_ref[i], 1e-6) << "dx " << i;
+  }
+}
+
+TYPED_TEST(PoolKernels, MaxTiesGoToTheFirstAndPaddingNeverWins) {
+  using E = TypeParam;
+  // One 3x4 plane, 2x2 windows, stride 2, padding 1: windows hold 1, 2 or 4
+  // real elements; all values are negative, so a padded zero would win.
+  const PoolCase c{1, 3, 4, 2, 2, 2, 2, 1, 1};
+  const auto g = c.geometry();
+  V<E> x("x", g.input_size()), y("y", g.output_size()), dy("dy", g.output_size()),
+      dx("dx", g.input_size());
+  Index<E> argmax("argmax", g.output_size());
+  test::from_host(x, {-5, -2, -2, -7,
+                      -3, -3, -3, -3,
+                      -4, -1, -6, -1});
+  kernels::max_pool2d_forward(E(), g, x, y, argmax);
+  EXPECT_EQ(test::to_host(y), (std::vector<float>{-5, -2, -7, -3, -1, -1}));
+  // Window (0, 1) holds x(0, 1) and x(0, 2), both -2: the first wins.
+  // Window (1, 0) holds x(1, 0) and x(2, 0): -3 at row 1.
+  EXPECT_EQ(test::to_host(argmax), (std::vector<int>{0, 1, 3, 4, 9, 11}));
+  Kokkos::deep_copy(dy, 1.0f);
+  kernels::max_pool2d_backward(E(), g, argmax, dy, dx);
+  EXPECT_EQ(test::to_host(dx), (std::vector<float>{1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1}));
+}
+
+TYPED_TEST(PoolKernels, ErrorsNameFunctionAndShapes) {
+  using E = TypeParam;
+  const PoolCase c{2, 4, 4, 2, 2, 2, 2, 0, 0};
+  const auto g = c.geometry();
+  V<E> x("x", g.input_size()), y("y", 5);
+  test::expect_error([&] { kernels::avg_pool2d_forward(E(), g, x, y); },
+               "tessera::kernels::avg_pool2d_forward: input has 32 elements, output 5; expected 2 "
+               "planes of 4 x 4 -> 2 x 2");
+  Index<E> small("argmax", 3);
+  EXPECT_THROW(kernels::max_pool2d_forward(E(), g, x, V<E>("y", 8), small), Error);
+}
+
+// Distinct values at least 0.05 apart, shuffled, so finite differences of
+// step 0.01 never change which element is a window's maximum.
+std::vector<float> distinct_values(std::size_t n, std::uint64_t seed) {
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = 0.05f * (float(i) - float(n) / 2);
+  const auto keys = test::random_values(n, seed);
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  std::vector<float> shuffled(n);
+  for (std::size_t i = 0; i < n; ++i) shuffled[i] = values[order[i]];
+  return shuffled;
+}
+
+TEST(MaxPool2D, ShapesAndGradients) {
+  MaxPool2D pool("pool", 2);
+  EXPECT_EQ(pool.stride().h, 2);
+  EXPECT_EQ(pool.output_shape({Shape{2, 3, 6, 5}}), (Shape{2, 3, 3, 2}));
+  EXPECT_EQ(pool.flops_per_sample({Shape{2, 3, 6, 5}}), 3 * 3 * 2 * 4);
+  test::LayerHarness h(pool, {Shape{2, 3, 6, 5}});
+  test::from_host(h.inputs[0].flat(), distinct_values(h.inputs[0].numel(), 11));
+  h.expect_gradients();
+
+  MaxPool2D overlapping("overlapping", {3, 2}, {2, 1}, {1, 1});
+  test::LayerHarness ho(overlapping, {Shape{2, 2, 5, 4}});
+  EXPECT_EQ(ho.output.shape(), (Shape{2, 2, 3, 5}));
+  test::from_host(ho.inputs[0].flat(), distinct_values(ho.inputs[0].numel(), 12));
+  ho.expect_gradients();
+}
+
+TEST(AvgPool2D, ShapesAndGradients) {
+  AvgPool2D pool("pool", 3, 2, 1);
+  test::LayerHarness h(pool, {Shape{2, 2, 7, 6}});
+  EXPECT_EQ(h.output.shape(), (Shape{2, 2, 4, 3}));
+  h.expect_gradients();
+}
+
+TEST(GlobalAvgPool, ValuesAndGradients) {
+  GlobalAvgPool pool("gap");
+  test::LayerHarness h(pool, {Shape{3, 4, 5, 2}});
+  ASSERT_EQ(h.output.shape(), (Shape{3, 4}));
+  h.forward();
+  const auto x = test::to_host(h.inputs[0].flat()), y = test::to_host(h.output.flat());
+  for (int plane = 0; plane < 12; ++plane) {
+    double mean = 0;
+    for (int i = 0; i < 10; ++i) mean += x[plane * 10 + i] / 10.0;
+    EXPECT_NEAR(y[plane], mean, 1e-6) << "plane " << plane;
+  }
+  h.expect_gradients();
+}
+
+TEST(Pooling, ErrorsNameLayerAndShape) {
+  MaxPool2D pool("p1", 3);
+  test::expect_error([&] { pool.output_shape({Shape{2, 16}}); },
+               "tessera::MaxPool2D 'p1': input [2, 16] is not an image batch [N, C, H, W]");
+  test::expect_error([&] { pool.output_shape({Shape{2, 1, 2, 8}}); },
+               "tessera::MaxPool2D 'p1': input [2, 1, 2, 8] is smaller than the kernel 3 x 3");
+  test::expect_error([] { AvgPool2D("p2", 2, 2, 2); },
+               "tessera::AvgPool2D 'p2': kernel 2 x 2, stride 2 x 2, padding 2 x 2: expected a "
+               "positive kernel, stride >= 0 (0: the kernel), and padding between 0 and half the kernel");
+  GlobalAvgPool gap("gap");
+  test::expect_error([&] { gap.output_shape({Shape{2, 3, 4}}); },
+               "tessera::GlobalAvgPool 'gap': input [2, 3, 4] is not an image batch");
+}
+
+}  // namespace
