@@ -3,6 +3,7 @@
 #include <tessera/deck/build.hpp>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <unistd.h>
 
@@ -149,7 +150,144 @@ TEST(Deck, OutOfRange) {
 
 TEST(Deck, UnknownLayerType) {
   expect_deck_error("layer", replace(valid_deck, "type = \"relu\"", "type = \"relux\""), 19, 8,
-                    "model.layers[1].type", "allowed: dense, relu");
+                    "model.layers[1].type",
+                    "unknown layer type 'relux'; allowed: dense, conv2d, maxpool2d, avgpool2d, "
+                    "globalavgpool, batchnorm, layernorm, dropout, relu, leakyrelu, gelu, tanh, "
+                    "sigmoid, flatten, add, concat");
+}
+
+// A small residual CNN naming every layer type the deck knows.
+const char* graph_deck = R"([data]
+train_images = "a"
+train_labels = "b"
+test_images = "c"
+test_labels = "d"
+
+[model]
+input_shape = [1, 12, 12]
+
+[[model.layers]]
+type = "conv2d"
+name = "stem"
+out_channels = 4
+kernel = 3
+padding = 1
+
+[[model.layers]]
+type = "batchnorm"
+momentum = 0.2
+
+[[model.layers]]
+type = "relu"
+name = "stem_relu"
+
+[[model.layers]]
+type = "conv2d"
+out_channels = 4
+kernel = [3, 1]
+padding = [1, 0]
+
+[[model.layers]]
+type = "gelu"
+
+[[model.layers]]
+type = "add"
+name = "residual"
+inputs = ["stem_relu", "gelu4"]
+
+[[model.layers]]
+type = "maxpool2d"
+kernel = 2
+
+[[model.layers]]
+type = "avgpool2d"
+kernel = 3
+stride = 1
+padding = 1
+
+[[model.layers]]
+type = "globalavgpool"
+name = "gap"
+inputs = ["residual"]
+
+[[model.layers]]
+type = "flatten"
+name = "flat"
+inputs = ["avgpool2d7"]
+
+[[model.layers]]
+type = "concat"
+inputs = ["flat", "gap"]
+
+[[model.layers]]
+type = "dense"
+units = 16
+
+[[model.layers]]
+type = "layernorm"
+
+[[model.layers]]
+type = "leakyrelu"
+slope = 0.2
+
+[[model.layers]]
+type = "dropout"
+rate = 0.3
+
+[[model.layers]]
+type = "tanh"
+
+[[model.layers]]
+type = "sigmoid"
+
+[[model.layers]]
+type = "dense"
+units = 3
+)";
+
+TEST(Deck, EveryLayerTypeParsesAndBuilds) {
+  const std::string path = write_deck("graph", graph_deck);
+  const Deck deck = load_deck(path);
+  ASSERT_EQ(deck.layers.size(), 18u);
+  std::set<std::string> types;
+  for (const auto& l : deck.layers) types.insert(l.type);
+  EXPECT_EQ(types.size(), deck_layer_types().size());
+  const LayerDeck& conv = deck.layers[3];
+  EXPECT_EQ(conv.kernel[0], 3);
+  EXPECT_EQ(conv.kernel[1], 1);
+  EXPECT_EQ(conv.padding[0], 1);
+  EXPECT_EQ(conv.padding[1], 0);
+  EXPECT_EQ(deck.layers[6].stride[0], 2);  // pools default to stride = kernel
+  EXPECT_EQ(deck.layers[5].inputs, (std::vector<std::string>{"stem_relu", "gelu4"}));
+  auto model = build_model(deck);
+  model->compile(4, 0);
+  EXPECT_EQ(model->layer_output_shape(6), (Shape{4, 6, 6}));
+  EXPECT_EQ(model->layer_output_shape(10), (Shape{4 * 6 * 6 + 4}));
+  EXPECT_EQ(model->output_shape(), (Shape{3}));
+  EXPECT_STREQ(model->layers()[14]->type(), "Dropout");
+  std::remove(path.c_str());
+}
+
+TEST(Deck, LayerErrors) {
+  expect_deck_error("no_kernel", replace(graph_deck, "kernel = 3\npadding = 1", "padding = 1"), 10,
+                    1, "model.layers[0].kernel", "required key is missing");
+  expect_deck_error("bad_kernel", replace(graph_deck, "kernel = [3, 1]", "kernel = [3, 0]"), 28, 14,
+                    "model.layers[3].kernel", "expected an integer >= 1 or an array [rows, columns]");
+  expect_deck_error("later_input", replace(graph_deck, "inputs = [\"stem_relu\", \"gelu4\"]",
+                                           "inputs = [\"stem_relu\", \"gap\"]"),
+                    37, 24, "model.layers[5].inputs",
+                    "'gap' is not 'input' or the name of a layer declared before this one");
+  expect_deck_error("one_input", replace(graph_deck, "inputs = [\"flat\", \"gap\"]", "inputs = [\"flat\"]"),
+                    61, 10, "model.layers[10].inputs", "a concat layer takes two or more inputs");
+  expect_deck_error("merge_without_inputs", replace(graph_deck, "name = \"residual\"\ninputs = [\"stem_relu\", \"gelu4\"]",
+                                                    "name = \"residual\""),
+                    34, 1, "model.layers[5].inputs", "required for add");
+  expect_deck_error("key_of_other_type", replace(graph_deck, "slope = 0.2", "units = 2"), 72, 1,
+                    "model.layers[13].units", "unknown key; allowed: type, name, inputs, slope");
+  expect_deck_error("rate", replace(graph_deck, "rate = 0.3", "rate = 1.0"), 76, 8,
+                    "model.layers[14].rate", "out of range [0, 1)");
+  expect_deck_error("duplicate_name", replace(graph_deck, "name = \"gap\"", "name = \"stem\""), 51,
+                    8, "model.layers[8].name", "layer name 'stem' is used twice");
 }
 
 // valid_deck has 27 lines: `extra` starts on line 28.

@@ -240,6 +240,144 @@ void read_schedule(const Reader& r, const toml::table& sch, float lr, Deck::Sche
 
 }  // namespace
 
+namespace {
+struct LayerKeys {
+  std::string type;
+  std::vector<std::string> keys;  // beyond type, name and inputs
+};
+
+const std::vector<LayerKeys>& layer_keys() {
+  static const std::vector<LayerKeys> table = {
+      {"dense", {"units"}},
+      {"conv2d", {"out_channels", "kernel", "stride", "padding"}},
+      {"maxpool2d", {"kernel", "stride", "padding"}},
+      {"avgpool2d", {"kernel", "stride", "padding"}},
+      {"globalavgpool", {}},
+      {"batchnorm", {"momentum", "eps"}},
+      {"layernorm", {"eps"}},
+      {"dropout", {"rate"}},
+      {"relu", {}},
+      {"leakyrelu", {"slope"}},
+      {"gelu", {}},
+      {"tanh", {}},
+      {"sigmoid", {}},
+      {"flatten", {}},
+      {"add", {}},
+      {"concat", {}},
+  };
+  return table;
+}
+
+// A window extent: one positive integer for both axes, or [rows, columns].
+void read_extent2(const Reader& r, const toml::table& t, const std::string& prefix,
+                  const std::string& key, bool required, std::int64_t low, std::int64_t out[2]) {
+  const toml::node* node = t.get(key);
+  if (!node) {
+    if (required) r.fail(t.source(), prefix + key, "required key is missing");
+    return;
+  }
+  const std::string expected = "expected an integer >= " + std::to_string(low) +
+                               " or an array [rows, columns] of them";
+  if (const auto* a = node->as_array()) {
+    if (a->size() != 2) r.fail(node->source(), prefix + key, expected);
+    for (std::size_t d = 0; d < 2; ++d) {
+      const auto v = (*a)[d].value_exact<std::int64_t>();
+      if (!v || *v < low || *v > 4096) r.fail((*a)[d].source(), prefix + key, expected);
+      out[d] = *v;
+    }
+    return;
+  }
+  const auto v = node->value_exact<std::int64_t>();
+  if (!v || *v < low || *v > 4096) r.fail(node->source(), prefix + key, expected);
+  out[0] = out[1] = *v;
+}
+
+LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
+                     std::set<std::string>& names) {
+  const std::string prefix = "model.layers[" + std::to_string(index) + "].";
+  LayerDeck layer;
+  layer.type = r.get<std::string>(lt, prefix, "type", "", true);
+  const auto& table = layer_keys();
+  const auto entry = std::find_if(table.begin(), table.end(),
+                                  [&](const LayerKeys& k) { return k.type == layer.type; });
+  if (entry == table.end())
+    r.fail(lt.get("type")->source(), prefix + "type",
+           "unknown layer type '" + layer.type + "'; allowed: " + Reader::join(deck_layer_types()));
+  std::vector<std::string> allowed = {"type", "name", "inputs"};
+  allowed.insert(allowed.end(), entry->keys.begin(), entry->keys.end());
+  r.only_keys(lt, prefix, allowed);
+
+  layer.name = r.get<std::string>(lt, prefix, "name", layer.type + std::to_string(index));
+  r.check(!layer.name.empty(), lt, prefix, "name", "layer names must not be empty");
+  if (!names.insert(layer.name).second)
+    r.fail(lt.get("name") ? lt.get("name")->source() : lt.source(), prefix + "name",
+           "layer name '" + layer.name + "' is used twice (or is the reserved name 'input')");
+
+  const bool merges = layer.type == "add" || layer.type == "concat";
+  if (const toml::node* node = lt.get("inputs")) {
+    const toml::array* a = node->as_array();
+    if (!a) r.fail(node->source(), prefix + "inputs", "expected an array of layer names");
+    for (const auto& item : *a) {
+      const auto name = item.value_exact<std::string>();
+      if (!name) r.fail(item.source(), prefix + "inputs", "expected layer names (strings)");
+      // Names are inserted in declaration order, so this also rejects cycles.
+      if (!names.count(*name) || *name == layer.name)
+        r.fail(item.source(), prefix + "inputs",
+               "'" + *name + "' is not 'input' or the name of a layer declared before this one");
+      layer.inputs.push_back(*name);
+    }
+    r.check(merges ? layer.inputs.size() >= 2 : layer.inputs.size() == 1, lt, prefix, "inputs",
+            merges ? "a " + layer.type + " layer takes two or more inputs"
+                   : "a " + layer.type + " layer takes exactly one input");
+  } else if (merges) {
+    r.fail(lt.source(), prefix + "inputs",
+           "required for " + layer.type + ": the names of two or more layers to merge");
+  }
+
+  if (layer.type == "dense") {
+    layer.units = r.get<std::int64_t>(lt, prefix, "units", 0, true);
+    r.require_range<std::int64_t>(lt, prefix, "units", layer.units, 1, 1 << 24);
+  } else if (layer.type == "conv2d") {
+    layer.out_channels = r.get<std::int64_t>(lt, prefix, "out_channels", 0, true);
+    r.require_range<std::int64_t>(lt, prefix, "out_channels", layer.out_channels, 1, 1 << 20);
+    read_extent2(r, lt, prefix, "kernel", true, 1, layer.kernel);
+    read_extent2(r, lt, prefix, "stride", false, 1, layer.stride);
+    read_extent2(r, lt, prefix, "padding", false, 0, layer.padding);
+  } else if (layer.type == "maxpool2d" || layer.type == "avgpool2d") {
+    read_extent2(r, lt, prefix, "kernel", true, 1, layer.kernel);
+    layer.stride[0] = layer.kernel[0];
+    layer.stride[1] = layer.kernel[1];
+    read_extent2(r, lt, prefix, "stride", false, 1, layer.stride);
+    read_extent2(r, lt, prefix, "padding", false, 0, layer.padding);
+  } else if (layer.type == "batchnorm") {
+    layer.momentum = r.get<float>(lt, prefix, "momentum", 0.1f);
+    r.require_range(lt, prefix, "momentum", layer.momentum, 0.0f, 1.0f);
+  } else if (layer.type == "dropout") {
+    layer.rate = r.get<float>(lt, prefix, "rate", 0.0f, true);
+    r.check(layer.rate >= 0.0f && layer.rate < 1.0f, lt, prefix, "rate",
+            "value " + Reader::number(layer.rate) + " is out of range [0, 1)");
+  } else if (layer.type == "leakyrelu") {
+    layer.slope = r.get<float>(lt, prefix, "slope", 0.01f);
+    r.require_range(lt, prefix, "slope", layer.slope, 0.0f, 1.0f);
+  }
+  if (layer.type == "batchnorm" || layer.type == "layernorm") {
+    layer.eps = r.get<float>(lt, prefix, "eps", 1e-5f);
+    r.check(layer.eps > 0.0f && layer.eps <= 1.0f, lt, prefix, "eps",
+            "value " + Reader::number(layer.eps) + " is out of range (0, 1]");
+  }
+  return layer;
+}
+}  // namespace
+
+const std::vector<std::string>& deck_layer_types() {
+  static const std::vector<std::string> types = [] {
+    std::vector<std::string> out;
+    for (const auto& k : layer_keys()) out.push_back(k.type);
+    return out;
+  }();
+  return types;
+}
+
 Deck load_deck(const std::string& path) {
   Deck deck;
   deck.path = path;
@@ -297,27 +435,11 @@ Deck load_deck(const std::string& path) {
   const toml::array* layers = model.get_as<toml::array>("layers");
   if (!layers || layers->empty())
     r.fail(model.source(), "model.layers", "at least one [[model.layers]] entry is required");
-  std::set<std::string> names;
+  std::set<std::string> names{"input"};
   for (std::size_t i = 0; i < layers->size(); ++i) {
-    const std::string prefix = "model.layers[" + std::to_string(i) + "].";
     const toml::table* lt = (*layers)[i].as_table();
-    if (!lt) r.fail((*layers)[i].source(), prefix, "expected a table");
-    LayerDeck layer;
-    layer.type = r.get<std::string>(*lt, prefix, "type", "", true);
-    layer.name = r.get<std::string>(*lt, prefix, "name", layer.type + std::to_string(i));
-    if (!names.insert(layer.name).second)
-      r.fail(lt->get("name") ? lt->get("name")->source() : lt->source(), prefix + "name",
-             "layer name '" + layer.name + "' is used twice");
-    if (layer.type == "dense") {
-      r.only_keys(*lt, prefix, {"type", "name", "units"});
-      layer.units = r.get<std::int64_t>(*lt, prefix, "units", 0, true);
-      r.require_range<std::int64_t>(*lt, prefix, "units", layer.units, 1, 1 << 24);
-    } else if (layer.type == "relu") {
-      r.only_keys(*lt, prefix, {"type", "name"});
-    } else {
-      r.fail(lt->get("type")->source(), prefix + "type", "unknown layer type '" + layer.type + "'; allowed: dense, relu");
-    }
-    deck.layers.push_back(layer);
+    if (!lt) r.fail((*layers)[i].source(), "model.layers[" + std::to_string(i) + "]", "expected a table");
+    deck.layers.push_back(read_layer(r, *lt, i, names));
   }
 
   read_optimizer(r, r.table(root, "optimizer", false), deck.optimizer);

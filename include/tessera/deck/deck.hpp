@@ -17,11 +17,25 @@ class DeckError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One [[model.layers]] entry; which fields apply depends on the type (see
+// docs/decks.md).
 struct LayerDeck {
-  std::string type;  // "dense" | "relu"
+  std::string type;
   std::string name;
-  std::int64_t units = 0;
+  std::vector<std::string> inputs;  // empty: the previous layer
+  std::int64_t units = 0;           // dense
+  std::int64_t out_channels = 0;    // conv2d
+  std::int64_t kernel[2] = {0, 0};  // conv2d, maxpool2d, avgpool2d: rows, columns
+  std::int64_t stride[2] = {1, 1};  // conv2d; pools default to the kernel
+  std::int64_t padding[2] = {0, 0};
+  float rate = 0.0f;                // dropout
+  float momentum = 0.1f;            // batchnorm
+  float eps = 1e-5f;                // batchnorm, layernorm
+  float slope = 0.01f;              // leakyrelu
 };
+
+// The layer types a deck may name, in the order docs/decks.md lists them.
+const std::vector<std::string>& deck_layer_types();
 
 struct Deck {
   std::string path;
