@@ -222,6 +222,7 @@ inputs = ["flat", "gap"]
 [[model.layers]]
 type = "dense"
 units = 16
+init = "xavier_normal"
 
 [[model.layers]]
 type = "layernorm"
@@ -259,6 +260,8 @@ TEST(Deck, EveryLayerTypeParsesAndBuilds) {
   EXPECT_EQ(conv.padding[1], 0);
   EXPECT_EQ(deck.layers[6].stride[0], 2);  // pools default to stride = kernel
   EXPECT_EQ(deck.layers[5].inputs, (std::vector<std::string>{"stem_relu", "gelu4"}));
+  EXPECT_EQ(deck.layers[11].init, "xavier_normal");
+  EXPECT_EQ(deck.layers[0].init, "he_uniform");
   auto model = build_model(deck);
   model->compile(4, 0);
   EXPECT_EQ(model->layer_output_shape(6), (Shape{4, 6, 6}));
@@ -282,10 +285,13 @@ TEST(Deck, LayerErrors) {
   expect_deck_error("merge_without_inputs", replace(graph_deck, "name = \"residual\"\ninputs = [\"stem_relu\", \"gelu4\"]",
                                                     "name = \"residual\""),
                     34, 1, "model.layers[5].inputs", "required for add");
-  expect_deck_error("key_of_other_type", replace(graph_deck, "slope = 0.2", "units = 2"), 72, 1,
+  expect_deck_error("key_of_other_type", replace(graph_deck, "slope = 0.2", "units = 2"), 73, 1,
                     "model.layers[13].units", "unknown key; allowed: type, name, inputs, slope");
-  expect_deck_error("rate", replace(graph_deck, "rate = 0.3", "rate = 1.0"), 76, 8,
+  expect_deck_error("rate", replace(graph_deck, "rate = 0.3", "rate = 1.0"), 77, 8,
                     "model.layers[14].rate", "out of range [0, 1)");
+  expect_deck_error("init", replace(graph_deck, "init = \"xavier_normal\"", "init = \"glorot\""), 66,
+                    8, "model.layers[11].init",
+                    "'glorot' is not supported; allowed: he_uniform, he_normal, xavier_uniform, xavier_normal");
   expect_deck_error("duplicate_name", replace(graph_deck, "name = \"gap\"", "name = \"stem\""), 51,
                     8, "model.layers[8].name", "layer name 'stem' is used twice");
 }

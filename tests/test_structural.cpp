@@ -4,7 +4,9 @@
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/model.hpp>
+#include <tessera/layers/norm.hpp>
+#include <tessera/model/trainer.hpp>
+#include <tessera/optim/adam.hpp>
 
 #include "layer_check.hpp"
 
@@ -124,6 +126,38 @@ TEST(ResidualModel, FanOutGradientsMatchFiniteDifferences) {
     test::expect_gradient(what.c_str(), store.value(i).flat(), test::to_host(store.gradient(i).flat()),
                           loss, 1e-3f, 1e-2, 1e-3);
   }
+}
+
+// A graph with both merge layers and the activations and normalisation the
+// other convergence tests do not use must learn XOR.
+TEST(GraphModel, MergesActivationsAndLayerNormConverge) {
+  using Names = std::vector<std::string>;
+  const Dataset data = test::xor_dataset(512, 61);
+  Model model(Shape{2});
+  model.add<Dense>("fc1", 16)
+      .add<LayerNorm>("ln")
+      .add<GELU>("gelu")
+      .add<Dense>("fc2", 16)
+      .add<Tanh>("tanh")
+      .add<Add>("add", Names{"gelu", "tanh"})
+      .add<Dense>("fc3", 8)
+      .add<LeakyReLU>("leaky", kernels::LeakyReluOp{0.1f})
+      .add<Dense>("fc4", 8, Names{"add"})
+      .add<Sigmoid>("sigmoid")
+      .add<Concat>("cat", Names{"leaky", "sigmoid"})
+      .add<Dense>("out", 2);
+  TrainOptions options;
+  options.batch_size = 32;
+  options.seed = 4;
+  options.schedule.base_lr = 0.01f;
+  model.compile(options.batch_size, options.seed);
+  Adam adam;
+  Trainer trainer(model, adam, options);
+  const double initial = trainer.evaluate(data).loss;
+  for (int epoch = 0; epoch < 30; ++epoch) trainer.train_epoch(data, epoch);
+  const Evaluation final_eval = trainer.evaluate(data);
+  EXPECT_LT(final_eval.loss, 0.25 * initial);
+  EXPECT_GT(final_eval.accuracy, 0.95);
 }
 
 }  // namespace

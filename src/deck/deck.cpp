@@ -248,8 +248,8 @@ struct LayerKeys {
 
 const std::vector<LayerKeys>& layer_keys() {
   static const std::vector<LayerKeys> table = {
-      {"dense", {"units"}},
-      {"conv2d", {"out_channels", "kernel", "stride", "padding"}},
+      {"dense", {"units", "init"}},
+      {"conv2d", {"out_channels", "kernel", "stride", "padding", "init"}},
       {"maxpool2d", {"kernel", "stride", "padding"}},
       {"avgpool2d", {"kernel", "stride", "padding"}},
       {"globalavgpool", {}},
@@ -360,6 +360,8 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
     layer.slope = r.get<float>(lt, prefix, "slope", 0.01f);
     r.require_range(lt, prefix, "slope", layer.slope, 0.0f, 1.0f);
   }
+  if (layer.type == "dense" || layer.type == "conv2d")
+    layer.init = r.choice(lt, prefix, "init", "he_uniform", deck_weight_initializers());
   if (layer.type == "batchnorm" || layer.type == "layernorm") {
     layer.eps = r.get<float>(lt, prefix, "eps", 1e-5f);
     r.check(layer.eps > 0.0f && layer.eps <= 1.0f, lt, prefix, "eps",
@@ -368,6 +370,12 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
   return layer;
 }
 }  // namespace
+
+const std::vector<std::string>& deck_weight_initializers() {
+  static const std::vector<std::string> names = {"he_uniform", "he_normal", "xavier_uniform",
+                                                 "xavier_normal"};
+  return names;
+}
 
 const std::vector<std::string>& deck_layer_types() {
   static const std::vector<std::string> types = [] {

@@ -40,6 +40,16 @@ Model& Model::add(std::unique_ptr<Layer> layer) {
   return *this;
 }
 
+Model& Model::set_initializer(const std::string& layer, Init init) {
+  TESSERA_REQUIRE(!compiled_, "tessera::Model::set_initializer: layer '" << layer
+                                                                         << "' after compile()");
+  TESSERA_REQUIRE(is_fan_based(init), "tessera::Model::set_initializer: layer '"
+                                          << layer << "': '" << init_name(init)
+                                          << "' is not a weight initializer");
+  initializers_.emplace_back(layer, init);
+  return *this;
+}
+
 void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
   ScopedRegion region("tessera::Model::compile");
   TESSERA_REQUIRE(!compiled_, "tessera::Model::compile: called twice");
@@ -85,12 +95,19 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     sample_shapes_.push_back(drop_batch(out));
     layer_inputs_.push_back(inputs);
     node_of[layer.name()] = i + 1;
-    for (const auto& spec : layer.parameter_specs(input_shapes[i]))
+    for (auto spec : layer.parameter_specs(input_shapes[i])) {
+      for (const auto& [target, init] : initializers_)
+        if (target == layer.name() && is_fan_based(spec.init)) spec.init = init;
       param_slots[i].push_back(parameters_.add(layer.name(), spec));
+    }
     for (const auto& spec : layer.state_specs(input_shapes[i]))
       state_slots[i].push_back(state_.add(layer.name(), spec));
   }
 
+  for (const auto& [target, init] : initializers_)
+    TESSERA_REQUIRE(node_of.count(target) && target != "input",
+                    "tessera::Model::compile: an initializer names layer '" << target
+                        << "', which is not in the model");
   parameters_.allocate();
   state_.allocate();
   for (std::size_t i = 0; i < layers_.size(); ++i) {

@@ -41,18 +41,44 @@ void ParameterStore::initialize(std::uint64_t seed) {
   Kokkos::deep_copy(values_, 0.0f);
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const auto& spec = entries_[i].spec;
-    double bound = 0;
+    const double he = 2.0 / static_cast<double>(spec.fan_in);
+    const double xavier = 2.0 / static_cast<double>(spec.fan_in + spec.fan_out);
+    const auto v = value(i).flat();
     switch (spec.init) {
-      case Init::zeros: continue;
-      case Init::ones: Kokkos::deep_copy(value(i).flat(), 1.0f); continue;
-      case Init::he_uniform: bound = std::sqrt(6.0 / static_cast<double>(spec.fan_in)); break;
+      case Init::zeros: break;
+      case Init::ones: Kokkos::deep_copy(v, 1.0f); break;
+      // A uniform [-b, b) has variance b^2 / 3: b = sqrt(3 * variance).
+      case Init::he_uniform: kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * he)), seed, i); break;
+      case Init::he_normal: kernels::init_normal(ExecSpace(), v, float(std::sqrt(he)), seed, i); break;
       case Init::xavier_uniform:
-        bound = std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out));
+        kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * xavier)), seed, i);
         break;
+      case Init::xavier_normal: kernels::init_normal(ExecSpace(), v, float(std::sqrt(xavier)), seed, i); break;
     }
-    kernels::init_uniform(ExecSpace(), value(i).flat(), static_cast<float>(bound), seed, i);
   }
   Kokkos::fence();
+}
+
+namespace {
+const std::pair<Init, const char*> init_names[] = {
+    {Init::zeros, "zeros"},           {Init::ones, "ones"},
+    {Init::he_uniform, "he_uniform"}, {Init::he_normal, "he_normal"},
+    {Init::xavier_uniform, "xavier_uniform"}, {Init::xavier_normal, "xavier_normal"}};
+}  // namespace
+
+Init init_from_name(const std::string& name) {
+  std::string known;
+  for (const auto& [init, text] : init_names) {
+    if (name == text) return init;
+    known += (known.empty() ? "" : ", ") + std::string(text);
+  }
+  TESSERA_REQUIRE(false, "tessera::init_from_name: unknown initializer '" << name << "'; allowed: " << known);
+}
+
+const char* init_name(Init init) {
+  for (const auto& [kind, text] : init_names)
+    if (kind == init) return text;
+  return "unknown";
 }
 
 void ParameterStore::zero_gradients() {

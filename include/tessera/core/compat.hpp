@@ -9,6 +9,7 @@ namespace tessera::compat {
 
 // Math functions moved from Kokkos::Experimental to Kokkos in 4.0.
 #if KOKKOS_VERSION >= 40000
+using Kokkos::cos;
 using Kokkos::erf;
 using Kokkos::exp;
 using Kokkos::log;
@@ -16,6 +17,7 @@ using Kokkos::sqrt;
 using Kokkos::tanh;
 using Kokkos::fabs;
 #else
+using Kokkos::Experimental::cos;
 using Kokkos::Experimental::erf;
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::log;

@@ -24,6 +24,7 @@ struct LayerDeck {
   std::string name;
   std::vector<std::string> inputs;  // empty: the previous layer
   std::int64_t units = 0;           // dense
+  std::string init;                 // dense, conv2d weights; empty: the layer's default
   std::int64_t out_channels = 0;    // conv2d
   std::int64_t kernel[2] = {0, 0};  // conv2d, maxpool2d, avgpool2d: rows, columns
   std::int64_t stride[2] = {1, 1};  // conv2d; pools default to the kernel
@@ -36,6 +37,8 @@ struct LayerDeck {
 
 // The layer types a deck may name, in the order docs/decks.md lists them.
 const std::vector<std::string>& deck_layer_types();
+// The names a layer's `init` key takes (tessera::init_from_name knows them all).
+const std::vector<std::string>& deck_weight_initializers();
 
 struct Deck {
   std::string path;

@@ -28,6 +28,11 @@ class Model {
     return add(std::make_unique<L>(std::forward<Args>(args)...));
   }
 
+  // Starts the weights of `layer` (every parameter drawn from its fans, e.g.
+  // Dense and Conv2D weights, not biases) from `init` instead of the
+  // layer's default. Before compile().
+  Model& set_initializer(const std::string& layer, Init init);
+
   // Shape inference, parameter layout and workspace allocation for batches
   // of up to max_batch samples; parameters are initialised from seed.
   void compile(std::int64_t max_batch, std::uint64_t seed);
@@ -74,6 +79,7 @@ class Model {
   Vector<float> activation_grad_buffer_;
   ParameterStore parameters_;
   ParameterStore state_{false};
+  std::vector<std::pair<std::string, Init>> initializers_;
   std::int64_t max_batch_ = 0;
   bool compiled_ = false;
 };
