@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "layer_check.hpp"
+#include "model_check.hpp"
 
 namespace {
 
@@ -285,11 +286,7 @@ void expect_learns_bars(Model& model, float lr, int epochs) {
   hp.momentum = 0.9f;
   SGD sgd(hp);
   Trainer trainer(model, sgd, options);
-  const double initial = trainer.evaluate(data).loss;
-  for (int epoch = 0; epoch < epochs; ++epoch) trainer.train_epoch(data, epoch);
-  const Evaluation final_eval = trainer.evaluate(data);
-  EXPECT_LT(final_eval.loss, 0.25 * initial);
-  EXPECT_GT(final_eval.accuracy, 0.95);
+  test::expect_converges(trainer, data, epochs);
 }
 
 TEST(Conv2D, TinyCnnWithMaxPoolingLearnsBarOrientation) {

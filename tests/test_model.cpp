@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "tessera_test.hpp"
+#include "model_check.hpp"
 
 namespace {
 
@@ -55,26 +55,7 @@ TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
   auto model = small_mlp(3, 5, 4);
   model->compile(batch, 3);
   test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 51));
-  Vector<int> labels("labels", batch);
-  test::from_host(labels, std::vector<int>{0, 3, 1, 2});
-  Vector<float> sample_loss("loss", batch);
-  Vector<int> correct("correct", batch);
-  const auto loss = [&]() {
-    const auto logits = model->forward(batch, StepContext{});
-    kernels::softmax_cross_entropy(ExecSpace(), logits.matrix(), labels, 1.0f / batch,
-                                   model->output_gradient(batch).matrix(), sample_loss, correct);
-    double sum = 0;
-    for (float l : test::to_host(sample_loss)) sum += l;
-    return sum / batch;
-  };
-  loss();
-  model->backward(batch, StepContext{});
-  const auto& store = model->parameters();
-  for (std::size_t i = 0; i < store.entries().size(); ++i) {
-    const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;
-    test::expect_gradient(what.c_str(), store.value(i).flat(), test::to_host(store.gradient(i).flat()),
-                          loss, 1e-3f, 1e-2, 1e-3);
-  }
+  test::expect_model_gradients(*model, std::vector<int>{0, 3, 1, 2});
 }
 
 TEST(Model, TinyMlpConvergesOnXor) {
@@ -89,11 +70,7 @@ TEST(Model, TinyMlpConvergesOnXor) {
   hp.momentum = 0.9f;
   SGD sgd(hp);
   Trainer trainer(*model, sgd, options);
-  const double initial = trainer.evaluate(data).loss;
-  for (int epoch = 0; epoch < 40; ++epoch) trainer.train_epoch(data, epoch);
-  const Evaluation final_eval = trainer.evaluate(data);
-  EXPECT_LT(final_eval.loss, 0.25 * initial);
-  EXPECT_GT(final_eval.accuracy, 0.95);
+  test::expect_converges(trainer, data, 40);
 }
 
 TEST(Model, TrainingIsBitwiseReproducible) {

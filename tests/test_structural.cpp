@@ -9,6 +9,7 @@
 #include <tessera/optim/adam.hpp>
 
 #include "layer_check.hpp"
+#include "model_check.hpp"
 
 namespace {
 
@@ -106,26 +107,7 @@ TEST(ResidualModel, FanOutGradientsMatchFiniteDifferences) {
   auto model = residual_model();
   model->compile(batch, 3);
   test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 81));
-  Vector<int> labels("labels", batch);
-  test::from_host(labels, std::vector<int>{0, 3, 1, 2});
-  Vector<float> sample_loss("loss", batch);
-  Vector<int> correct("correct", batch);
-  const auto loss = [&]() {
-    const auto logits = model->forward(batch, StepContext{});
-    kernels::softmax_cross_entropy(ExecSpace(), logits.matrix(), labels, 1.0f / batch,
-                                   model->output_gradient(batch).matrix(), sample_loss, correct);
-    double sum = 0;
-    for (float l : test::to_host(sample_loss)) sum += l;
-    return sum / batch;
-  };
-  loss();
-  model->backward(batch, StepContext{});
-  const auto& store = model->parameters();
-  for (std::size_t i = 0; i < store.entries().size(); ++i) {
-    const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;
-    test::expect_gradient(what.c_str(), store.value(i).flat(), test::to_host(store.gradient(i).flat()),
-                          loss, 1e-3f, 1e-2, 1e-3);
-  }
+  test::expect_model_gradients(*model, std::vector<int>{0, 3, 1, 2});
 }
 
 // A graph with both merge layers and the activations and normalisation the
@@ -153,11 +135,7 @@ TEST(GraphModel, MergesActivationsAndLayerNormConverge) {
   model.compile(options.batch_size, options.seed);
   Adam adam;
   Trainer trainer(model, adam, options);
-  const double initial = trainer.evaluate(data).loss;
-  for (int epoch = 0; epoch < 30; ++epoch) trainer.train_epoch(data, epoch);
-  const Evaluation final_eval = trainer.evaluate(data);
-  EXPECT_LT(final_eval.loss, 0.25 * initial);
-  EXPECT_GT(final_eval.accuracy, 0.95);
+  test::expect_converges(trainer, data, 30);
 }
 
 }  // namespace
