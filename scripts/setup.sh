@@ -22,7 +22,7 @@ step "Debian packages"
 apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
-  dataset-fashion-mnist python3
+  dataset-fashion-mnist python3 python3-matplotlib
 select_openblas_openmp
 
 bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" openmp

@@ -128,6 +128,58 @@ TEST(Deck, DocumentationExamplesParse) {
   EXPECT_GE(examples, 1);
 }
 
+TEST(Deck, OverridesFromTheCommandLine) {
+  const std::string path = write_deck("overrides", valid_deck);
+  const Deck deck = load_deck(path, {"training.epochs=7", "model.layers[0].units=32",
+                                     "run.name=trial", "optimizer.lr=0.5", "schedule.type=cosine"});
+  EXPECT_EQ(deck.training.epochs, 7);
+  EXPECT_EQ(deck.layers[0].units, 32);
+  EXPECT_EQ(deck.run_name, "trial");  // not TOML, so taken as a string
+  EXPECT_EQ(deck.output_dir, "output/trial");
+  EXPECT_FLOAT_EQ(deck.optimizer.lr, 0.5f);
+  EXPECT_EQ(deck.schedule.type, "cosine");  // creates the [schedule] table
+  EXPECT_EQ(deck.overrides.size(), 5u);
+  EXPECT_EQ(deck.text.find("epochs = 2"), deck.text.find("epochs"));  // the file as written
+  const auto expect_override_error = [&](const std::string& o, const std::string& message) {
+    try {
+      load_deck(path, {o});
+      ADD_FAILURE() << o << ": expected a DeckError";
+    } catch (const DeckError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  expect_override_error("training.epochs=0",
+                        "--set training.epochs=0: training.epochs: value 0 is out of range [1, 1000000]");
+  expect_override_error("training.epohcs=3",
+                        "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
+                        "'training.epochs'?); allowed: epochs, batch_size, log_every, clip_norm");
+  expect_override_error("model.layers[5].units=3", "--set model.layers[5].units=3: 'layers' has 3 entries");
+  expect_override_error("epochs", "--set epochs: expected key.path=value");
+  expect_override_error("run.seed.x=1", "--set run.seed.x=1: 'seed' is a value, not a table");
+  expect_override_error("model.layers[x].units=1", "--set model.layers[x].units=1: 'layers[x]' is not a key or key[index]");
+  std::remove(path.c_str());
+}
+
+TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
+  const std::string data = ::testing::TempDir() + "tessera_deck_data_" + std::to_string(::getpid());
+  std::ofstream(data) << "x";
+  std::string text = valid_deck;
+  for (const char* key : {"\"a\"", "\"b\"", "\"c\""}) text = replace(text, key, "\"" + data + "\"");
+  const std::string path = write_deck("data_files", text);
+  const Deck deck = load_deck(path);
+  try {
+    check_data_files(deck);
+    FAIL() << "test_labels names a missing file";
+  } catch (const DeckError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ":9:15: data.test_labels: cannot read 'd': No such file or directory");
+  }
+  const Deck fixed = load_deck(path, {"data.test_labels=" + data});
+  EXPECT_NO_THROW(check_data_files(fixed));
+  std::remove(path.c_str());
+  std::remove(data.c_str());
+}
+
 TEST(Deck, SyntaxError) {
   expect_deck_error("syntax", replace(valid_deck, "seed = 3", "seed = = 3"), 3, 8,
                     "TOML syntax error", "");

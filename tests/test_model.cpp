@@ -7,6 +7,7 @@
 #include <tessera/optim/sgd.hpp>
 
 #include <algorithm>
+#include <limits>
 
 #include "model_check.hpp"
 
@@ -100,6 +101,75 @@ TEST(Shuffle, SeededPermutation) {
   EXPECT_EQ(a, shuffled_order(1000, 3, 0));
   EXPECT_NE(a, shuffled_order(1000, 3, 1));
   EXPECT_NE(a, shuffled_order(1000, 4, 0));
+}
+
+// Identity forward; backward writes NaN into dx, so the loss stays finite and
+// only the gradients of the layers before it turn non-finite.
+class PoisonGradient final : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "PoisonGradient"; }
+  Shape output_shape(const Shapes& inputs) const override { return inputs.at(0); }
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext&) override {
+    Kokkos::deep_copy(y.flat(), x[0].flat());
+  }
+  void backward(const Tensors&, const Tensor<float>&, const Tensor<float>&, const Tensors& dx,
+                const StepContext&) override {
+    Kokkos::deep_copy(dx[0].flat(), std::numeric_limits<float>::quiet_NaN());
+  }
+};
+
+TEST(Trainer, NonFiniteGradientStopsBeforeTheUpdate) {
+  const Dataset data = test::xor_dataset(64, 3);
+  Model model(Shape{2});
+  model.add<Dense>("fc1", 4).add<PoisonGradient>("poison").add<Dense>("fc2", 2);
+  TrainOptions options;
+  options.batch_size = 16;
+  model.compile(options.batch_size, 1);
+  const auto before = test::to_host(model.parameters().values());
+  SGD sgd;
+  Trainer trainer(model, sgd, options);
+  test::expect_error([&] { trainer.train_epoch(data, 0); },
+                     "tessera::Trainer: non-finite gradient at epoch 1, step 1 (optimizer step 1), "
+                     "first in fc1.weight; the weights were not updated with it");
+  EXPECT_EQ(test::to_host(model.parameters().values()), before);
+  EXPECT_EQ(trainer.step(), 0);
+}
+
+TEST(Trainer, NonFiniteLossStopsBeforeTheUpdate) {
+  auto xy = test::random_values(2 * 64, 3);
+  xy[2 * 20] = std::numeric_limits<float>::infinity();  // one bad sample
+  const Dataset data = test::make_dataset(Shape{2}, 2, xy, std::vector<int>(64, 1));
+  auto model = small_mlp(2, 4, 2);
+  TrainOptions options;
+  options.batch_size = 64;
+  model->compile(options.batch_size, 1);
+  const auto before = test::to_host(model->parameters().values());
+  SGD sgd;
+  Trainer trainer(*model, sgd, options);
+  test::expect_error([&] { trainer.train_epoch(data, 0); },
+                     "tessera::Trainer: non-finite loss at epoch 1, step 1 (optimizer step 1); "
+                     "the weights were not updated with it");
+  EXPECT_EQ(test::to_host(model->parameters().values()), before);
+}
+
+// Phase times are measured and add up to no more than the epoch.
+TEST(Trainer, ReportsPhaseTimes) {
+  const Dataset data = test::xor_dataset(256, 3);
+  auto model = small_mlp(2, 16, 2);
+  TrainOptions options;
+  options.batch_size = 32;
+  model->compile(options.batch_size, 1);
+  SGD sgd;
+  Trainer trainer(*model, sgd, options);
+  const EpochReport report = trainer.train_epoch(data, 0);
+  const PhaseTimes& t = report.time;
+  EXPECT_GT(t.data, 0.0);
+  EXPECT_GT(t.forward, 0.0);
+  EXPECT_GT(t.backward, 0.0);
+  EXPECT_GT(t.optimizer, 0.0);
+  EXPECT_EQ(t.communication, 0.0);
+  EXPECT_LE(t.data + t.forward + t.backward + t.optimizer, report.seconds);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -32,10 +33,20 @@ class Reader {
 
   [[noreturn]] void fail(const toml::source_region& where, const std::string& key,
                          const std::string& message) const {
+    throw DeckError(location(where) + ": " + key + ": " + message);
+  }
+
+  // "file:line:column", or "--set key=value" for a value from the command line.
+  std::string location(const toml::source_region& where) const {
+    if (where.path && where.path->rfind("--set ", 0) == 0) return *where.path;
     std::ostringstream os;
-    os << path_ << ":" << where.begin.line << ":" << where.begin.column << ": " << key << ": "
-       << message;
-    throw DeckError(os.str());
+    os << (where.path ? *where.path : path_) << ":" << where.begin.line << ":" << where.begin.column;
+    return os.str();
+  }
+
+  // Where a key stands; a key added by --set has no position of its own, its value has.
+  static const toml::source_region& key_source(const toml::key& key, const toml::node& node) {
+    return key.source().begin.line ? key.source() : node.source();
   }
 
   // Rejects keys of `table` outside `allowed`, suggesting the closest one.
@@ -50,7 +61,7 @@ class Reader {
         const std::size_t d = edit_distance(k, a);
         if (d < best_distance) best_distance = d, best = a;
       }
-      fail(key.source(), prefix + k,
+      fail(key_source(key, node), prefix + k,
            "unknown key" + (best.empty() ? "" : " (did you mean '" + prefix + best + "'?)") +
                "; allowed: " + join(allowed));
     }
@@ -132,7 +143,7 @@ class Reader {
       if (use == uses.end() || use->types.empty() ||
           std::find(use->types.begin(), use->types.end(), type) != use->types.end())
         continue;
-      fail(key.source(), prefix + k,
+      fail(key_source(key, node), prefix + k,
            "does not apply to type '" + type + "'; it applies to: " + join(use->types));
     }
   }
@@ -386,32 +397,103 @@ const std::vector<std::string>& deck_layer_types() {
   return types;
 }
 
-Deck load_deck(const std::string& path) {
+namespace {
+// One "a.b[2].c=value" from the command line, applied to the parsed deck.
+// The value is TOML (3, 0.5, true, [1, 2], "text"); anything that does not
+// parse as TOML is taken as a string, so --set run.name=trial7 works.
+void apply_override(toml::table& root, const std::string& spec) {
+  const auto fail = [&](const std::string& why) -> void {
+    throw DeckError("--set " + spec + ": " + why);
+  };
+  const auto equals = spec.find('=');
+  if (equals == std::string::npos || equals == 0) fail("expected key.path=value");
+  const std::string key = spec.substr(0, equals), text = spec.substr(equals + 1);
+  const std::string origin = "--set " + spec;
+  toml::table parsed;
+  try {
+    parsed = toml::parse("value = " + text, origin);
+  } catch (const toml::parse_error&) {
+    std::string quoted = "\"";
+    for (char c : text) quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    try {
+      parsed = toml::parse("value = " + quoted + "\"", origin);
+    } catch (const toml::parse_error& e) {
+      fail(std::string("the value is not TOML: ") + std::string(e.description()));
+    }
+  }
+  toml::node& value = *parsed.get("value");
+
+  // Walk the path, creating tables that do not exist yet.
+  toml::table* table = &root;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = key.find('.', start);
+    std::string segment = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    long index = -1;
+    if (const auto bracket = segment.find('['); bracket != std::string::npos) {
+      const auto close = segment.find(']', bracket);
+      const std::string digits = segment.substr(bracket + 1, close == std::string::npos ? 0 : close - bracket - 1);
+      if (close != segment.size() - 1 || digits.empty() ||
+          digits.find_first_not_of("0123456789") != std::string::npos)
+        fail("'" + segment + "' is not a key or key[index]");
+      index = std::stol(digits);
+      segment = segment.substr(0, bracket);
+    }
+    if (segment.empty()) fail("empty key in '" + key + "'");
+    const bool last = dot == std::string::npos;
+    if (index >= 0) {
+      toml::array* array = table->get_as<toml::array>(segment);
+      if (!array) fail("'" + segment + "' is not an array in the deck");
+      if (static_cast<std::size_t>(index) >= array->size())
+        fail("'" + segment + "' has " + std::to_string(array->size()) + " entries");
+      if (last) {
+        array->replace(array->begin() + index, std::move(value));
+        return;
+      }
+      table = (*array)[static_cast<std::size_t>(index)].as_table();
+      if (!table) fail("'" + segment + "[" + std::to_string(index) + "]' is not a table");
+    } else if (last) {
+      table->insert_or_assign(segment, std::move(value));
+      return;
+    } else {
+      if (!table->contains(segment)) table->insert(segment, toml::table{});
+      table = table->get_as<toml::table>(segment);
+      if (!table) fail("'" + segment + "' is a value, not a table");
+    }
+    start = dot + 1;
+  }
+}
+}  // namespace
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
   Deck deck;
   deck.path = path;
-  if (!std::ifstream(path)) {
+  deck.overrides = overrides;
+  std::ifstream file(path);
+  if (!file) {
     throw DeckError(path + ": cannot open the deck file: " + std::strerror(errno));
   }
+  deck.text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(deck.text, path);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
     os << path << ":" << e.source().begin.line << ":" << e.source().begin.column
        << ": TOML syntax error: " << e.description();
     throw DeckError(os.str());
   }
-  {
-    std::ostringstream os;
-    os << root;
-    deck.text = os.str();
-  }
+  for (const auto& o : overrides) apply_override(root, o);
   const Reader r(path);
   r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training"});
 
   const auto& run = r.table(root, "run", false);
-  r.only_keys(run, "run.", {"name", "seed"});
+  r.only_keys(run, "run.", {"name", "seed", "output_dir"});
   deck.run_name = r.get<std::string>(run, "run.", "name", "run");
+  r.check(!deck.run_name.empty() && deck.run_name.find('/') == std::string::npos, run, "run.",
+          "name", "must be a non-empty name without '/'");
+  deck.output_dir = r.get<std::string>(run, "run.", "output_dir", "output/" + deck.run_name);
+  r.check(!deck.output_dir.empty(), run, "run.", "output_dir", "must not be empty");
   const auto seed = r.get<std::int64_t>(run, "run.", "seed", 0);
   r.require_range<std::int64_t>(run, "run.", "seed", seed, 0, INT64_MAX);
   deck.seed = static_cast<std::uint64_t>(seed);
@@ -421,10 +503,14 @@ Deck load_deck(const std::string& path) {
                               "normalize_mean", "normalize_std"});
   const auto format = r.get<std::string>(data, "data.", "format", "idx");
   if (format != "idx") r.fail(data.get("format")->source(), "data.format", "'" + format + "' is not supported; allowed: idx");
-  deck.train_images = r.get<std::string>(data, "data.", "train_images", "", true);
-  deck.train_labels = r.get<std::string>(data, "data.", "train_labels", "", true);
-  deck.test_images = r.get<std::string>(data, "data.", "test_images", "", true);
-  deck.test_labels = r.get<std::string>(data, "data.", "test_labels", "", true);
+  for (const auto& [key, target] :
+       {std::pair<const char*, std::string*>{"train_images", &deck.train_images},
+        {"train_labels", &deck.train_labels},
+        {"test_images", &deck.test_images},
+        {"test_labels", &deck.test_labels}}) {
+    *target = r.get<std::string>(data, "data.", key, "", true);
+    deck.data_locations[key] = r.location(data.get(key)->source());
+  }
   deck.normalize_mean = r.get<float>(data, "data.", "normalize_mean", 0.0f);
   deck.normalize_std = r.get<float>(data, "data.", "normalize_std", 1.0f);
   r.require_range(data, "data.", "normalize_std", deck.normalize_std, 1e-6f, 1e6f);
@@ -464,6 +550,18 @@ Deck load_deck(const std::string& path) {
   deck.training.clip_norm = r.get<float>(training, "training.", "clip_norm", 0.0f);
   r.require_range(training, "training.", "clip_norm", deck.training.clip_norm, 0.0f, 1e6f);
   return deck;
+}
+
+void check_data_files(const Deck& deck) {
+  for (const auto& [key, file] : {std::pair<const char*, const std::string*>{"train_images", &deck.train_images},
+                                  {"train_labels", &deck.train_labels},
+                                  {"test_images", &deck.test_images},
+                                  {"test_labels", &deck.test_labels}}) {
+    if (std::ifstream(*file)) continue;
+    const auto where = deck.data_locations.find(key);
+    throw DeckError((where == deck.data_locations.end() ? deck.path : where->second) + ": data." +
+                    key + ": cannot read '" + *file + "': " + std::strerror(errno));
+  }
 }
 
 }  // namespace tessera

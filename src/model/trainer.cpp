@@ -37,6 +37,45 @@ std::vector<std::int64_t> shuffled_order(std::int64_t n, std::uint64_t seed, int
   return order;
 }
 
+namespace {
+// Splits wall time into phases: stop(bucket) fences the device, then adds
+// the time since the previous stop (or start) to the bucket.
+class PhaseClock {
+ public:
+  void start() {
+    Kokkos::fence();
+    last_ = std::chrono::steady_clock::now();
+  }
+  void stop(double& bucket) {
+    Kokkos::fence();
+    const auto now = std::chrono::steady_clock::now();
+    bucket += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+};
+}  // namespace
+
+void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
+  // Name the first parameter whose gradient is not finite.
+  const auto& store = model_.parameters();
+  std::string culprit = "unknown";
+  for (std::size_t i = 0; i < store.entries().size(); ++i) {
+    const double sum = kernels::deterministic_sum_squares(ExecSpace(), store.gradient(i).flat(), norm_scratch_);
+    if (!std::isfinite(sum)) {
+      culprit = store.entries()[i].layer + "." + store.entries()[i].spec.name;
+      break;
+    }
+  }
+  TESSERA_REQUIRE(false, "tessera::Trainer: non-finite gradient at epoch "
+                             << epoch + 1 << ", step " << batch_index + 1 << " (optimizer step "
+                             << step_ + 1 << "), first in " << culprit
+                             << "; the weights were not updated with it; lower the learning rate, "
+                                "clip gradients or check the data");
+}
+
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options)
     : model_(model), optimizer_(optimizer), options_(options) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
@@ -49,10 +88,10 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
                   "tessera::Trainer: clip_norm " << options.clip_norm
                                                  << " must be finite and >= 0 (0 = no clipping)");
   options.schedule.validate();
-  if (options.clip_norm > 0)
-    clip_scratch_ = Kokkos::View<double*, MemSpace>(
-        "tessera::Trainer::clip_scratch",
-        kernels::deterministic_sum_scratch(model.parameters().count()));
+  // The gradient norm is taken every step, clipping or not: a non-finite
+  // gradient must stop the run before it reaches the weights.
+  norm_scratch_ = Kokkos::View<double*, MemSpace>(
+      "tessera::Trainer::norm_scratch", kernels::deterministic_sum_scratch(model.parameters().count()));
   batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", options.batch_size);
   sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", options.batch_size);
   sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", options.batch_size);
@@ -85,28 +124,24 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   double loss_sum = 0;
   std::int64_t correct = 0;
   const auto started = std::chrono::steady_clock::now();
+  PhaseClock clock;
   for (std::int64_t s = 0; s < steps; ++s) {
     const std::int64_t start = s * batch_size;
     // The last batch of an epoch holds the remainder; its gradient is the
     // mean over its own samples.
     const std::int64_t batch = std::min(batch_size, n - start);
     const auto labels = Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
+    clock.start();
     gather_batch(exec, data, order, start, model_.input(batch), labels);
+    clock.stop(time_.data);
     const StepContext ctx{train, options_.seed, step_};
     const Tensor<float> logits = model_.forward(batch, ctx);
     kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(batch),
                                    model_.output_gradient(batch).matrix(), sample_loss_,
                                    sample_correct_);
-    if (train) {
-      model_.backward(batch, ctx);
-      // The cosine schedule spans the whole run: options_.epochs epochs.
-      lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
-      if (options_.clip_norm > 0)
-        grad_norm_ = clip_grad_norm(exec, model_.parameters(), options_.clip_norm, clip_scratch_);
-      optimizer_.step(model_.parameters(), lr_);
-    }
     Kokkos::deep_copy(loss_host, sample_loss_);
     Kokkos::deep_copy(correct_host, sample_correct_);
+    clock.stop(time_.forward);
     // Summed on the host in sample order: the same total for any thread count.
     double batch_loss = 0;
     for (std::int64_t i = 0; i < batch; ++i) {
@@ -115,13 +150,29 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     }
     TESSERA_REQUIRE(std::isfinite(batch_loss),
                     "tessera::Trainer: non-finite loss at epoch " << epoch + 1 << ", step " << s + 1
-                        << (train ? "; lower the learning rate or check the data" : ""));
+                        << " (optimizer step " << step_ + 1 << "); "
+                        << (train ? "the weights were not updated with it; lower the learning rate, "
+                                    "clip gradients or check the data"
+                                  : "check the data"));
+    if (train) {
+      model_.backward(batch, ctx);
+      clock.stop(time_.backward);
+      const double norm = gradient_norm(exec, model_.parameters(), norm_scratch_);
+      if (!std::isfinite(norm)) throw_non_finite_gradient(epoch, s);
+      grad_norm_ = static_cast<float>(norm);
+      // The cosine schedule spans the whole run: options_.epochs epochs.
+      lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
+      if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
+      optimizer_.step(model_.parameters(), lr_);
+      Kokkos::fence();
+      clock.stop(time_.optimizer);
+    }
     loss_sum += batch_loss;
     if (train) {
       ++step_;
       if (on_step_)
         on_step_(StepReport{step_, epoch, batch, batch_loss / static_cast<double>(batch), lr_,
-                            options_.clip_norm > 0 ? grad_norm_ : 0.0f});
+                            grad_norm_});
       if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -156,7 +207,9 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
                     order_host);
   EpochReport report;
   report.epoch = epoch;
+  time_ = PhaseTimes{};
   report.train = run_batches(data, order_, true, log, epoch);
+  report.time = time_;
   report.lr = lr_;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.samples_per_second = static_cast<double>(data.size()) / report.seconds;

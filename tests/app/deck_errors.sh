@@ -23,4 +23,14 @@ expect 2 "${dir}/bad_schedule.toml:16:19: schedule.milestones: epoch 20 does not
 expect 2 "does_not_exist.toml" "${dir}/does_not_exist.toml"
 expect 2 "--bogus" "${dir}/fashion_mnist_smoke.toml" --bogus
 expect 0 "deck OK" "${dir}/fashion_mnist_smoke.toml" --check
+expect 2 "--set training.batch_size=0: training.batch_size: value 0 is out of range" "${dir}/fashion_mnist_smoke.toml" --check --set training.batch_size=0
+expect 2 "--set data.test_images=/nonexistent/t10k.gz: data.test_images: cannot read '/nonexistent/t10k.gz'" "${dir}/fashion_mnist_smoke.toml" --check --set data.test_images=/nonexistent/t10k.gz
+# A data file that exists but is not IDX: exit 2 and the file's name.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+echo "not an idx file" > "${scratch}/broken.gz"
+expect 2 "${scratch}/broken.gz: not an IDX file" "${dir}/fashion_mnist_smoke.toml" --set "data.test_labels=${scratch}/broken.gz" --set "run.output_dir=${scratch}/out"
+# An output directory that cannot be created.
+touch "${scratch}/file"
+expect 2 "cannot write metrics to ${scratch}/file/sub/metrics.jsonl" "${dir}/fashion_mnist_smoke.toml" --set "run.output_dir=${scratch}/file/sub"
 [ "$failures" -eq 0 ] || exit 1

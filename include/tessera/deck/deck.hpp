@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,12 +43,15 @@ const std::vector<std::string>& deck_weight_initializers();
 
 struct Deck {
   std::string path;
-  std::string text;
+  std::string text;                    // the deck file as written
+  std::vector<std::string> overrides;  // --set key.path=value, applied in order
 
   std::string run_name = "run";
+  std::string output_dir;  // default "output/<run name>", relative to the working directory
   std::uint64_t seed = 0;
 
   std::string train_images, train_labels, test_images, test_labels;
+  std::map<std::string, std::string> data_locations;  // "train_images" -> "file:line:column"
   float normalize_mean = 0.0f;
   float normalize_std = 1.0f;
 
@@ -84,7 +88,12 @@ struct Deck {
   } training;
 };
 
-// Parses and validates a deck; throws DeckError.
-Deck load_deck(const std::string& path);
+// Parses and validates a deck after applying `overrides` ("key.path=value",
+// e.g. "training.epochs=3" or "model.layers[2].units=64"); throws DeckError.
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Every data file the deck names can be opened; throws DeckError with the
+// location of the key otherwise.
+void check_data_files(const Deck& deck);
 
 }  // namespace tessera

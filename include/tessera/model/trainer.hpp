@@ -36,13 +36,24 @@ struct StepReport {
   std::int64_t batch = 0;
   double loss = 0;        // mean over the batch
   float lr = 0;
-  float grad_norm = 0;    // before clipping; 0 when clipping is off
+  float grad_norm = 0;    // global gradient norm, before any clipping
+};
+
+// Seconds spent per phase of the training steps (each phase ends with a
+// device fence, so the phases add up to the loop's wall time).
+struct PhaseTimes {
+  double data = 0;           // gathering the batch
+  double forward = 0;        // forward pass and loss
+  double backward = 0;       // backward pass
+  double optimizer = 0;      // gradient norm, clipping, update
+  double communication = 0;  // gradient averaging between ranks
 };
 
 struct EpochReport {
   int epoch = 0;
   Evaluation train;  // running mean over the epoch's batches
   float lr = 0;      // learning rate of the epoch's last step
+  PhaseTimes time;
   double seconds = 0;
   double samples_per_second = 0;
 };
@@ -60,7 +71,7 @@ class Trainer {
   std::int64_t step() const { return step_; }
   // Learning rate of the latest step.
   float lr() const { return lr_; }
-  // Global gradient norm before clipping at the latest step; 0 without clipping.
+  // Global gradient norm of the latest step, before any clipping.
   float grad_norm() const { return grad_norm_; }
 
  private:
@@ -75,7 +86,10 @@ class Trainer {
   std::int64_t step_ = 0;
   float lr_ = 0;
   float grad_norm_ = 0;
-  Kokkos::View<double*, MemSpace> clip_scratch_;
+  [[noreturn]] void throw_non_finite_gradient(int epoch, std::int64_t batch_index);
+
+  Kokkos::View<double*, MemSpace> norm_scratch_;
+  PhaseTimes time_;
   Vector<int> batch_labels_;
   Vector<float> sample_loss_;
   Vector<int> sample_correct_;

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Plot a tessera-train metrics file (JSON lines) as loss and accuracy curves.
+
+    python3 scripts/plot_metrics.py output/<run>/metrics.jsonl [-o curves.png]
+
+The PNG shows the per-step training loss with the per-epoch test loss, and
+the per-epoch training and test accuracy. When the file holds several runs
+(it is appended to), the last one is plotted.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def load_last_run(path):
+    steps, epochs = [], []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{number}: not a JSON line: {e}")
+            kind = record.get("type")
+            if kind == "run":
+                steps, epochs = [], []
+            elif kind == "step":
+                steps.append(record)
+            elif kind == "epoch":
+                epochs.append(record)
+    if not steps:
+        sys.exit(f"{path}: no training steps recorded")
+    return steps, epochs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("metrics", help="metrics.jsonl written by tessera-train")
+    parser.add_argument("-o", "--output", help="PNG to write (default: next to the metrics file)")
+    args = parser.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_metrics.py needs matplotlib: apt-get install python3-matplotlib")
+
+    steps, epochs = load_last_run(args.metrics)
+    output = args.output or os.path.join(os.path.dirname(args.metrics), "curves.png")
+    steps_per_epoch = max(1, len(steps) // max(1, len(epochs)))
+
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    loss_ax.plot([s["step"] / steps_per_epoch for s in steps], [s["loss"] for s in steps],
+                 lw=0.6, alpha=0.6, label="train (per step)")
+    if epochs:
+        loss_ax.plot([e["epoch"] for e in epochs], [e["test_loss"] for e in epochs], "o-", label="test")
+        acc_ax.plot([e["epoch"] for e in epochs], [e["train_accuracy"] for e in epochs], "o-", label="train")
+        acc_ax.plot([e["epoch"] for e in epochs], [e["test_accuracy"] for e in epochs], "o-", label="test")
+    loss_ax.set(xlabel="epoch", ylabel="loss", title="loss")
+    acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    for ax in (loss_ax, acc_ax):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()
