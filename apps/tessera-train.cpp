@@ -44,8 +44,15 @@ int main(int argc, char** argv) {
   try {
     const tessera::Deck deck = tessera::load_deck(deck_path, overrides);
     tessera::check_data_files(deck);
-    auto model = tessera::build_model(deck);
-    model->compile(deck.training.batch_size, deck.seed);
+    std::unique_ptr<tessera::Model> model;
+    try {
+      model = tessera::build_model(deck);
+      model->compile(deck.training.batch_size, deck.seed);
+    } catch (const tessera::LayerError& e) {
+      // Shapes that do not fit are deck errors: point at the layer's entry.
+      throw tessera::DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
+                               std::to_string(e.layer()) + "]: " + e.what());
+    }
     const tessera::TrainOptions options = tessera::train_options(deck);
     if (root) {
       std::cout << tessera::build_description() << "\n"
@@ -73,6 +80,14 @@ int main(int argc, char** argv) {
       // Bad input, like a bad deck: the message names the file.
       if (root) std::cerr << "tessera-train: data error: " << e.what() << "\n";
       return 2;
+    }
+    const std::int64_t model_values = model->input(1).shape().inner();
+    for (const auto* set : {&train, &test}) {
+      if (set->sample_shape.numel() == model_values) continue;
+      throw tessera::DeckError(deck.input_shape_location + ": model.input_shape: the model takes " +
+                               std::to_string(model_values) + " values per sample, the data's " +
+                               "samples have shape " + tessera::to_string(set->sample_shape) + " (" +
+                               std::to_string(set->sample_shape.numel()) + " values)");
     }
     if (root)
       std::cout << "data: " << train.size() << " training and " << test.size()

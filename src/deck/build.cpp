@@ -45,8 +45,13 @@ std::unique_ptr<Model> build_model(const Deck& deck) {
     default: input = Shape{deck.input_shape[0], deck.input_shape[1], deck.input_shape[2]}; break;
   }
   auto model = std::make_unique<Model>(input);
-  for (const auto& layer : deck.layers) {
-    model->add(make_layer(layer));
+  for (std::size_t i = 0; i < deck.layers.size(); ++i) {
+    const LayerDeck& layer = deck.layers[i];
+    try {
+      model->add(make_layer(layer));
+    } catch (const Error& e) {
+      throw LayerError(i, e.what());  // an option the layer rejects
+    }
     if (!layer.init.empty()) model->set_initializer(layer.name, init_from_name(layer.init));
   }
   return model;

@@ -307,6 +307,7 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
                      std::set<std::string>& names) {
   const std::string prefix = "model.layers[" + std::to_string(index) + "].";
   LayerDeck layer;
+  layer.location = r.location(lt.source());
   layer.type = r.get<std::string>(lt, prefix, "type", "", true);
   const auto& table = layer_keys();
   const auto entry = std::find_if(table.begin(), table.end(),
@@ -526,6 +527,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   }
   if (deck.input_shape.empty() || deck.input_shape.size() > 3)
     r.fail(shape->source(), "model.input_shape", "expected 1 to 3 dimensions");
+  deck.input_shape_location = r.location(shape->source());
   const toml::array* layers = model.get_as<toml::array>("layers");
   if (!layers || layers->empty())
     r.fail(model.source(), "model.layers", "at least one [[model.layers]] entry is required");

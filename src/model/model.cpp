@@ -88,7 +88,14 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
                         << ") takes " << (arity < 0 ? std::string("two or more") : std::to_string(arity))
                         << " inputs, got " << inputs.size());
     for (auto node : inputs) input_shapes[i].push_back(with_batch(sample_shapes_[node], max_batch));
-    const Shape out = layer.output_shape(input_shapes[i]);
+    Shape out;
+    try {
+      out = layer.output_shape(input_shapes[i]);
+    } catch (const LayerError&) {
+      throw;
+    } catch (const Error& e) {
+      throw LayerError(i, e.what());
+    }
     TESSERA_REQUIRE(out.rank() >= 2 && out[0] == max_batch,
                     "tessera::Model::compile: layer '" << layer.name() << "' returned shape " << out
                                                        << " for batch " << max_batch);

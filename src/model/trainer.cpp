@@ -149,11 +149,13 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       correct += correct_host(i);
     }
     TESSERA_REQUIRE(std::isfinite(batch_loss),
-                    "tessera::Trainer: non-finite loss at epoch " << epoch + 1 << ", step " << s + 1
-                        << " (optimizer step " << step_ + 1 << "); "
-                        << (train ? "the weights were not updated with it; lower the learning rate, "
-                                    "clip gradients or check the data"
-                                  : "check the data"));
+                    "tessera::Trainer: non-finite loss at epoch "
+                        << epoch + 1 << ", step " << s + 1
+                        << (train ? " (optimizer step " + std::to_string(step_ + 1) +
+                                        "); the weights were not updated with it; lower the "
+                                        "learning rate, clip gradients or check the data"
+                                  : " of the evaluation; check the data"));
+    loss_sum += batch_loss;
     if (train) {
       model_.backward(batch, ctx);
       clock.stop(time_.backward);
@@ -164,11 +166,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
       if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
       optimizer_.step(model_.parameters(), lr_);
-      Kokkos::fence();
       clock.stop(time_.optimizer);
-    }
-    loss_sum += batch_loss;
-    if (train) {
       ++step_;
       if (on_step_)
         on_step_(StepReport{step_, epoch, batch, batch_loss / static_cast<double>(batch), lr_,

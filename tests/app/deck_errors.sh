@@ -20,6 +20,8 @@ expect() {  # expect <expected status> <expected message fragment> <args...>
 expect 2 "${dir}/bad_unknown_key.toml:3:1: run.sed: unknown key (did you mean 'run.seed'?)" "${dir}/bad_unknown_key.toml"
 expect 2 "${dir}/bad_optimizer_key.toml:16:1: optimizer.momentum: does not apply to type 'adam'; it applies to: sgd" "${dir}/bad_optimizer_key.toml"
 expect 2 "${dir}/bad_schedule.toml:16:19: schedule.milestones: epoch 20 does not follow 30; milestones must increase" "${dir}/bad_schedule.toml"
+expect 2 "${dir}/bad_shapes.toml:15:1: model.layers[1]: tessera::Conv2D 'conv': input [128, 32]" "${dir}/bad_shapes.toml" --check
+expect 2 "--set model.input_shape=[700]: model.input_shape: the model takes 700 values per sample, the data's samples have shape [1, 28, 28] (784 values)" "${dir}/fashion_mnist_smoke.toml" --set "model.input_shape=[700]"
 expect 2 "does_not_exist.toml" "${dir}/does_not_exist.toml"
 expect 2 "--bogus" "${dir}/fashion_mnist_smoke.toml" --bogus
 expect 0 "deck OK" "${dir}/fashion_mnist_smoke.toml" --check

@@ -3,6 +3,7 @@
 // was expected; the source location is appended for developers.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,17 @@ namespace tessera {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// An error in one layer of a model, which layer() numbers in declaration
+// order, so a caller can point at where the layer was declared.
+class LayerError : public Error {
+ public:
+  LayerError(std::size_t layer, const std::string& message) : Error(message), layer_(layer) {}
+  std::size_t layer() const { return layer_; }
+
+ private:
+  std::size_t layer_;
 };
 
 namespace impl {

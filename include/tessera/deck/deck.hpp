@@ -23,6 +23,7 @@ class DeckError : public std::runtime_error {
 struct LayerDeck {
   std::string type;
   std::string name;
+  std::string location;             // "file:line:column" of the entry
   std::vector<std::string> inputs;  // empty: the previous layer
   std::int64_t units = 0;           // dense
   std::string init;                 // dense, conv2d weights; empty: the layer's default
@@ -56,6 +57,7 @@ struct Deck {
   float normalize_std = 1.0f;
 
   std::vector<std::int64_t> input_shape;
+  std::string input_shape_location;  // "file:line:column"
   std::vector<LayerDeck> layers;
 
   // Defaults that depend on the type are filled in by load_deck.
