@@ -2,6 +2,7 @@
 // test accuracy.
 #include <tessera/core/runtime.hpp>
 #include <tessera/data/dataset.hpp>
+#include <tessera/data/hdf5.hpp>
 #include <tessera/deck/build.hpp>
 #include <tessera/model/trainer.hpp>
 
@@ -72,10 +73,16 @@ int main(int argc, char** argv) {
 
     tessera::Dataset train, test;
     try {
-      train = tessera::load_idx_dataset(deck.train_images, deck.train_labels, deck.normalize_mean,
-                                        deck.normalize_std);
-      test = tessera::load_idx_dataset(deck.test_images, deck.test_labels, deck.normalize_mean,
-                                       deck.normalize_std);
+      const auto load = [&](const std::string& images, const std::string& labels,
+                            const std::string& file) {
+        return deck.data_format == "hdf5"
+                   ? tessera::load_hdf5_dataset(file, deck.images_dataset, deck.labels_dataset,
+                                                deck.normalize_mean, deck.normalize_std)
+                   : tessera::load_idx_dataset(images, labels, deck.normalize_mean,
+                                               deck.normalize_std);
+      };
+      train = load(deck.train_images, deck.train_labels, deck.train_file);
+      test = load(deck.test_images, deck.test_labels, deck.test_file);
     } catch (const tessera::Error& e) {
       // Bad input, like a bad deck: the message names the file.
       if (root) std::cerr << "tessera-train: data error: " << e.what() << "\n";

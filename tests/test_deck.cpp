@@ -180,6 +180,27 @@ TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
   std::remove(data.c_str());
 }
 
+TEST(Deck, Hdf5DataKeys) {
+  const std::string hdf5_data = "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\ntest_file = \"v.h5\"\n";
+  std::string text = valid_deck;
+  text = text.substr(text.find("[model]"));
+  const std::string path = write_deck("hdf5", hdf5_data + "\n" + text);
+  const Deck deck = load_deck(path, {"data.labels_dataset=y"});
+  EXPECT_EQ(deck.data_format, "hdf5");
+  EXPECT_EQ(deck.train_file, "t.h5");
+  EXPECT_EQ(deck.images_dataset, "images");
+  EXPECT_EQ(deck.labels_dataset, "y");
+  ASSERT_EQ(deck.data_files.size(), 2u);
+  EXPECT_EQ(deck.data_files[1].location, path + ":4:13");
+  std::remove(path.c_str());
+  expect_deck_error("hdf5_idx_key", hdf5_data + "train_images = \"a\"\n\n" + text, 5, 1,
+                    "data.train_images", "does not apply to type 'hdf5'; it applies to: idx");
+  expect_deck_error("hdf5_missing_file", "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\n\n" + text,
+                    1, 1, "data.test_file", "required key is missing");
+  expect_deck_error("idx_dataset_key", replace(valid_deck, "test_labels = \"d\"", "test_labels = \"d\"\nimages_dataset = \"x\""),
+                    10, 1, "data.images_dataset", "does not apply to type 'idx'; it applies to: hdf5");
+}
+
 TEST(Deck, SyntaxError) {
   expect_deck_error("syntax", replace(valid_deck, "seed = 3", "seed = = 3"), 3, 8,
                     "TOML syntax error", "");

@@ -8,21 +8,24 @@ namespace tessera {
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path, float mean,
                          float stddev) {
   ScopedRegion region("tessera::load_idx_dataset");
-  TESSERA_REQUIRE(stddev > 0, "tessera::load_idx_dataset: normalisation stddev must be positive, got "
+  return make_byte_dataset(read_idx(images_path), read_idx(labels_path), images_path, labels_path,
+                           mean, stddev);
+}
+
+Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
+                          const std::string& images_source, const std::string& labels_source,
+                          float mean, float stddev) {
+  TESSERA_REQUIRE(stddev > 0, "tessera::make_byte_dataset: normalisation stddev must be positive, got "
                                   << stddev);
-  const IdxArray images = read_idx(images_path);
-  const IdxArray labels = read_idx(labels_path);
-  TESSERA_REQUIRE(images.dims.size() >= 2,
-                  "tessera::load_idx_dataset: " << images_path << ": images need at least 2 dimensions (N, features), found "
-                                                << images.dims.size());
+  TESSERA_REQUIRE(images.dims.size() >= 2 && images.dims.size() <= 4,
+                  images_source << ": images need 2 to 4 dimensions (N, then one sample), found "
+                                << images.dims.size());
   TESSERA_REQUIRE(labels.dims.size() == 1,
-                  "tessera::load_idx_dataset: " << labels_path << ": labels need 1 dimension, found "
-                                                << labels.dims.size());
+                  labels_source << ": labels need 1 dimension, found " << labels.dims.size());
   const std::int64_t n = images.dims[0];
-  TESSERA_REQUIRE(labels.dims[0] == n, "tessera::load_idx_dataset: " << images_path << " has " << n
-                                                                      << " images but " << labels_path
-                                                                      << " has " << labels.dims[0]
-                                                                      << " labels");
+  TESSERA_REQUIRE(labels.dims[0] == n, images_source << " has " << n << " images but "
+                                                     << labels_source << " has " << labels.dims[0]
+                                                     << " labels");
   const std::int64_t features = n == 0 ? 0 : static_cast<std::int64_t>(images.data.size()) / n;
 
   Dataset data;

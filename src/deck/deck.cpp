@@ -501,17 +501,28 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   const auto& data = r.table(root, "data", true);
   r.only_keys(data, "data.", {"format", "train_images", "train_labels", "test_images", "test_labels",
+                              "train_file", "test_file", "images_dataset", "labels_dataset",
                               "normalize_mean", "normalize_std"});
-  const auto format = r.get<std::string>(data, "data.", "format", "idx");
-  if (format != "idx") r.fail(data.get("format")->source(), "data.format", "'" + format + "' is not supported; allowed: idx");
-  for (const auto& [key, target] :
-       {std::pair<const char*, std::string*>{"train_images", &deck.train_images},
-        {"train_labels", &deck.train_labels},
-        {"test_images", &deck.test_images},
-        {"test_labels", &deck.test_labels}}) {
+  deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5"});
+  const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"};
+  r.keys_for_type(data, "data.", deck.data_format,
+                  {{"train_images", idx}, {"train_labels", idx}, {"test_images", idx},
+                   {"test_labels", idx}, {"train_file", hdf5}, {"test_file", hdf5},
+                   {"images_dataset", hdf5}, {"labels_dataset", hdf5}});
+  using FileKey = std::pair<const char*, std::string*>;
+  const std::vector<FileKey> files =
+      deck.data_format == "idx"
+          ? std::vector<FileKey>{{"train_images", &deck.train_images},
+                                 {"train_labels", &deck.train_labels},
+                                 {"test_images", &deck.test_images},
+                                 {"test_labels", &deck.test_labels}}
+          : std::vector<FileKey>{{"train_file", &deck.train_file}, {"test_file", &deck.test_file}};
+  for (const auto& [key, target] : files) {
     *target = r.get<std::string>(data, "data.", key, "", true);
-    deck.data_locations[key] = r.location(data.get(key)->source());
+    deck.data_files.push_back({key, *target, r.location(data.get(key)->source())});
   }
+  deck.images_dataset = r.get<std::string>(data, "data.", "images_dataset", "images");
+  deck.labels_dataset = r.get<std::string>(data, "data.", "labels_dataset", "labels");
   deck.normalize_mean = r.get<float>(data, "data.", "normalize_mean", 0.0f);
   deck.normalize_std = r.get<float>(data, "data.", "normalize_std", 1.0f);
   r.require_range(data, "data.", "normalize_std", deck.normalize_std, 1e-6f, 1e6f);
@@ -555,15 +566,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 }
 
 void check_data_files(const Deck& deck) {
-  for (const auto& [key, file] : {std::pair<const char*, const std::string*>{"train_images", &deck.train_images},
-                                  {"train_labels", &deck.train_labels},
-                                  {"test_images", &deck.test_images},
-                                  {"test_labels", &deck.test_labels}}) {
-    if (std::ifstream(*file)) continue;
-    const auto where = deck.data_locations.find(key);
-    throw DeckError((where == deck.data_locations.end() ? deck.path : where->second) + ": data." +
-                    key + ": cannot read '" + *file + "': " + std::strerror(errno));
-  }
+  for (const auto& f : deck.data_files)
+    if (!std::ifstream(f.path))
+      throw DeckError(f.location + ": data." + f.key + ": cannot read '" + f.path + "': " +
+                      std::strerror(errno));
 }
 
 }  // namespace tessera

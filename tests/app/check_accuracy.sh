@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Trains a deck and asserts that the final test accuracy reaches a threshold.
-# Usage: check_accuracy.sh <tessera-train> <deck> <min accuracy>
+# Usage: check_accuracy.sh <tessera-train> <deck> <min accuracy> [tessera-train options...]
 set -euo pipefail
 train="$1" deck="$2" threshold="$3"
+shift 3
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-out=$("$train" "$deck" --set "run.output_dir=${scratch}" 2>&1) || { echo "$out"; echo "FAIL: tessera-train exited with $?"; exit 1; }
+out=$("$train" "$deck" --set "run.output_dir=${scratch}" "$@" 2>&1) || { echo "$out"; echo "FAIL: tessera-train exited with $?"; exit 1; }
 echo "$out"
 acc=$(echo "$out" | sed -n 's/^test accuracy: \([0-9.]*\)$/\1/p' | tail -1)
 [ -n "$acc" ] || { echo "FAIL: no 'test accuracy:' line"; exit 1; }

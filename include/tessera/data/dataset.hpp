@@ -22,6 +22,14 @@ struct Dataset {
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path,
                          float mean = 0.0f, float stddev = 1.0f);
 
+// A dataset from unsigned bytes in IDX layout (images [N, ...] and labels
+// [N]), normalised as load_idx_dataset does; the sources name the inputs in
+// error messages. Shared by the IDX and HDF5 readers.
+struct IdxArray;
+Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
+                          const std::string& images_source, const std::string& labels_source,
+                          float mean, float stddev);
+
 // Gathers samples and labels order(start .. start + batch) into the batch buffers.
 void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::int64_t>& order,
                   std::int64_t start, const Tensor<float>& batch_samples,

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,8 +50,15 @@ struct Deck {
   std::string output_dir;  // default "output/<run name>", relative to the working directory
   std::uint64_t seed = 0;
 
-  std::string train_images, train_labels, test_images, test_labels;
-  std::map<std::string, std::string> data_locations;  // "train_images" -> "file:line:column"
+  std::string data_format = "idx";  // "idx" | "hdf5"
+  std::string train_images, train_labels, test_images, test_labels;  // idx
+  std::string train_file, test_file;                                  // hdf5
+  std::string images_dataset = "images", labels_dataset = "labels";  // hdf5
+  // Every data file key the format uses, with its value and where it was set.
+  struct DataFile {
+    std::string key, path, location;  // location: "file:line:column" or "--set ..."
+  };
+  std::vector<DataFile> data_files;
   float normalize_mean = 0.0f;
   float normalize_std = 1.0f;
 

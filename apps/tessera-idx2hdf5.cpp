@@ -1,0 +1,44 @@
+// tessera-idx2hdf5: convert an IDX image file and its label file (raw or
+// gzip) into one HDF5 file that a deck with data.format = "hdf5" reads.
+#include <tessera/data/hdf5.hpp>
+#include <tessera/data/idx.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera-idx2hdf5: convert IDX images and labels into one HDF5 file"};
+  std::string images, labels, output, images_dataset = "images", labels_dataset = "labels";
+  app.add_option("images", images, "IDX file of images (raw or .gz)")->required();
+  app.add_option("labels", labels, "IDX file of labels (raw or .gz)")->required();
+  app.add_option("output", output, "HDF5 file to write (replaced if it exists)")->required();
+  app.add_option("--images-dataset", images_dataset, "name of the images dataset")->capture_default_str();
+  app.add_option("--labels-dataset", labels_dataset, "name of the labels dataset")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "tessera-idx2hdf5: " << e.what() << "\nrun 'tessera-idx2hdf5 --help' for usage\n";
+    return 2;
+  }
+  try {
+    const tessera::IdxArray image_array = tessera::read_idx(images);
+    const tessera::IdxArray label_array = tessera::read_idx(labels);
+    if (image_array.dims.empty() || label_array.dims.size() != 1 ||
+        image_array.dims[0] != label_array.dims[0]) {
+      std::cerr << "tessera-idx2hdf5: " << images << " and " << labels
+                << " do not hold the same number of samples (or the labels are not one-dimensional)\n";
+      return 2;
+    }
+    tessera::write_hdf5_dataset(output, image_array, label_array, images_dataset, labels_dataset);
+    std::cout << "wrote " << output << ": '" << images_dataset << "' and '" << labels_dataset
+              << "', " << image_array.dims[0] << " samples\n";
+  } catch (const std::exception& e) {
+    std::cerr << "tessera-idx2hdf5: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

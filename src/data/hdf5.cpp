@@ -1,0 +1,118 @@
+// HDF5 dataset reader and writer over the HDF5 C API, with HDF5's own error
+// printing turned off so failures come out as one tessera::Error.
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/data/hdf5.hpp>
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+// Closes an HDF5 handle on scope exit.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+}  // namespace
+
+IdxArray read_hdf5_bytes(const std::string& path, const std::string& dataset) {
+  silence_hdf5();
+  TESSERA_REQUIRE(H5Fis_hdf5(path.c_str()) > 0,
+                  "tessera::read_hdf5_bytes: " << path << " is not an HDF5 file (or cannot be read)");
+  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  TESSERA_REQUIRE(file.ok(), "tessera::read_hdf5_bytes: cannot open " << path);
+  TESSERA_REQUIRE(H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT) > 0,
+                  "tessera::read_hdf5_bytes: " << path << " has no dataset '" << dataset
+                                               << "' (list them with h5ls " << path << ")");
+  const Handle data(H5Dopen2(file.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  TESSERA_REQUIRE(data.ok(), "tessera::read_hdf5_bytes: " << path << ": '" << dataset
+                                                          << "' is not a dataset");
+  const Handle type(H5Dget_type(data.get()), H5Tclose);
+  TESSERA_REQUIRE(H5Tget_class(type.get()) == H5T_INTEGER,
+                  "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
+                                               << "' must hold integers 0 to 255 (as IDX files do)");
+  const Handle space(H5Dget_space(data.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  TESSERA_REQUIRE(rank >= 1 && rank <= 4, "tessera::read_hdf5_bytes: " << path << ": dataset '"
+                                                                      << dataset << "' has " << rank
+                                                                      << " dimensions; expected 1 to 4");
+  std::vector<hsize_t> dims(rank);
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  IdxArray array;
+  std::size_t total = 1;
+  for (auto d : dims) {
+    array.dims.push_back(static_cast<std::int64_t>(d));
+    total *= static_cast<std::size_t>(d);
+  }
+  // Read as int first so values outside 0..255 are caught rather than clipped.
+  std::vector<int> values(total);
+  TESSERA_REQUIRE(total == 0 || H5Dread(data.get(), H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                        values.data()) >= 0,
+                  "tessera::read_hdf5_bytes: " << path << ": reading dataset '" << dataset
+                                               << "' failed (the file may be truncated)");
+  array.data.resize(total);
+  for (std::size_t i = 0; i < total; ++i) {
+    TESSERA_REQUIRE(values[i] >= 0 && values[i] <= 255,
+                    "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset << "' element "
+                                                 << i << " is " << values[i]
+                                                 << "; expected 0 to 255");
+    array.data[i] = static_cast<std::uint8_t>(values[i]);
+  }
+  return array;
+}
+
+Dataset load_hdf5_dataset(const std::string& path, const std::string& images_dataset,
+                          const std::string& labels_dataset, float mean, float stddev) {
+  ScopedRegion region("tessera::load_hdf5_dataset");
+  return make_byte_dataset(read_hdf5_bytes(path, images_dataset), read_hdf5_bytes(path, labels_dataset),
+                           path + ":" + images_dataset, path + ":" + labels_dataset, mean, stddev);
+}
+
+void write_hdf5_dataset(const std::string& path, const IdxArray& images, const IdxArray& labels,
+                        const std::string& images_dataset, const std::string& labels_dataset) {
+  silence_hdf5();
+  const Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  TESSERA_REQUIRE(file.ok(), "tessera::write_hdf5_dataset: cannot create " << path);
+  for (const auto& [name, array] : {std::pair<const std::string&, const IdxArray&>{images_dataset, images},
+                                    {labels_dataset, labels}}) {
+    std::vector<hsize_t> dims(array.dims.begin(), array.dims.end());
+    const Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+    // Chunks of whole samples, about 64 KiB each, so the file compresses
+    // and a reader can take slices of samples.
+    std::vector<hsize_t> chunk = dims;
+    hsize_t sample = 1;
+    for (std::size_t d = 1; d < dims.size(); ++d) sample *= std::max<hsize_t>(dims[d], 1);
+    chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t(1) << 16) / sample));
+    for (auto& c : chunk) c = std::max<hsize_t>(c, 1);
+    const Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(props.get(), static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_deflate(props.get(), 4);
+    const Handle data(H5Dcreate2(file.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT,
+                                 props.get(), H5P_DEFAULT),
+                      H5Dclose);
+    TESSERA_REQUIRE(data.ok() && (array.data.empty() ||
+                                  H5Dwrite(data.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL,
+                                           H5P_DEFAULT, array.data.data()) >= 0),
+                    "tessera::write_hdf5_dataset: writing dataset '" << name << "' to " << path
+                                                                     << " failed");
+  }
+}
+
+}  // namespace tessera
