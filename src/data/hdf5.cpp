@@ -90,8 +90,7 @@ void write_hdf5_dataset(const std::string& path, const IdxArray& images, const I
   silence_hdf5();
   const Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   TESSERA_REQUIRE(file.ok(), "tessera::write_hdf5_dataset: cannot create " << path);
-  for (const auto& [name, array] : {std::pair<const std::string&, const IdxArray&>{images_dataset, images},
-                                    {labels_dataset, labels}}) {
+  const auto write = [&](const std::string& name, const IdxArray& array) {
     std::vector<hsize_t> dims(array.dims.begin(), array.dims.end());
     const Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
     // Chunks of whole samples, about 64 KiB each, so the file compresses
@@ -112,7 +111,9 @@ void write_hdf5_dataset(const std::string& path, const IdxArray& images, const I
                                            H5P_DEFAULT, array.data.data()) >= 0),
                     "tessera::write_hdf5_dataset: writing dataset '" << name << "' to " << path
                                                                      << " failed");
-  }
+  };
+  write(images_dataset, images);
+  write(labels_dataset, labels);
 }
 
 }  // namespace tessera
