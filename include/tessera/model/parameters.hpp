@@ -53,7 +53,11 @@ class ParameterStore {
   const Vector<float>& gradients() const { return gradients_; }
 
   Tensor<float> value(std::size_t index) const { return slice(values_, index); }
-  Tensor<float> gradient(std::size_t index) const { return slice(gradients_, index); }
+  Tensor<float> gradient(std::size_t index) const {
+    TESSERA_REQUIRE(with_gradients_, "tessera::ParameterStore::gradient: entry "
+                                         << index << " belongs to a store without gradients (state)");
+    return slice(gradients_, index);
+  }
 
   // Seeded initialisation of every entry according to its Init.
   void initialize(std::uint64_t seed);
