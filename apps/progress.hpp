@@ -31,7 +31,7 @@ class Progress {
     }
     loss_sum_ += r.loss;
     ++batches_;
-    const std::int64_t in_epoch = (r.step - 1) % steps_ + 1;
+    const std::int64_t in_epoch = r.step_in_epoch + 1;
     // Redraw at most ten times a second, and always at the end of an epoch.
     if (in_epoch != steps_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;

@@ -1,10 +1,16 @@
 // tessera-train: train the model an input deck describes and report its
-// test accuracy.
+// test accuracy; under mpiexec, data parallel over the ranks.
+//
+// Every step that can fail on one rank alone (reading the deck, the data,
+// the output directory) ends in a collective verdict, so all ranks stop
+// together with the failing rank's message; a failure during training that
+// only one rank sees aborts the whole job.
 #include <tessera/core/runtime.hpp>
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/hdf5.hpp>
 #include <tessera/deck/build.hpp>
 #include <tessera/model/trainer.hpp>
+#include <tessera/parallel/communicator.hpp>
 
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -13,17 +19,57 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include "progress.hpp"
 
+namespace {
+
+// --inject-fault: make one rank fail on purpose, for the tests that prove a
+// failing rank brings the whole job down instead of leaving it hanging.
+struct Fault {
+  std::string what;     // "data" or "step"
+  std::int64_t step = 0;  // for "step": the optimizer step (1-based) after which to fail
+  int rank = -1;
+  bool here(int r) const { return rank == r; }
+};
+
+Fault parse_fault(const std::string& text) {
+  const auto at = text.rfind('@');
+  Fault f;
+  try {
+    if (at == std::string::npos) throw std::invalid_argument("no @");
+    f.rank = std::stoi(text.substr(at + 1));
+    const std::string what = text.substr(0, at);
+    if (what == "data") {
+      f.what = what;
+    } else if (what.rfind("step:", 0) == 0) {
+      f.what = "step";
+      f.step = std::stoll(what.substr(5));
+    } else {
+      throw std::invalid_argument(what);
+    }
+  } catch (const std::exception&) {
+    throw CLI::ValidationError("--inject-fault", "'" + text + "': expected data@RANK or step:N@RANK");
+  }
+  return f;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   tessera::Runtime runtime(argc, argv);
-  const bool root = runtime.rank() == 0;
+  const tessera::Communicator world;
+  const bool root = world.rank() == 0;
+  // Errors seen by one rank carry its rank when there are several.
+  const std::string who =
+      world.size() > 1 ? "tessera-train: rank " + std::to_string(world.rank()) + ": " : "tessera-train: ";
 
   CLI::App app{"tessera-train: train the model an input deck describes"};
   std::string deck_path;
   bool check_only = false;
   std::vector<std::string> overrides;
+  std::string fault_text;
   app.add_option("deck", deck_path, "input deck (TOML); see docs/decks.md")->required();
   app.add_flag("--check", check_only,
                "validate the deck and its data files, print the model summary, do not train");
@@ -32,8 +78,13 @@ int main(int argc, char** argv) {
                  "--set model.layers[0].units=64 (repeatable; the value is TOML, or else a string)")
       ->take_all()
       ->allow_extra_args(false);
+  app.add_option("--inject-fault", fault_text,
+                 "testing: make one rank fail, data@RANK (cannot read its data) or step:N@RANK "
+                 "(fails after optimizer step N)");
+  Fault fault;
   try {
     app.parse(argc, argv);
+    if (!fault_text.empty()) fault = parse_fault(fault_text);
   } catch (const CLI::CallForHelp& e) {
     if (root) std::cout << app.help();
     return 0;
@@ -42,19 +93,44 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  try {
-    const tessera::Deck deck = tessera::load_deck(deck_path, overrides);
-    tessera::check_data_files(deck);
-    std::unique_ptr<tessera::Model> model;
+  // Runs one start-up step on every rank and agrees on the outcome: a bad
+  // deck, data file or output directory on any rank stops all of them with
+  // status 2, rank 0 printing the (first) failing rank's message.
+  const auto agree = [&](const std::function<void()>& step) {
+    std::string failure;
     try {
-      model = tessera::build_model(deck);
-      model->compile(deck.training.batch_size, deck.seed);
-    } catch (const tessera::LayerError& e) {
-      // Shapes that do not fit are deck errors: point at the layer's entry.
-      throw tessera::DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
-                               std::to_string(e.layer()) + "]: " + e.what());
+      step();
+    } catch (const std::exception& e) {
+      failure = e.what();
+      if (failure.empty()) failure = "unknown error";
     }
-    const tessera::TrainOptions options = tessera::train_options(deck);
+    world.agree(failure);
+  };
+
+  try {
+    tessera::Deck deck;
+    std::unique_ptr<tessera::Model> model;
+    agree([&] {
+      deck = tessera::load_deck(deck_path, overrides);
+      tessera::check_data_files(deck);
+      try {
+        model = tessera::build_model(deck);
+        // Each rank holds its shard of the global batch.
+        model->compile((deck.training.batch_size + world.size() - 1) / world.size(), deck.seed);
+      } catch (const tessera::LayerError& e) {
+        // Shapes that do not fit are deck errors: point at the layer's entry.
+        throw tessera::DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
+                                 std::to_string(e.layer()) + "]: " + e.what());
+      }
+    });
+    std::string deck_identity = deck.text;
+    for (const auto& o : deck.overrides) deck_identity += "\n--set " + o;
+    tessera::require_same_on_every_rank(world, tessera::content_hash(deck_identity), "the deck",
+                                        "start every rank with the same deck file and --set options");
+    const tessera::Communicator comm(MPI_COMM_WORLD,
+                                     tessera::device_mpi_from_name(deck.parallel.gpu_aware_mpi));
+    tessera::TrainOptions options = tessera::train_options(deck);
+    options.comm = &comm;
     if (root) {
       std::cout << tessera::build_description() << "\n"
                 << "deck " << deck.path << " (run '" << deck.run_name << "')\n"
@@ -64,7 +140,13 @@ int main(int argc, char** argv) {
         std::cout << " after " << deck.schedule.warmup_steps << " warmup steps";
       if (deck.training.clip_norm > 0)
         std::cout << ", gradients clipped to norm " << deck.training.clip_norm;
-      std::cout << "\n" << std::flush;
+      std::cout << "\n";
+      if (comm.size() > 1)
+        std::cout << comm.size() << " ranks, global batch " << deck.training.batch_size
+                  << " (shards of up to " << model->max_batch() << "), BatchNorm "
+                  << deck.parallel.batchnorm << ", gradients averaged over " << comm.transport()
+                  << (deck.parallel.overlap ? " during backward" : " after backward") << "\n";
+      std::cout << std::flush;
     }
     if (check_only) {
       if (root) std::cout << "deck OK\n";
@@ -73,101 +155,147 @@ int main(int argc, char** argv) {
 
     tessera::Dataset train, test;
     try {
-      const auto load = [&](const std::string& images, const std::string& labels,
-                            const std::string& file) {
-        return deck.data_format == "hdf5"
-                   ? tessera::load_hdf5_dataset(file, deck.images_dataset, deck.labels_dataset,
-                                                deck.normalize_mean, deck.normalize_std)
-                   : tessera::load_idx_dataset(images, labels, deck.normalize_mean,
-                                               deck.normalize_std);
-      };
-      train = load(deck.train_images, deck.train_labels, deck.train_file);
-      test = load(deck.test_images, deck.test_labels, deck.test_file);
-    } catch (const tessera::Error& e) {
+      agree([&] {
+        const auto load = [&](const std::string& images, const std::string& labels,
+                              const std::string& file) {
+          if (fault.what == "data" && fault.here(world.rank()))
+            throw tessera::Error((deck.data_format == "hdf5" ? file : images) +
+                                 ": cannot read (fault injected by --inject-fault)");
+          return deck.data_format == "hdf5"
+                     ? tessera::load_hdf5_dataset(file, deck.images_dataset, deck.labels_dataset,
+                                                  deck.normalize_mean, deck.normalize_std)
+                     : tessera::load_idx_dataset(images, labels, deck.normalize_mean,
+                                                 deck.normalize_std);
+        };
+        train = load(deck.train_images, deck.train_labels, deck.train_file);
+        test = load(deck.test_images, deck.test_labels, deck.test_file);
+      });
+    } catch (const tessera::CollectiveError& e) {
       // Bad input, like a bad deck: the message names the file.
       if (root) std::cerr << "tessera-train: data error: " << e.what() << "\n";
       return 2;
     }
-    const std::int64_t model_values = model->input(1).shape().inner();
-    for (const auto* set : {&train, &test}) {
-      if (set->sample_shape.numel() == model_values) continue;
-      throw tessera::DeckError(deck.input_shape_location + ": model.input_shape: the model takes " +
-                               std::to_string(model_values) + " values per sample, the data's " +
-                               "samples have shape " + tessera::to_string(set->sample_shape) + " (" +
-                               std::to_string(set->sample_shape.numel()) + " values)");
-    }
+    agree([&] {
+      const std::int64_t model_values = model->input(1).shape().inner();
+      for (const auto* set : {&train, &test}) {
+        if (set->sample_shape.numel() == model_values) continue;
+        throw tessera::DeckError(deck.input_shape_location + ": model.input_shape: the model takes " +
+                                 std::to_string(model_values) + " values per sample, the data's " +
+                                 "samples have shape " + tessera::to_string(set->sample_shape) +
+                                 " (" + std::to_string(set->sample_shape.numel()) + " values)");
+      }
+    });
     if (root)
       std::cout << "data: " << train.size() << " training and " << test.size()
                 << " test samples of shape " << train.sample_shape << "\n";
 
-    std::error_code made;
-    std::filesystem::create_directories(deck.output_dir, made);
-    tessera::app::MetricsFile metrics(deck.output_dir + "/metrics.jsonl");
-    if (made || !metrics.ok()) {
-      if (root)
-        std::cerr << "tessera-train: cannot write metrics to " << metrics.path() << ": "
-                  << (made ? made.message() : std::string("cannot open the file"))
-                  << " (set run.output_dir to a writable directory)\n";
-      return 2;
-    }
-    if (root) {
-      metrics.write({{"type", "run"}, {"deck", deck.path}, {"overrides", deck.overrides},
-                     {"build", tessera::build_description()}, {"epochs", deck.training.epochs},
-                     {"batch_size", deck.training.batch_size}, {"seed", deck.seed}});
-      std::cout << "metrics: " << metrics.path() << "\n";
-    }
+    // Metrics come from rank 0 only.
+    std::unique_ptr<tessera::app::MetricsFile> metrics;
+    agree([&] {
+      if (!root) return;
+      std::error_code made;
+      std::filesystem::create_directories(deck.output_dir, made);
+      metrics = std::make_unique<tessera::app::MetricsFile>(deck.output_dir + "/metrics.jsonl");
+      if (made || !metrics->ok())
+        throw tessera::DeckError("tessera-train: cannot write metrics to " + metrics->path() + ": " +
+                                 (made ? made.message() : std::string("cannot open the file")) +
+                                 " (set run.output_dir to a writable directory)");
+    });
+    const auto record = [&](const nlohmann::json& line) {
+      if (metrics) metrics->write(line);
+    };
+    record({{"type", "run"}, {"deck", deck.path}, {"overrides", deck.overrides},
+            {"build", tessera::build_description()}, {"ranks", comm.size()},
+            {"epochs", deck.training.epochs}, {"batch_size", deck.training.batch_size},
+            {"seed", deck.seed}});
+    if (root) std::cout << "metrics: " << metrics->path() << "\n";
+
+    // Every rank initialised the same weights from the seed; rank 0's are
+    // broadcast anyway and the replicas compared, so no rank starts apart.
+    comm.broadcast(model->parameters().values());
+    comm.broadcast(model->state().values());
+    tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
+                                        "the initial weights", "report this as a bug");
 
     const auto optimizer = tessera::make_optimizer(tessera::optimizer_params(deck));
     tessera::Trainer trainer(*model, *optimizer, options);
-    const std::int64_t steps_per_epoch = (train.size() + options.batch_size - 1) / options.batch_size;
+    const std::int64_t steps_per_epoch = trainer.steps_per_epoch(train.size());
     tessera::app::Progress progress(root, ::isatty(STDOUT_FILENO) == 1, steps_per_epoch,
                                     deck.training.epochs);
     trainer.on_step([&](const tessera::StepReport& r) {
-      const std::int64_t in_epoch = (r.step - 1) % steps_per_epoch + 1;
-      progress.step(r, std::min(train.size(), in_epoch * options.batch_size), train.size());
-      if (root)
-        metrics.write({{"type", "step"}, {"step", r.step}, {"epoch", r.epoch + 1}, {"loss", r.loss},
-                       {"lr", r.lr}, {"grad_norm", r.grad_norm}});
+      progress.step(r, std::min(train.size(), (r.step_in_epoch + 1) * options.batch_size),
+                    train.size());
+      record({{"type", "step"}, {"step", r.step}, {"epoch", r.epoch + 1}, {"loss", r.loss},
+              {"lr", r.lr}, {"grad_norm", r.grad_norm}});
+      if (fault.what == "step" && fault.here(comm.rank()) && r.step == fault.step)
+        throw tessera::Error("fault injected by --inject-fault after optimizer step " +
+                             std::to_string(r.step));
     });
     // Without a terminal, a plain line every log_every steps.
     const auto log = [&](const std::string& line) {
       if (root && !progress.terminal()) std::cout << line << std::endl;
     };
     tessera::Evaluation result;
-    for (int epoch = 0; epoch < deck.training.epochs; ++epoch) {
-      const auto report = trainer.train_epoch(train, epoch, log);
-      result = trainer.evaluate(test);
-      progress.end_epoch();
-      if (!root) continue;
-      const auto& t = report.time;
-      std::cout << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/"
-                << deck.training.epochs << ": train loss " << report.train.loss
-                << ", train accuracy " << report.train.accuracy << ", test loss " << result.loss
-                << ", test accuracy " << result.accuracy << ", lr " << std::defaultfloat
-                << std::setprecision(4) << report.lr << std::fixed << ", " << std::setprecision(1)
-                << report.seconds << " s, " << std::setprecision(0) << report.samples_per_second
-                << " samples/s" << std::setprecision(2) << " (data " << t.data << " s, forward "
-                << t.forward << " s, backward " << t.backward << " s, optimizer " << t.optimizer
-                << " s)" << std::endl;
-      metrics.write({{"type", "epoch"},
-                     {"epoch", epoch + 1},
-                     {"train_loss", report.train.loss},
-                     {"train_accuracy", report.train.accuracy},
-                     {"test_loss", result.loss},
-                     {"test_accuracy", result.accuracy},
-                     {"lr", report.lr},
-                     {"seconds", report.seconds},
-                     {"samples_per_second", report.samples_per_second},
-                     {"time", {{"data", t.data}, {"forward", t.forward}, {"backward", t.backward},
-                               {"optimizer", t.optimizer}, {"communication", t.communication}}}});
+    try {
+      for (int epoch = 0; epoch < deck.training.epochs; ++epoch) {
+        const auto report = trainer.train_epoch(train, epoch, log);
+        result = trainer.evaluate(test);
+        // Replicas must not drift apart (a cheap check, once an epoch).
+        tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
+                                            "the weights after epoch " + std::to_string(epoch + 1),
+                                            "report this as a bug");
+        progress.end_epoch();
+        const auto& t = report.time;
+        if (root) {
+          std::cout << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/"
+                    << deck.training.epochs << ": train loss " << report.train.loss
+                    << ", train accuracy " << report.train.accuracy << ", test loss " << result.loss
+                    << ", test accuracy " << result.accuracy << ", lr " << std::defaultfloat
+                    << std::setprecision(4) << report.lr << std::fixed << ", "
+                    << std::setprecision(1) << report.seconds << " s, " << std::setprecision(0)
+                    << report.samples_per_second << " samples/s" << std::setprecision(2)
+                    << " (data " << t.data << " s, forward " << t.forward << " s, backward "
+                    << t.backward << " s, optimizer " << t.optimizer << " s";
+          if (comm.size() > 1)
+            std::cout << ", communication " << t.communication << " s exposed + "
+                      << report.overlapped_seconds << " s overlapped ("
+                      << std::setprecision(0) << 100 * report.overlap_fraction << "%)";
+          std::cout << ")" << std::endl;
+        }
+        record({{"type", "epoch"},
+                {"epoch", epoch + 1},
+                {"train_loss", report.train.loss},
+                {"train_accuracy", report.train.accuracy},
+                {"test_loss", result.loss},
+                {"test_accuracy", result.accuracy},
+                {"lr", report.lr},
+                {"seconds", report.seconds},
+                {"samples_per_second", report.samples_per_second},
+                {"time", {{"data", t.data}, {"forward", t.forward}, {"backward", t.backward},
+                          {"optimizer", t.optimizer}, {"communication", t.communication},
+                          {"communication_overlapped", report.overlapped_seconds}}},
+                {"overlap_fraction", report.overlap_fraction}});
+      }
+    } catch (const tessera::CollectiveError& e) {
+      // Every rank saw the same (a non-finite loss or gradient): no abort.
+      if (root) std::cerr << "tessera-train: error: " << e.what() << std::endl;
+      return 1;
+    } catch (const std::exception& e) {
+      // Only this rank knows: the others wait in a collective, so end them all.
+      std::cerr << who << "error: " << e.what() << "; stopping every rank" << std::endl;
+      comm.abort(1);
     }
     if (root) std::cout << std::fixed << std::setprecision(4) << "test accuracy: " << result.accuracy << std::endl;
+  } catch (const tessera::CollectiveError& e) {
+    // Every rank raised it; deck-type failures come from the start-up steps.
+    if (root) std::cerr << e.what() << "\n";
+    return 2;
   } catch (const tessera::DeckError& e) {
     if (root) std::cerr << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    if (root) std::cerr << "tessera-train: error: " << e.what() << "\n";
-    return 1;
+    std::cerr << who << "error: " << e.what() << std::endl;
+    world.abort(1);
   }
   return 0;
 }

@@ -486,7 +486,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   }
   for (const auto& o : overrides) apply_override(root, o);
   const Reader r(path);
-  r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training"});
+  r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training", "parallel"});
 
   const auto& run = r.table(root, "run", false);
   r.only_keys(run, "run.", {"name", "seed", "output_dir"});
@@ -562,6 +562,15 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.require_range<std::int64_t>(training, "training.", "log_every", deck.training.log_every, 0, INT64_MAX);
   deck.training.clip_norm = r.get<float>(training, "training.", "clip_norm", 0.0f);
   r.require_range(training, "training.", "clip_norm", deck.training.clip_norm, 0.0f, 1e6f);
+
+  const auto& parallel = r.table(root, "parallel", false);
+  r.only_keys(parallel, "parallel.", {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi"});
+  deck.parallel.bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb", 1.0f);
+  r.require_range(parallel, "parallel.", "bucket_mb", deck.parallel.bucket_mb, 1e-6f, 4096.0f);
+  deck.parallel.overlap = r.get<bool>(parallel, "parallel.", "overlap", true);
+  deck.parallel.batchnorm = r.choice(parallel, "parallel.", "batchnorm", "local", {"local", "sync"});
+  deck.parallel.gpu_aware_mpi =
+      r.choice(parallel, "parallel.", "gpu_aware_mpi", "auto", {"auto", "on", "off"});
   return deck;
 }
 

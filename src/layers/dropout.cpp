@@ -22,8 +22,14 @@ std::uint64_t Dropout::first_counter(const Tensor<float>& x, const StepContext& 
   TESSERA_REQUIRE(x.numel() <= max_elements_,
                   where() << ": input " << x.shape() << " has more than the " << max_elements_
                           << " elements allocate() was given");
-  TESSERA_REQUIRE(ctx.step >= 0, where() << ": step " << ctx.step << " must not be negative");
-  return static_cast<std::uint64_t>(ctx.step) * static_cast<std::uint64_t>(max_elements_);
+  TESSERA_REQUIRE(ctx.step >= 0 && ctx.sample_offset >= 0,
+                  where() << ": step " << ctx.step << " and sample offset " << ctx.sample_offset
+                          << " must not be negative");
+  // Each step owns 2^40 counters, numbered by the sample's place in the
+  // global batch: a sample draws the same mask on any number of ranks.
+  const std::int64_t per_sample = x.shape()[0] > 0 ? x.numel() / x.shape()[0] : 0;
+  return (static_cast<std::uint64_t>(ctx.step) << 40) +
+         static_cast<std::uint64_t>(ctx.sample_offset) * static_cast<std::uint64_t>(per_sample);
 }
 
 void Dropout::forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) {

@@ -56,16 +56,18 @@ void GroupNormalizer::normalize(const kernels::GroupLayout& layout, const Tensor
 
 void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<float>& x,
                                const Tensor<float>& dy, const Tensor<float>& dx,
-                               bool batch_statistics) {
+                               bool batch_statistics, std::int64_t count, const BatchSync* sync) {
   const ExecSpace exec;
   const Vector<float> m = mean(layout.groups), s = invstd(layout.groups);
   const Vector<double> gradient_sums = sums(layout.groups);
   if (dx.numel() > 0) {
-    if (batch_statistics)
+    if (batch_statistics) {
       kernels::group_gradient_sums(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
                                    gradient_sums);
+      if (sync != nullptr) sync->sum(gradient_sums);
+    }
     kernels::group_input_gradient(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
-                                  batch_statistics, gradient_sums, layout.group_size(), dx.flat());
+                                  batch_statistics, gradient_sums, count, dx.flat());
   }
   kernels::affine_gradients(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_grad_.flat(),
                             beta_grad_.flat());
@@ -110,6 +112,14 @@ kernels::GroupLayout BatchNorm::layout(const Shape& input) const {
   return kernels::GroupLayout{input[0], input[1], input.rank() == 4 ? input[2] * input[3] : 1};
 }
 
+std::int64_t BatchNorm::statistics_count(const kernels::GroupLayout& l, const StepContext& ctx) const {
+  if (ctx.sync == nullptr) return l.group_size();
+  TESSERA_REQUIRE(ctx.global_batch >= l.outer,
+                  where() << ": synchronised statistics over a global batch of " << ctx.global_batch
+                          << " samples, fewer than this rank's " << l.outer);
+  return ctx.global_batch * l.inner;
+}
+
 std::vector<ParameterSpec> BatchNorm::parameter_specs(const Shapes& inputs) const {
   return affine_specs(Shape{output_shape(inputs)[1]});
 }
@@ -141,11 +151,12 @@ void BatchNorm::forward(const Tensors& x, const Tensor<float>& y, const StepCont
   ScopedRegion region("tessera::BatchNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
   if (ctx.training) {
-    // A synchronised BatchNorm would allreduce `sums` (and the count) here.
     const Vector<double> sums = normalizer_.batch_sums(l, x[0]);
-    kernels::update_running_moments(ExecSpace(), sums, l.group_size(), momentum_,
-                                    running_mean_.flat(), running_var_.flat());
-    normalizer_.batch_moments(l.groups, l.group_size(), eps_);
+    if (ctx.sync != nullptr) ctx.sync->sum(sums);
+    const std::int64_t count = statistics_count(l, ctx);
+    kernels::update_running_moments(ExecSpace(), sums, count, momentum_, running_mean_.flat(),
+                                    running_var_.flat());
+    normalizer_.batch_moments(l.groups, count, eps_);
   } else {
     normalizer_.running_moments(running_mean_, running_var_, eps_);
   }
@@ -155,7 +166,9 @@ void BatchNorm::forward(const Tensors& x, const Tensor<float>& y, const StepCont
 void BatchNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
                          const Tensors& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::BatchNorm::backward");
-  normalizer_.backward(layout(x[0].shape()), x[0], dy, dx[0], ctx.training);
+  const kernels::GroupLayout l = layout(x[0].shape());
+  normalizer_.backward(l, x[0], dy, dx[0], ctx.training, statistics_count(l, ctx),
+                       ctx.training ? ctx.sync : nullptr);
 }
 
 LayerNorm::LayerNorm(std::string name, float eps, std::vector<std::string> inputs)
@@ -202,7 +215,8 @@ void LayerNorm::forward(const Tensors& x, const Tensor<float>& y, const StepCont
 void LayerNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
                          const Tensors& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::LayerNorm::backward");
-  normalizer_.backward(per_sample(x[0].shape()), x[0], dy, dx[0], true);
+  const kernels::GroupLayout l = per_sample(x[0].shape());
+  normalizer_.backward(l, x[0], dy, dx[0], true, l.group_size());
 }
 
 }  // namespace tessera

@@ -180,7 +180,8 @@ Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx) {
   return activations_.back().leading(batch);
 }
 
-void Model::backward(std::int64_t batch, const StepContext& ctx) {
+void Model::backward(std::int64_t batch, const StepContext& ctx,
+                     const std::function<void(std::size_t)>& after_layer) {
   ScopedRegion region("tessera::Model::backward");
   TESSERA_REQUIRE(compiled_, "tessera::Model::backward: compile() the model first");
   parameters_.zero_gradients();
@@ -195,6 +196,7 @@ void Model::backward(std::int64_t batch, const StepContext& ctx) {
     layers_[i]->backward(gather(activations_, i, batch), activations_[i + 1].leading(batch),
                          activation_grads_[i + 1].leading(batch), gather(activation_grads_, i, batch),
                          ctx);
+    if (after_layer) after_layer(i);
   }
 }
 

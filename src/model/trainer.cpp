@@ -1,6 +1,7 @@
 // Training loop and evaluation.
 #include <tessera/core/random.hpp>
 #include <tessera/kernels/loss.hpp>
+#include <tessera/kernels/reduce.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/clip.hpp>
 
@@ -69,34 +70,66 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
       break;
     }
   }
-  TESSERA_REQUIRE(false, "tessera::Trainer: non-finite gradient at epoch "
-                             << epoch + 1 << ", step " << batch_index + 1 << " (optimizer step "
-                             << step_ + 1 << "), first in " << culprit
-                             << "; the weights were not updated with it; lower the learning rate, "
-                                "clip gradients or check the data");
+  // Gradients are averaged, so every rank sees the same: no rank waits.
+  std::ostringstream os;
+  os << "tessera::Trainer: non-finite gradient at epoch " << epoch + 1 << ", step "
+     << batch_index + 1 << " (optimizer step " << step_ + 1 << "), first in " << culprit
+     << "; the weights were not updated with it; lower the learning rate, clip gradients or "
+        "check the data";
+  throw CollectiveError(os.str());
 }
 
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options)
     : model_(model), optimizer_(optimizer), options_(options) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
-  TESSERA_REQUIRE(options.batch_size > 0 && options.batch_size <= model.max_batch(),
-                  "tessera::Trainer: batch size " << options.batch_size << " must be in [1, "
-                                                  << model.max_batch()
-                                                  << "] (the batch the model was compiled for)");
+  if (options.comm != nullptr) {
+    rank_ = options.comm->rank();
+    ranks_ = options.comm->size();
+  }
+  const std::int64_t shard = (options.batch_size + ranks_ - 1) / ranks_;
+  TESSERA_REQUIRE(options.batch_size >= 1 && shard <= model.max_batch(),
+                  "tessera::Trainer: batch size " << options.batch_size << " over " << ranks_
+                      << " rank(s) needs shards of up to " << shard
+                      << " samples; the model was compiled for " << model.max_batch()
+                      << " (compile it for ceil(batch size / ranks))");
   TESSERA_REQUIRE(options.epochs >= 1, "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
   TESSERA_REQUIRE(std::isfinite(options.clip_norm) && options.clip_norm >= 0,
                   "tessera::Trainer: clip_norm " << options.clip_norm
                                                  << " must be finite and >= 0 (0 = no clipping)");
   options.schedule.validate();
+  if (ranks_ > 1) {
+    averager_ = std::make_unique<GradientAverager>(*options.comm, model, options.bucket_bytes,
+                                                   options.overlap);
+    GradientAverager* averager = averager_.get();
+    after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
+    if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*options.comm);
+  }
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
   norm_scratch_ = Kokkos::View<double*, MemSpace>(
       "tessera::Trainer::norm_scratch", kernels::deterministic_sum_scratch(model.parameters().count()));
-  batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", options.batch_size);
-  sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", options.batch_size);
-  sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", options.batch_size);
+  batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", shard);
+  sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", shard);
+  sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", shard);
   sample_loss_host_ = Kokkos::create_mirror_view(sample_loss_);
   sample_correct_host_ = Kokkos::create_mirror_view(sample_correct_);
+}
+
+void Trainer::set_step(std::int64_t step) {
+  TESSERA_REQUIRE(step >= 0, "tessera::Trainer::set_step: step " << step << " must be >= 0");
+  step_ = step;
+}
+
+std::int64_t Trainer::steps_per_epoch(std::int64_t samples) const {
+  return (samples + options_.batch_size - 1) / options_.batch_size;
+}
+
+// Local BatchNorm leaves each rank with running statistics of its own shards;
+// their mean keeps every rank's model (and checkpoint) the same.
+void Trainer::average_state() {
+  if (ranks_ == 1 || sync_ || model_.state().count() == 0) return;
+  options_.comm->sum(model_.state().values());
+  kernels::scale_in_place(ExecSpace(), model_.state().values(), 1.0 / ranks_);
 }
 
 void Trainer::ensure_buffers(const Dataset& data) {
@@ -114,87 +147,128 @@ void Trainer::ensure_buffers(const Dataset& data) {
 }
 
 Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                                const std::function<void(const std::string&)>& log, int epoch) {
+                                const std::function<void(const std::string&)>& log, int epoch,
+                                std::int64_t first_step) {
   const ExecSpace exec;
   const std::int64_t n = data.size();
   const std::int64_t batch_size = options_.batch_size;
-  const std::int64_t steps = (n + batch_size - 1) / batch_size;
+  const std::int64_t steps = steps_per_epoch(n);
   const auto& loss_host = sample_loss_host_;
   const auto& correct_host = sample_correct_host_;
-  double loss_sum = 0;
-  std::int64_t correct = 0;
+  TESSERA_REQUIRE(first_step >= 0 && first_step < steps,
+                  "tessera::Trainer: epoch " << epoch + 1 << " has " << steps
+                                             << " steps; cannot start at step " << first_step + 1);
+  // Synchronised statistics need samples on every rank in every step.
+  const bool sync = train && sync_ != nullptr;
+  if (sync && (batch_size < ranks_ || (n % batch_size != 0 && n % batch_size < ranks_)))
+    throw CollectiveError("tessera::Trainer: synchronised BatchNorm needs at least one sample per "
+                          "rank in every batch; batch size " + std::to_string(batch_size) +
+                          " over " + std::to_string(n) + " samples leaves a batch of " +
+                          std::to_string(n % batch_size ? n % batch_size : batch_size) + " for " +
+                          std::to_string(ranks_) + " ranks; choose another batch size");
+  // Sums over the samples seen so far: loss, correct predictions.
+  double totals[2] = {0, 0};
   const auto started = std::chrono::steady_clock::now();
   PhaseClock clock;
-  for (std::int64_t s = 0; s < steps; ++s) {
+  for (std::int64_t s = first_step; s < steps; ++s) {
     const std::int64_t start = s * batch_size;
     // The last batch of an epoch holds the remainder; its gradient is the
     // mean over its own samples.
-    const std::int64_t batch = std::min(batch_size, n - start);
+    const std::int64_t global = std::min(batch_size, n - start);
+    const Shard part = shard_of(global, rank_, ranks_);
+    const std::int64_t batch = part.count;
     const auto labels = Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
+    const StepContext ctx{train, options_.seed, step_, part.offset, sync ? sync_.get() : nullptr,
+                          global};
     clock.start();
-    gather_batch(exec, data, order, start, model_.input(batch), labels);
-    clock.stop(time_.data);
-    const StepContext ctx{train, options_.seed, step_};
-    const Tensor<float> logits = model_.forward(batch, ctx);
-    kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(batch),
-                                   model_.output_gradient(batch).matrix(), sample_loss_,
-                                   sample_correct_);
-    Kokkos::deep_copy(loss_host, sample_loss_);
-    Kokkos::deep_copy(correct_host, sample_correct_);
-    clock.stop(time_.forward);
     // Summed on the host in sample order: the same total for any thread count.
-    double batch_loss = 0;
-    for (std::int64_t i = 0; i < batch; ++i) {
-      batch_loss += loss_host(i);
-      correct += correct_host(i);
-    }
-    TESSERA_REQUIRE(std::isfinite(batch_loss),
-                    "tessera::Trainer: non-finite loss at epoch "
-                        << epoch + 1 << ", step " << s + 1
-                        << (train ? " (optimizer step " + std::to_string(step_ + 1) +
-                                        "); the weights were not updated with it; lower the "
-                                        "learning rate, clip gradients or check the data"
-                                  : " of the evaluation; check the data"));
-    loss_sum += batch_loss;
-    if (train) {
-      model_.backward(batch, ctx);
-      clock.stop(time_.backward);
-      const double norm = gradient_norm(exec, model_.parameters(), norm_scratch_);
-      if (!std::isfinite(norm)) throw_non_finite_gradient(epoch, s);
-      grad_norm_ = static_cast<float>(norm);
-      // The cosine schedule spans the whole run: options_.epochs epochs.
-      lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
-      if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
-      optimizer_.step(model_.parameters(), lr_);
-      clock.stop(time_.optimizer);
-      ++step_;
-      if (on_step_)
-        on_step_(StepReport{step_, epoch, batch, batch_loss / static_cast<double>(batch), lr_,
-                            grad_norm_});
-      if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        const double done = static_cast<double>(start + batch);
-        std::ostringstream os;
-        os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps
-           << "  loss " << std::setprecision(4) << loss_sum / done << "  acc "
-           << static_cast<double>(correct) / done << "  lr " << std::defaultfloat
-           << std::setprecision(4) << lr_ << std::fixed << "  " << std::setprecision(0)
-           << done / seconds << " samples/s  ETA " << std::setprecision(1)
-           << seconds / done * static_cast<double>(n - start - batch) << " s";
-        log(os.str());
+    double sums[2] = {0, 0};
+    if (batch > 0) {
+      gather_batch(exec, data, order, start + part.offset, model_.input(batch), labels);
+      clock.stop(time_.data);
+      const Tensor<float> logits = model_.forward(batch, ctx);
+      kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(global),
+                                     model_.output_gradient(batch).matrix(), sample_loss_,
+                                     sample_correct_);
+      Kokkos::deep_copy(loss_host, sample_loss_);
+      Kokkos::deep_copy(correct_host, sample_correct_);
+      for (std::int64_t i = 0; i < batch; ++i) {
+        sums[0] += loss_host(i);
+        sums[1] += correct_host(i);
       }
     }
+    clock.stop(time_.forward);
+    if (!train) {
+      totals[0] += sums[0];
+      totals[1] += sums[1];
+      continue;
+    }
+    // One process communicates nothing: its time goes to the next phase.
+    if (ranks_ > 1) {
+      options_.comm->sum(sums, 2);
+      clock.stop(time_.communication);
+    }
+    const double batch_loss = sums[0];
+    if (!std::isfinite(batch_loss))
+      throw CollectiveError("tessera::Trainer: non-finite loss at epoch " + std::to_string(epoch + 1) +
+                            ", step " + std::to_string(s + 1) + " (optimizer step " +
+                            std::to_string(step_ + 1) +
+                            "); the weights were not updated with it; lower the learning rate, "
+                            "clip gradients or check the data");
+    totals[0] += sums[0];
+    totals[1] += sums[1];
+    if (averager_) averager_->begin();
+    if (batch > 0)
+      model_.backward(batch, ctx, after_layer_);
+    else
+      model_.parameters().zero_gradients();
+    clock.stop(time_.backward);
+    if (averager_) {
+      averager_->finish();
+      clock.stop(time_.communication);
+    }
+    const double norm = gradient_norm(exec, model_.parameters(), norm_scratch_);
+    if (!std::isfinite(norm)) throw_non_finite_gradient(epoch, s);
+    grad_norm_ = static_cast<float>(norm);
+    // The cosine schedule spans the whole run: options_.epochs epochs.
+    lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
+    if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
+    optimizer_.step(model_.parameters(), lr_);
+    clock.stop(time_.optimizer);
+    if (ranks_ > 1) {
+      average_state();
+      clock.stop(time_.communication);
+    }
+    ++step_;
+    if (on_step_)
+      on_step_(StepReport{step_, epoch, global, batch_loss / static_cast<double>(global), lr_,
+                          grad_norm_, s});
+    if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const double done = static_cast<double>(start + global - first_step * batch_size);
+      std::ostringstream os;
+      os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps << "  loss "
+         << std::setprecision(4) << totals[0] / done << "  acc " << totals[1] / done << "  lr "
+         << std::defaultfloat << std::setprecision(4) << lr_ << std::fixed << "  "
+         << std::setprecision(0) << done / seconds << " samples/s  ETA " << std::setprecision(1)
+         << seconds / done * static_cast<double>(n - start - global) << " s";
+      log(os.str());
+    }
   }
+  if (!train && options_.comm != nullptr) options_.comm->sum(totals, 2);
   Evaluation result;
-  result.samples = n;
-  result.loss = loss_sum / static_cast<double>(n);
-  result.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  result.samples = n - first_step * batch_size;
+  result.loss = totals[0] / static_cast<double>(result.samples);
+  result.accuracy = totals[1] / static_cast<double>(result.samples);
+  if (!train && !std::isfinite(result.loss))
+    throw CollectiveError("tessera::Trainer: non-finite loss in the evaluation; check the data");
   return result;
 }
 
 EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
-                                 const std::function<void(const std::string&)>& log) {
+                                 const std::function<void(const std::string&)>& log,
+                                 std::int64_t first_step) {
   ScopedRegion region("tessera::Trainer::train_epoch");
   ensure_buffers(data);
   const auto started = std::chrono::steady_clock::now();
@@ -206,18 +280,23 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
   EpochReport report;
   report.epoch = epoch;
   time_ = PhaseTimes{};
-  report.train = run_batches(data, order_, true, log, epoch);
+  if (averager_) averager_->reset_times();
+  report.train = run_batches(data, order_, true, log, epoch, first_step);
   report.time = time_;
+  if (averager_) {
+    report.overlapped_seconds = averager_->overlapped_seconds();
+    report.overlap_fraction = averager_->overlap_fraction();
+  }
   report.lr = lr_;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  report.samples_per_second = static_cast<double>(data.size()) / report.seconds;
+  report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;
   return report;
 }
 
 Evaluation Trainer::evaluate(const Dataset& data) {
   ScopedRegion region("tessera::Trainer::evaluate");
   ensure_buffers(data);
-  return run_batches(data, identity_order_, false, {}, 0);
+  return run_batches(data, identity_order_, false, {}, 0, 0);
 }
 
 }  // namespace tessera

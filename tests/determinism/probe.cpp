@@ -1,7 +1,9 @@
 // Trains a small model that uses every layer type and prints, at full float
 // precision, the loss, learning rate and gradient norm of every step, then
 // every parameter and every state value. compare.sh runs it with different
-// thread counts and compares the outputs.
+// thread counts and compares the outputs; tests/mpi/compare.sh runs it under
+// mpiexec on 1, 2 and 3 ranks (data parallel, BatchNorm synchronised, the
+// same global batch), where rank 0 prints.
 #include <tessera/core/runtime.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/conv.hpp>
@@ -12,6 +14,8 @@
 #include <tessera/layers/structural.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
+#include <tessera/optim/sgd.hpp>
+#include <tessera/parallel/communicator.hpp>
 
 #include <cstdio>
 
@@ -58,6 +62,8 @@ void print_buffer(const char* what, const Vector<float>& buffer) {
 int main(int argc, char** argv) {
   Runtime runtime(argc, argv);
   {
+    const Communicator comm;
+    const bool root = comm.rank() == 0;
     const std::int64_t n = 100;  // batches of 32: the last one is partial
     std::vector<int> labels(n);
     for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>(i % 3);
@@ -69,21 +75,36 @@ int main(int argc, char** argv) {
     options.epochs = 3;
     options.seed = 11;
     options.clip_norm = 1.0f;
-    options.schedule.base_lr = 0.01f;
+    options.schedule.base_lr = argc > 1 ? 0.1f : 0.01f;
     options.schedule.type = ScheduleType::cosine;
     options.schedule.warmup_steps = 3;
-    model->compile(options.batch_size, options.seed);
+    options.comm = &comm;
+    options.sync_batchnorm = true;
+    // Small buckets: several averaging rounds overlap backward.
+    options.bucket_bytes = 2048;
+    model->compile((options.batch_size + comm.size() - 1) / comm.size(), options.seed);
+    // --sgd: Adam divides each gradient by its own magnitude, so the
+    // rounding noise of gradients that are exactly zero in exact arithmetic
+    // (a conv bias in front of BatchNorm) becomes a full-size step whose sign
+    // depends on summation order. The comparison across rank counts, which
+    // changes that order, therefore uses SGD with momentum.
+    const bool sgd = argc > 1 && std::string(argv[1]) == "--sgd";
     AdamW adamw;
-    Trainer trainer(*model, adamw, options);
-    trainer.on_step([](const StepReport& r) {
-      std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),
+    SGD momentum(kernels::SgdParams{0.9f});
+    Optimizer& optimizer = sgd ? static_cast<Optimizer&>(momentum) : adamw;
+    Trainer trainer(*model, optimizer, options);
+    trainer.on_step([root](const StepReport& r) {
+      if (root)
+        std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),
                   r.loss, r.lr, r.grad_norm);
     });
     for (int epoch = 0; epoch < options.epochs; ++epoch) trainer.train_epoch(data, epoch);
     const Evaluation eval = trainer.evaluate(data);
-    std::printf("eval loss %.9e\n", eval.loss);
-    print_buffer("param", model->parameters().values());
-    print_buffer("state", model->state().values());
+    if (root) {
+      std::printf("eval loss %.9e accuracy %.9e\n", eval.loss, eval.accuracy);
+      print_buffer("param", model->parameters().values());
+      print_buffer("state", model->state().values());
+    }
   }
   return 0;
 }

@@ -94,6 +94,14 @@ struct Deck {
     std::int64_t log_every = 100;
     float clip_norm = 0.0f;  // 0 = off
   } training;
+
+  // Data parallelism under mpiexec (see docs/decks.md).
+  struct Parallel {
+    float bucket_mb = 1.0f;             // gradient averaging bucket, MiB
+    bool overlap = true;                // average buckets while backward runs
+    std::string batchnorm = "local";    // "local" | "sync"
+    std::string gpu_aware_mpi = "auto"; // "auto" | "on" | "off"
+  } parallel;
 };
 
 // Parses and validates a deck after applying `overrides` ("key.path=value",

@@ -21,11 +21,27 @@
 
 namespace tessera {
 
+// Sums per-rank statistics over every data-parallel rank working on one
+// global batch, for layers whose statistics span it (synchronised BatchNorm).
+class BatchSync {
+ public:
+  virtual ~BatchSync() = default;
+  // Element-wise sum over the ranks, in place; every rank must call it.
+  virtual void sum(const Vector<double>& values) const = 0;
+};
+
 // Per-call information a layer may need.
 struct StepContext {
   bool training = true;
   std::uint64_t seed = 0;  // the run's seed: dropout draws from (seed, layer, step, element)
   std::int64_t step = 0;   // optimizer steps taken so far
+  // Data parallelism: this rank's first sample's place in the global batch
+  // (per-sample random numbers follow the sample, not the rank).
+  std::int64_t sample_offset = 0;
+  // Set when statistics are synchronised across ranks: the sum mechanism and
+  // the samples of this step on all ranks together.
+  const BatchSync* sync = nullptr;
+  std::int64_t global_batch = 0;
 };
 
 using Tensors = std::vector<Tensor<float>>;

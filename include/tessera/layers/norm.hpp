@@ -19,8 +19,8 @@ class GroupNormalizer {
   void bind(const Tensors& values, const Tensors& gradients);
   void allocate(std::int64_t max_groups, const std::string& label);
 
-  // Per-group sum and sum of squares of x (2 * groups values): the point
-  // where a distributed BatchNorm would allreduce before batch_moments().
+  // Per-group sum and sum of squares of x (2 * groups values): a
+  // synchronised BatchNorm sums them over the ranks before batch_moments().
   Vector<double> batch_sums(const kernels::GroupLayout& layout, const Tensor<float>& x);
   // mean/invstd from the sums over `count` elements per group.
   void batch_moments(std::int64_t groups, std::int64_t count, float eps);
@@ -29,9 +29,12 @@ class GroupNormalizer {
                        float eps);
   void normalize(const kernels::GroupLayout& layout, const Tensor<float>& x, const Tensor<float>& y);
   // Accumulates into dx (when not empty), dgamma and dbeta. batch_statistics:
-  // whether forward used the batch's own statistics (which then depend on x).
+  // whether forward used the batch's own statistics (which then depend on x),
+  // taken over `count` elements per group; `sync` (optional) sums the
+  // gradient statistics over the ranks as forward summed the moments.
   void backward(const kernels::GroupLayout& layout, const Tensor<float>& x, const Tensor<float>& dy,
-                const Tensor<float>& dx, bool batch_statistics);
+                const Tensor<float>& dx, bool batch_statistics, std::int64_t count,
+                const BatchSync* sync = nullptr);
 
  private:
   Vector<float> mean(std::int64_t groups) const;
@@ -48,7 +51,9 @@ class GroupNormalizer {
 // Batch normalisation with PyTorch semantics: training normalises with the
 // batch mean and biased variance and updates running statistics
 // (running = (1 - momentum) * running + momentum * batch, unbiased variance);
-// inference normalises with the running statistics.
+// inference normalises with the running statistics. Under data parallelism
+// the batch is this rank's shard, unless StepContext::sync sums the
+// statistics over every rank (synchronised BatchNorm).
 class BatchNorm final : public Layer {
  public:
   BatchNorm(std::string name, float momentum = 0.1f, float eps = 1e-5f,
@@ -71,6 +76,9 @@ class BatchNorm final : public Layer {
 
  private:
   kernels::GroupLayout layout(const Shape& input) const;
+  // Elements per channel the statistics span: this rank's, or all ranks'
+  // when synchronised.
+  std::int64_t statistics_count(const kernels::GroupLayout& l, const StepContext& ctx) const;
 
   float momentum_, eps_;
   impl::GroupNormalizer normalizer_{kernels::Affine::per_group};

@@ -11,6 +11,7 @@
 #include <tessera/model/parameters.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,8 +46,11 @@ class Model {
   // Gradient of the loss with respect to the output, to fill before backward().
   Tensor<float> output_gradient(std::int64_t batch) const;
   // Zeroes parameter and activation gradients (except output_gradient()),
-  // then back-propagates output_gradient().
-  void backward(std::int64_t batch, const StepContext& ctx);
+  // then back-propagates output_gradient(). after_layer(i), when set, runs
+  // once layer i's backward has been launched: its parameter gradients are
+  // then final (gradient averaging starts communicating them).
+  void backward(std::int64_t batch, const StepContext& ctx,
+                const std::function<void(std::size_t)>& after_layer = {});
 
   ParameterStore& parameters() { return parameters_; }
   const ParameterStore& parameters() const { return parameters_; }

@@ -1,26 +1,37 @@
 // The training loop: seeded per-epoch shuffling, batches gathered on the
 // device, forward, fused loss, backward, optional gradient clipping, an
 // optimizer step at the scheduled learning rate; evaluation; progress.
+// With a communicator of several ranks it is data parallel: every global
+// batch is split over the ranks (each works on its own shard of the same
+// shuffled order) and gradients are averaged in buckets while backward runs.
 #pragma once
 
 #include <tessera/data/dataset.hpp>
 #include <tessera/model/model.hpp>
 #include <tessera/optim/optimizer.hpp>
 #include <tessera/optim/schedule.hpp>
+#include <tessera/parallel/gradient_averager.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace tessera {
 
 struct TrainOptions {
   int epochs = 1;
-  std::int64_t batch_size = 128;
+  std::int64_t batch_size = 128;  // the global batch, over all ranks
   std::uint64_t seed = 0;
   std::int64_t log_every = 100;  // steps between progress lines; 0 = none
   LrSchedule schedule;           // the learning rate of every step
   float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
+  // Data parallelism (nullptr or one rank: a single process). The model is
+  // compiled for this rank's largest shard, ceil(batch_size / ranks).
+  const Communicator* comm = nullptr;
+  std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket
+  bool overlap = true;          // start buckets during backward
+  bool sync_batchnorm = false;  // BatchNorm statistics over the global batch
 };
 
 struct Evaluation {
@@ -33,10 +44,11 @@ struct Evaluation {
 struct StepReport {
   std::int64_t step = 0;  // 1-based count of optimizer steps taken
   int epoch = 0;          // 0-based
-  std::int64_t batch = 0;
-  double loss = 0;        // mean over the batch
+  std::int64_t batch = 0;  // samples in the global batch
+  double loss = 0;        // mean over the global batch
   float lr = 0;
   float grad_norm = 0;    // global gradient norm, before any clipping
+  std::int64_t step_in_epoch = 0;  // 0-based index of this step within the epoch
 };
 
 // Seconds spent per phase of the training steps (each phase ends with a
@@ -46,7 +58,7 @@ struct PhaseTimes {
   double forward = 0;        // forward pass and loss
   double backward = 0;       // backward pass
   double optimizer = 0;      // gradient norm, clipping, update
-  double communication = 0;  // gradient averaging between ranks
+  double communication = 0;  // waiting for ranks: loss sums, gradient averaging after backward
 };
 
 struct EpochReport {
@@ -54,21 +66,33 @@ struct EpochReport {
   Evaluation train;  // running mean over the epoch's batches
   float lr = 0;      // learning rate of the epoch's last step
   PhaseTimes time;
+  // Gradient communication in flight while backward still ran, and its
+  // share of all gradient communication (the rest is in time.communication).
+  double overlapped_seconds = 0;
+  double overlap_fraction = 0;
   double seconds = 0;
-  double samples_per_second = 0;
+  double samples_per_second = 0;  // over all ranks
 };
 
 class Trainer {
  public:
   Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options);
 
-  // Trains one epoch (0-based); progress lines go to `log` when set.
+  // Trains one epoch (0-based) from its step first_step (0-based; a restart
+  // resumes mid-epoch); progress lines go to `log` when set. Every rank
+  // holds the whole dataset and trains on its shard of each batch.
   EpochReport train_epoch(const Dataset& data, int epoch,
-                          const std::function<void(const std::string&)>& log = {});
+                          const std::function<void(const std::string&)>& log = {},
+                          std::int64_t first_step = 0);
+  // Loss and accuracy over the whole dataset (split over the ranks).
   Evaluation evaluate(const Dataset& data);
+  // Optimizer steps in one epoch of `samples` samples.
+  std::int64_t steps_per_epoch(std::int64_t samples) const;
   // Called after every optimizer step (metrics files, tests).
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
   std::int64_t step() const { return step_; }
+  // Resumes the step count (with the optimizer's, from a checkpoint).
+  void set_step(std::int64_t step);
   // Learning rate of the latest step.
   float lr() const { return lr_; }
   // Global gradient norm of the latest step, before any clipping.
@@ -77,11 +101,17 @@ class Trainer {
  private:
   void ensure_buffers(const Dataset& data);
   Evaluation run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                         const std::function<void(const std::string&)>& log, int epoch);
+                         const std::function<void(const std::string&)>& log, int epoch,
+                         std::int64_t first_step);
+  void average_state();
 
   Model& model_;
   Optimizer& optimizer_;
   TrainOptions options_;
+  int rank_ = 0, ranks_ = 1;
+  std::unique_ptr<GradientAverager> averager_;
+  std::unique_ptr<CommunicatorSync> sync_;
+  std::function<void(std::size_t)> after_layer_;
   std::function<void(const StepReport&)> on_step_;
   std::int64_t step_ = 0;
   float lr_ = 0;

@@ -1,0 +1,172 @@
+// Collectives, the collective verdict and replica hashes.
+#include <tessera/core/profiling.hpp>
+#include <tessera/parallel/communicator.hpp>
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+void check(int status, const char* what) {
+  if (status == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(status, text, &length);
+  throw Error(std::string("tessera::Communicator: ") + what + " failed: " + std::string(text, length));
+}
+
+// Whether the MPI library says it reads device memory for this backend.
+bool mpi_reads_device_memory() {
+#if defined(KOKKOS_ENABLE_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#elif defined(KOKKOS_ENABLE_HIP) && defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
+  return MPIX_Query_rocm_support() == 1;
+#else
+  return false;
+#endif
+}
+
+constexpr bool host_memory = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+template <>
+MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+
+// In-place sum of a view, handing MPI the view's memory or a host copy.
+template <class T>
+void sum_view(const Communicator& comm, const Vector<T>& values) {
+  if (comm.size() == 1 || values.size() == 0) return;
+  Kokkos::fence();
+  if (comm.direct()) {
+    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), mpi_type<T>(),
+                        MPI_SUM, comm.comm()),
+          "MPI_Allreduce");
+    return;
+  }
+  auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), values);
+  check(MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.size()), mpi_type<T>(),
+                      MPI_SUM, comm.comm()),
+        "MPI_Allreduce");
+  Kokkos::deep_copy(values, host);
+}
+}  // namespace
+
+DeviceMpi device_mpi_from_name(const std::string& name) {
+  if (name == "auto") return DeviceMpi::automatic;
+  if (name == "on") return DeviceMpi::direct;
+  if (name == "off") return DeviceMpi::staged;
+  throw Error("tessera::device_mpi_from_name: '" + name + "' is not one of auto, on, off");
+}
+
+Communicator::Communicator(MPI_Comm comm, DeviceMpi device) : comm_(comm) {
+  check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+  switch (device) {
+    case DeviceMpi::automatic: direct_ = host_memory || mpi_reads_device_memory(); break;
+    case DeviceMpi::direct: direct_ = true; break;
+    case DeviceMpi::staged: direct_ = host_memory; break;
+  }
+}
+
+std::string Communicator::transport() const {
+  if (host_memory) return "host memory";
+  return direct_ ? "GPU-aware MPI (device pointers)" : "host staging";
+}
+
+void Communicator::sum(double* values, int count) const {
+  if (size_ == 1 || count == 0) return;
+  check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+}
+
+void Communicator::sum(const Vector<double>& values) const { sum_view(*this, values); }
+void Communicator::sum(const Vector<float>& values) const { sum_view(*this, values); }
+
+void Communicator::broadcast(const Vector<float>& values) const {
+  if (size_ == 1 || values.size() == 0) return;
+  ScopedRegion region("tessera::Communicator::broadcast");
+  Kokkos::fence();
+  const int count = static_cast<int>(values.size());
+  if (direct_) {
+    check(MPI_Bcast(values.data(), count, MPI_FLOAT, 0, comm_), "MPI_Bcast");
+    return;
+  }
+  auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), values);
+  check(MPI_Bcast(host.data(), count, MPI_FLOAT, 0, comm_), "MPI_Bcast");
+  Kokkos::deep_copy(values, host);
+}
+
+std::vector<std::uint64_t> Communicator::gather(std::uint64_t value) const {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
+  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+  return all;
+}
+
+void Communicator::barrier() const { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+void Communicator::agree(const std::string& failure) const {
+  if (size_ == 1) {
+    if (!failure.empty()) throw CollectiveError(failure);
+    return;
+  }
+  // (failed?, lowest failing rank) in one reduction: failing ranks offer
+  // their rank, the others a value above every rank.
+  int mine[2] = {failure.empty() ? 0 : 1, failure.empty() ? size_ : rank_};
+  int sums[2] = {0, 0};
+  int first = 0;
+  check(MPI_Allreduce(&mine[0], &sums[0], 1, MPI_INT, MPI_SUM, comm_), "MPI_Allreduce");
+  check(MPI_Allreduce(&mine[1], &first, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+  if (sums[0] == 0) return;
+  // The lowest failing rank's message, on every rank.
+  int length = rank_ == first ? static_cast<int>(failure.size()) : 0;
+  check(MPI_Bcast(&length, 1, MPI_INT, first, comm_), "MPI_Bcast");
+  std::string message = rank_ == first ? failure : std::string(static_cast<std::size_t>(length), ' ');
+  check(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm_), "MPI_Bcast");
+  std::ostringstream os;
+  os << "rank " << first << ": " << message;
+  if (sums[0] > 1) os << " (and " << sums[0] - 1 << " other rank" << (sums[0] > 2 ? "s" : "") << " failed)";
+  throw CollectiveError(os.str());
+}
+
+void Communicator::abort(int code) const {
+  if (size_ > 1) MPI_Abort(comm_, code);
+  std::exit(code);
+}
+
+std::uint64_t content_hash(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+std::uint64_t content_hash(const Vector<float>& values) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), values);
+  return content_hash(std::string(reinterpret_cast<const char*>(host.data()),
+                                  host.size() * sizeof(float)));
+}
+
+void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash, const std::string& what,
+                                const std::string& fix) {
+  if (comm.size() == 1) return;
+  const auto all = comm.gather(hash);
+  std::ostringstream differ;
+  int count = 0;
+  for (int r = 1; r < comm.size(); ++r)
+    if (all[r] != all[0]) differ << (count++ ? ", " : "") << r;
+  if (count == 0) return;
+  std::ostringstream os;
+  os << what << " differs between ranks: rank" << (count > 1 ? "s " : " ") << differ.str()
+     << (count > 1 ? " differ" : " differs") << " from rank 0 (hash " << std::hex << all[0] << "); "
+     << fix;
+  throw CollectiveError(os.str());
+}
+
+}  // namespace tessera

@@ -1,0 +1,118 @@
+// Bucketed, overlapped gradient averaging and batch sharding.
+#include <tessera/core/profiling.hpp>
+#include <tessera/parallel/gradient_averager.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace tessera {
+
+Shard shard_of(std::int64_t global, int rank, int ranks) {
+  TESSERA_REQUIRE(ranks >= 1 && rank >= 0 && rank < ranks && global >= 0,
+                  "tessera::shard_of: rank " << rank << " of " << ranks << ", global batch " << global);
+  const std::int64_t base = global / ranks, extra = global % ranks;
+  return Shard{rank * base + std::min<std::int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+namespace {
+void check(int status, const char* what) {
+  TESSERA_REQUIRE(status == MPI_SUCCESS, "tessera::GradientAverager: " << what << " failed (MPI error "
+                                                                         << status << ")");
+}
+}  // namespace
+
+GradientAverager::GradientAverager(const Communicator& comm, Model& model, std::int64_t bucket_bytes,
+                                   bool overlap)
+    : comm_(comm), gradients_(model.parameters().gradients()), overlap_(overlap) {
+  TESSERA_REQUIRE(model.compiled(), "tessera::GradientAverager: compile() the model first");
+  TESSERA_REQUIRE(bucket_bytes > 0, "tessera::GradientAverager: bucket size " << bucket_bytes
+                                                                              << " bytes must be positive");
+  // Each layer's slice of the buffer: parameters were added layer by layer.
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < model.layers().size(); ++i) index[model.layers()[i]->name()] = i;
+  std::vector<std::int64_t> lo(model.layers().size(), std::numeric_limits<std::int64_t>::max());
+  std::vector<std::int64_t> hi(model.layers().size(), 0);
+  // An entry's slot (with its alignment padding) ends where the next begins.
+  const auto& entries = model.parameters().entries();
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const std::size_t i = index.at(entries[k].layer);
+    lo[i] = std::min(lo[i], entries[k].offset);
+    hi[i] = std::max(hi[i], k + 1 < entries.size() ? entries[k + 1].offset : model.parameters().count());
+  }
+  const std::int64_t bucket_elements =
+      std::max<std::int64_t>(1, bucket_bytes / static_cast<std::int64_t>(sizeof(float)));
+  Bucket open;
+  std::int64_t end = 0;  // of the open bucket
+  bool any = false;
+  for (std::size_t i = model.layers().size(); i-- > 0;) {
+    if (hi[i] == 0) continue;  // no parameters
+    TESSERA_REQUIRE(!any || hi[i] == open.offset,
+                    "tessera::GradientAverager: the parameters of layer '"
+                        << model.layers()[i]->name()
+                        << "' are not stored just before those of the layers after it");
+    if (!any) end = hi[i];
+    open.offset = lo[i];
+    open.count = end - lo[i];
+    open.ready_after = i;
+    any = true;
+    if (open.count >= bucket_elements) {
+      buckets_.push_back(open);
+      any = false;
+    }
+  }
+  if (any) buckets_.push_back(open);
+  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  if (!comm.direct()) staging_ = Vector<float, HostSpace>("tessera::GradientAverager::staging", gradients_.size());
+}
+
+double GradientAverager::overlap_fraction() const {
+  const double total = overlapped_ + exposed_;
+  return total > 0 ? overlapped_ / total : 0.0;
+}
+
+void GradientAverager::begin() { next_ = 0; }
+
+void GradientAverager::start(std::size_t b) {
+  const Bucket& bucket = buckets_[b];
+  const std::pair<std::int64_t, std::int64_t> range(bucket.offset, bucket.offset + bucket.count);
+  float* data = gradients_.data() + bucket.offset;
+  // The bucket's gradients must be complete before MPI reads them.
+  Kokkos::fence();
+  if (!comm_.direct()) {
+    Kokkos::deep_copy(Kokkos::subview(staging_, range), Kokkos::subview(gradients_, range));
+    data = staging_.data() + bucket.offset;
+  }
+  if (b == 0) first_start_ = Clock::now();
+  check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_FLOAT, MPI_SUM,
+                       comm_.comm(), &requests_[b]),
+        "MPI_Iallreduce");
+}
+
+void GradientAverager::layer_done(std::size_t layer) {
+  if (comm_.size() == 1 || !overlap_) return;
+  while (next_ < buckets_.size() && buckets_[next_].ready_after == layer) start(next_++);
+  if (next_ > 0) {
+    // Open MPI progresses non-blocking collectives inside MPI calls.
+    int done = 0;
+    check(MPI_Testall(static_cast<int>(next_), requests_.data(), &done, MPI_STATUSES_IGNORE),
+          "MPI_Testall");
+  }
+}
+
+void GradientAverager::finish() {
+  if (comm_.size() == 1 || buckets_.empty()) return;
+  ScopedRegion region("tessera::GradientAverager::finish");
+  const auto backward_end = Clock::now();
+  while (next_ < buckets_.size()) start(next_++);
+  check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+  if (!comm_.direct()) Kokkos::deep_copy(gradients_, staging_);
+  const auto done = Clock::now();
+  overlapped_ += std::chrono::duration<double>(std::max(first_start_, std::min(backward_end, done)) -
+                                               first_start_)
+                     .count();
+  exposed_ += std::chrono::duration<double>(done - std::max(backward_end, first_start_)).count();
+}
+
+}  // namespace tessera

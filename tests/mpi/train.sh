@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# tessera-train under mpiexec: a 2-rank run of the smoke deck trains, logs
+# and writes metrics from rank 0 only (with communication time and the
+# overlap fraction); ranks that disagree or fail stop the whole job with a
+# message and a non-zero status within a bounded time, on every rank.
+# Usage: train.sh <mpiexec> <tessera-train> <smoke deck> <min accuracy>
+set -uo pipefail
+mpiexec="$1" train="$2" deck="$3" threshold="$4"
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMP_NUM_THREADS=1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# run <name> <mpiexec arguments...>: output in $scratch/<name>.log, status in $rc.
+run() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  timeout 120 "$mpiexec" --oversubscribe "$@" > "$scratch/$name.log" 2>&1
+  rc=$?
+  seconds=$((SECONDS - start))
+  [ "$rc" -ne 124 ] || fail "$name: still running after 120 s (a rank hangs)"
+}
+
+# Two ranks train one epoch.
+run two -n 2 "$train" "$deck" --set "run.output_dir=$scratch/two" --set parallel.bucket_mb=0.1
+accuracy=$(sed -n 's/^test accuracy: //p' "$scratch/two.log")
+if [ "$rc" -ne 0 ] || [ -z "$accuracy" ]; then
+  fail "2-rank training exited $rc"; cat "$scratch/two.log"
+elif ! awk -v a="$accuracy" -v t="$threshold" 'BEGIN { exit !(a >= t) }'; then
+  fail "2-rank training reached $accuracy < $threshold"
+else
+  echo "ok: 2 ranks train the smoke deck to test accuracy $accuracy (>= $threshold)"
+fi
+[ "$(grep -c '^test accuracy' "$scratch/two.log")" -eq 1 ] || fail "the result was printed by more than rank 0"
+grep -q "2 ranks, global batch 128 (shards of up to 64)" "$scratch/two.log" || fail "no data-parallel banner"
+/usr/bin/python3 - "$scratch/two/metrics.jsonl" <<'PY' || fail "metrics.jsonl of the 2-rank run"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+runs = [l for l in lines if l["type"] == "run"]
+epochs = [l for l in lines if l["type"] == "epoch"]
+assert len(runs) == 1 and runs[0]["ranks"] == 2, runs          # rank 0 alone writes
+assert len(epochs) == 1, epochs
+e = epochs[0]
+assert e["time"]["communication"] > 0 and e["time"]["communication_overlapped"] >= 0, e
+assert 0 <= e["overlap_fraction"] <= 1, e
+print("ok: metrics from rank 0 only, communication %.2f s exposed, %.0f%% overlapped"
+      % (e["time"]["communication"], 100 * e["overlap_fraction"]))
+PY
+
+# expect <name> <status> <message fragment>: checks the run just made.
+expect() {
+  local name="$1" status="$2" fragment="$3"
+  if [ "$rc" -ne "$status" ]; then
+    fail "$name exited $rc, expected $status"; cat "$scratch/$name.log"
+  elif ! grep -qF -- "$fragment" "$scratch/$name.log"; then
+    fail "$name: message lacks '$fragment'"; cat "$scratch/$name.log"
+  else
+    echo "ok: $name -> exit $rc in ${seconds} s, '$fragment'"
+  fi
+}
+
+# Rank 1 cannot read its data: every rank stops with status 2.
+run data_fault -n 2 "$train" "$deck" --set "run.output_dir=$scratch/data" --inject-fault data@1
+expect data_fault 2 "data error: rank 1: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz: cannot read (fault injected by --inject-fault)"
+# Rank 1 fails in the middle of training: the job is aborted, not left hanging.
+run step_fault -n 3 "$train" "$deck" --set "run.output_dir=$scratch/step" --inject-fault step:5@1
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "step_fault exited $rc"
+expect step_fault "$rc" "tessera-train: rank 1: error: fault injected by --inject-fault after optimizer step 5; stopping every rank"
+# Ranks given different decks: every rank refuses.
+run mismatch -n 1 "$train" "$deck" --check : -n 1 "$train" "$deck" --check --set training.epochs=2
+expect mismatch 2 "the deck differs between ranks: rank 1 differs from rank 0"
+# A deck error on one rank only: the verdict is the same on every rank.
+run one_bad -n 1 "$train" "$deck" --check : -n 1 "$train" "$deck" --check --set training.epochs=0
+expect one_bad 2 "rank 1: --set training.epochs=0: training.epochs: value 0 is out of range"
+[ "$failures" -eq 0 ] || exit 1
