@@ -13,12 +13,7 @@
 
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& dims) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < dims.size(); ++i) os << (i ? ", " : "") << dims[i];
-  return os.str() + ']';
-}
+using tessera::shape_text;
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;

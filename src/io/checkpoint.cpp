@@ -37,14 +37,14 @@ double CheckpointTensor::norm() const {
   return std::sqrt(sum);
 }
 
-namespace {
-
 std::string shape_text(const std::vector<std::int64_t>& dims) {
   std::ostringstream os;
   os << '[';
   for (std::size_t i = 0; i < dims.size(); ++i) os << (i ? ", " : "") << dims[i];
   return os.str() + ']';
 }
+
+namespace {
 
 std::vector<std::int64_t> dims_of(const Shape& shape) {
   std::vector<std::int64_t> dims;

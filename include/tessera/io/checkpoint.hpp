@@ -38,6 +38,9 @@ struct CheckpointInfo {
   std::string metrics;   // the run's metrics history so far: JSON lines
 };
 
+// "[16, 2]": a shape as messages and tessera-inspect print it.
+std::string shape_text(const std::vector<std::int64_t>& dims);
+
 // One tensor as stored: /<group>/<layer>/<name>, row-major float32.
 struct CheckpointTensor {
   std::string layer, name;
