@@ -527,6 +527,58 @@ TEST(Deck, ClipNormErrors) {
                     "unknown key (did you mean 'training.clip_norm'?)");
 }
 
+TEST(Deck, CheckpointKeys) {
+  const std::string defaults_path = write_deck("ckpt_defaults", valid_deck);
+  const Deck defaults = load_deck(defaults_path);
+  EXPECT_EQ(defaults.checkpoint.directory, "output/t/checkpoints");
+  EXPECT_EQ(defaults.checkpoint.keep, 3);
+  EXPECT_EQ(defaults.checkpoint.every_epochs, 1);
+  EXPECT_EQ(defaults.checkpoint.every_steps, 0);
+  EXPECT_EQ(defaults.checkpoint.every_minutes, 0.0f);
+  const Deck moved = load_deck(defaults_path, {"run.output_dir=runs/a"});
+  EXPECT_EQ(moved.checkpoint.directory, "runs/a/checkpoints");
+
+  const std::string path = write_deck("ckpt", with_tables(R"(
+[checkpoint]
+directory = "ckpt"
+keep = 5
+every_epochs = 0
+every_steps = 100
+every_minutes = 2.5
+)"));
+  const Deck deck = load_deck(path);
+  EXPECT_EQ(deck.checkpoint.directory, "ckpt");
+  EXPECT_EQ(deck.checkpoint.keep, 5);
+  EXPECT_EQ(deck.checkpoint.every_epochs, 0);
+  EXPECT_EQ(deck.checkpoint.every_steps, 100);
+  EXPECT_EQ(deck.checkpoint.every_minutes, 2.5f);
+  EXPECT_EQ(load_deck(path, {"checkpoint.every_minutes=1"}).checkpoint.every_minutes, 1.0f);
+  std::remove(defaults_path.c_str());
+  std::remove(path.c_str());
+}
+
+TEST(Deck, CheckpointErrors) {
+  const auto ckpt = [](const std::string& body) { return with_tables("[checkpoint]\n" + body); };
+  // Line 28 is [checkpoint]; the body starts on line 29.
+  expect_deck_error("ckpt_unknown", ckpt("every_epoch = 2\n"), 29, 1, "checkpoint.every_epoch",
+                    "unknown key (did you mean 'checkpoint.every_epochs'?)");
+  expect_deck_error("ckpt_keep_zero", ckpt("keep = 0\n"), 29, 8, "checkpoint.keep",
+                    "value 0 is out of range [1, 1000000]");
+  expect_deck_error("ckpt_keep_type", ckpt("keep = 2.5\n"), 29, 8, "checkpoint.keep", "expected an integer");
+  expect_deck_error("ckpt_epochs_negative", ckpt("every_epochs = -1\n"), 29, 16, "checkpoint.every_epochs",
+                    "out of range [0, 1000000]");
+  expect_deck_error("ckpt_steps_negative", ckpt("every_steps = -5\n"), 29, 15, "checkpoint.every_steps",
+                    "out of range");
+  expect_deck_error("ckpt_minutes_negative", ckpt("every_minutes = -0.5\n"), 29, 17,
+                    "checkpoint.every_minutes", "value -0.5 is out of range [0, 1e+06]");
+  expect_deck_error("ckpt_minutes_type", ckpt("every_minutes = \"5\"\n"), 29, 17, "checkpoint.every_minutes",
+                    "expected a number");
+  expect_deck_error("ckpt_directory_empty", ckpt("directory = \"\"\n"), 29, 13, "checkpoint.directory",
+                    "must not be empty");
+  expect_deck_error("ckpt_directory_type", ckpt("directory = 3\n"), 29, 13, "checkpoint.directory",
+                    "expected a string");
+}
+
 TEST(Deck, MissingRequiredKey) {
   expect_deck_error("missing", replace(valid_deck, "test_labels = \"d\"\n", ""), 5, 1,
                     "data.test_labels", "required key is missing");

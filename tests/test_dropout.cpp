@@ -82,7 +82,7 @@ std::vector<float> layer_output(test::LayerHarness& h, const StepContext& ctx) {
   return test::to_host(h.output.flat());
 }
 
-TEST(Dropout, MaskIsTheCounterAtStepTimesMaxElementsPlusIndex) {
+TEST(Dropout, MaskIsTheCounterOfTheStepAndTheSamplesPlaceInTheGlobalBatch) {
   const Shape shape{8, 3, 5};
   const float rate = 0.4f;
   Dropout drop("drop", rate);
@@ -91,7 +91,8 @@ TEST(Dropout, MaskIsTheCounterAtStepTimesMaxElementsPlusIndex) {
   const auto y = layer_output(h, training(9, 3));
   const std::uint64_t stream = kernels::name_stream("drop");
   for (std::size_t i = 0; i < y.size(); ++i) {
-    const bool keep = counter_uniform(9, stream, 3 * shape.numel() + i) >= rate;
+    // Each step owns 2^40 counters; element i of the batch is counter i.
+    const bool keep = counter_uniform(9, stream, (std::uint64_t{3} << 40) + i) >= rate;
     ASSERT_EQ(y[i], keep ? x[i] * (1.0f / (1.0f - rate)) : 0.0f) << "element " << i;
   }
   // A smaller (last) batch at the same step draws the prefix of the same counters.
@@ -99,6 +100,16 @@ TEST(Dropout, MaskIsTheCounterAtStepTimesMaxElementsPlusIndex) {
   drop.forward({h.inputs[0].leading(3)}, small_y, training(9, 3));
   const auto small = test::to_host(small_y.flat());
   EXPECT_EQ(small, std::vector<float>(y.begin(), y.begin() + small.size()));
+  // A rank's shard starting at sample 5 of the global batch draws the masks
+  // those samples draw on one rank.
+  StepContext shard = training(9, 3);
+  shard.sample_offset = 5;
+  Tensor<float> shard_y("shard_y", Shape{3, 3, 5});
+  Tensor<float> shard_x("shard_x", Shape{3, 3, 5});
+  const std::int64_t per_sample = 15;
+  test::from_host(shard_x.flat(), std::vector<float>(x.begin() + 5 * per_sample, x.end()));
+  drop.forward({shard_x}, shard_y, shard);
+  EXPECT_EQ(test::to_host(shard_y.flat()), std::vector<float>(y.begin() + 5 * per_sample, y.end()));
 }
 
 TEST(Dropout, MaskDependsOnSeedStepAndName) {

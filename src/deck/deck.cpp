@@ -249,6 +249,22 @@ void read_schedule(const Reader& r, const toml::table& sch, float lr, Deck::Sche
           "has no effect without schedule.warmup_steps > 0");
 }
 
+void read_checkpoint(const Reader& r, const toml::table& ckpt, const std::string& output_dir,
+                     Deck::Checkpoint& out) {
+  const std::string p = "checkpoint.";
+  r.only_keys(ckpt, p, {"directory", "keep", "every_epochs", "every_steps", "every_minutes"});
+  out.directory = r.get<std::string>(ckpt, p, "directory", output_dir + "/checkpoints");
+  r.check(!out.directory.empty(), ckpt, p, "directory", "must not be empty");
+  out.keep = r.get<int>(ckpt, p, "keep", 3);
+  r.require_range(ckpt, p, "keep", out.keep, 1, 1000000);
+  out.every_epochs = r.get<int>(ckpt, p, "every_epochs", 1);
+  r.require_range(ckpt, p, "every_epochs", out.every_epochs, 0, 1000000);
+  out.every_steps = r.get<std::int64_t>(ckpt, p, "every_steps", 0);
+  r.require_range<std::int64_t>(ckpt, p, "every_steps", out.every_steps, 0, INT64_MAX);
+  out.every_minutes = r.get<float>(ckpt, p, "every_minutes", 0.0f);
+  r.require_range(ckpt, p, "every_minutes", out.every_minutes, 0.0f, 1e6f);
+}
+
 }  // namespace
 
 namespace {
@@ -486,7 +502,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   }
   for (const auto& o : overrides) apply_override(root, o);
   const Reader r(path);
-  r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training", "parallel"});
+  r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training", "parallel",
+                         "checkpoint"});
 
   const auto& run = r.table(root, "run", false);
   r.only_keys(run, "run.", {"name", "seed", "output_dir"});
@@ -571,6 +588,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   deck.parallel.batchnorm = r.choice(parallel, "parallel.", "batchnorm", "local", {"local", "sync"});
   deck.parallel.gpu_aware_mpi =
       r.choice(parallel, "parallel.", "gpu_aware_mpi", "auto", {"auto", "on", "off"});
+
+  read_checkpoint(r, r.table(root, "checkpoint", false), deck.output_dir, deck.checkpoint);
   return deck;
 }
 

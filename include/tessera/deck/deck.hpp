@@ -102,6 +102,16 @@ struct Deck {
     std::string batchnorm = "local";    // "local" | "sync"
     std::string gpu_aware_mpi = "auto"; // "auto" | "on" | "off"
   } parallel;
+
+  // When and where training writes checkpoints (docs/checkpoint.md); each
+  // frequency is independent and 0 turns it off.
+  struct Checkpoint {
+    std::string directory;          // default "<output_dir>/checkpoints"
+    int keep = 3;                   // newest checkpoints kept
+    int every_epochs = 1;
+    std::int64_t every_steps = 0;
+    float every_minutes = 0.0f;     // wall-clock minutes since the previous checkpoint
+  } checkpoint;
 };
 
 // Parses and validates a deck after applying `overrides` ("key.path=value",
