@@ -9,6 +9,7 @@
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/hdf5.hpp>
 #include <tessera/deck/build.hpp>
+#include <tessera/io/checkpoint.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/parallel/communicator.hpp>
 
@@ -18,8 +19,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <chrono>
 #include <iostream>
-#include <optional>
+#include <sstream>
 
 #include "progress.hpp"
 
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   bool check_only = false;
   std::vector<std::string> overrides;
   std::string fault_text;
+  std::string restart;
   app.add_option("deck", deck_path, "input deck (TOML); see docs/decks.md")->required();
   app.add_flag("--check", check_only,
                "validate the deck and its data files, print the model summary, do not train");
@@ -78,6 +81,9 @@ int main(int argc, char** argv) {
                  "--set model.layers[0].units=64 (repeatable; the value is TOML, or else a string)")
       ->take_all()
       ->allow_extra_args(false);
+  app.add_option("--restart", restart,
+                 "resume from a checkpoint: a file, a directory (its latest), or 'latest' (the "
+                 "newest in the deck's checkpoint.directory)");
   app.add_option("--inject-fault", fault_text,
                  "testing: make one rank fail, data@RANK (cannot read its data) or step:N@RANK "
                  "(fails after optimizer step N)");
@@ -201,8 +207,12 @@ int main(int argc, char** argv) {
                                  (made ? made.message() : std::string("cannot open the file")) +
                                  " (set run.output_dir to a writable directory)");
     });
+    // Checkpoints carry the run's metrics so far (rank 0 writes both).
+    std::string history;
     const auto record = [&](const nlohmann::json& line) {
-      if (metrics) metrics->write(line);
+      if (!metrics) return;
+      metrics->write(line);
+      history += line.dump() + "\n";
     };
     record({{"type", "run"}, {"deck", deck.path}, {"overrides", deck.overrides},
             {"build", tessera::build_description()}, {"ranks", comm.size()},
@@ -220,6 +230,81 @@ int main(int argc, char** argv) {
     const auto optimizer = tessera::make_optimizer(tessera::optimizer_params(deck));
     tessera::Trainer trainer(*model, *optimizer, options);
     const std::int64_t steps_per_epoch = trainer.steps_per_epoch(train.size());
+
+    // Resume: every rank loads the same file, so the replicas stay equal.
+    tessera::TrainingCursor cursor;
+    tessera::CheckpointDirectory checkpoints(deck.checkpoint.directory, deck.checkpoint.keep);
+    if (!restart.empty()) {
+      std::string from;
+      agree([&] {
+        from = restart == "latest" ? checkpoints.resolve("latest") : tessera::resolve_checkpoint(restart);
+        const tessera::CheckpointInfo saved = tessera::read_checkpoint_info(from);
+        const auto mismatch = [&](const std::string& what, const std::string& then, const std::string& now) {
+          if (then != now)
+            throw tessera::Error(from + ": written with " + what + " " + then + ", the deck has " + now +
+                                 "; an exact restart needs the same (tessera-inspect shows the "
+                                 "checkpoint's deck)");
+        };
+        mismatch("training.batch_size", std::to_string(saved.global_batch),
+                 std::to_string(deck.training.batch_size));
+        mismatch("run.seed", std::to_string(saved.seed), std::to_string(deck.seed));
+        tessera::load_checkpoint(from, *model, *optimizer);
+        cursor = saved.cursor;
+        if (root) history = saved.metrics;
+      });
+      trainer.set_step(cursor.step);
+      if (root)
+        std::cout << "resuming from " << from << ": epoch " << cursor.epoch + 1 << ", step "
+                  << cursor.batch << " of " << steps_per_epoch << " in it, " << cursor.step
+                  << " optimizer steps taken\n";
+      record({{"type", "restart"}, {"from", from}, {"step", cursor.step}, {"ranks", comm.size()}});
+    }
+
+    // After a barrier, rank 0 writes (parameters are replicated); every rank
+    // learns whether it worked.
+    std::int64_t last_checkpoint = cursor.step;
+    auto last_checkpoint_time = std::chrono::steady_clock::now();
+    const auto save = [&](const tessera::TrainingCursor& at) {
+      if (at.step == last_checkpoint) return;
+      comm.barrier();
+      std::string written;
+      try {
+        agree([&] {
+          if (!root) return;
+          tessera::CheckpointInfo info;
+          info.deck_path = deck.path;
+          info.deck_text = deck.text;
+          info.deck_overrides = deck.overrides;
+          info.seed = deck.seed;
+          info.cursor = at;
+          info.world_size = comm.size();
+          info.global_batch = deck.training.batch_size;
+          info.lr = trainer.lr();
+          std::ostringstream schedule;
+          schedule << "type=" << deck.schedule.type << " lr=" << deck.optimizer.lr
+                   << " warmup_steps=" << deck.schedule.warmup_steps
+                   << " steps_per_epoch=" << steps_per_epoch << " epochs=" << deck.training.epochs;
+          info.schedule = schedule.str();
+          info.metrics = history;
+          written = checkpoints.commit(*model, *optimizer, info);
+        });
+      } catch (const tessera::CollectiveError& e) {
+        throw tessera::CollectiveError(std::string("cannot write a checkpoint: ") + e.what() +
+                                       "; the previous checkpoints are untouched");
+      }
+      last_checkpoint = at.step;
+      last_checkpoint_time = std::chrono::steady_clock::now();
+      if (root) record({{"type", "checkpoint"}, {"path", written}, {"step", at.step}});
+    };
+    // Wall-clock checkpoints: rank 0's clock decides for every rank.
+    const auto minutes_due = [&] {
+      if (deck.checkpoint.every_minutes <= 0) return false;
+      int due = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint_time)
+                        .count() >= 60.0 * deck.checkpoint.every_minutes;
+      MPI_Bcast(&due, 1, MPI_INT, 0, comm.comm());
+      return due != 0;
+    };
+
     tessera::app::Progress progress(root, ::isatty(STDOUT_FILENO) == 1, steps_per_epoch,
                                     deck.training.epochs);
     trainer.on_step([&](const tessera::StepReport& r) {
@@ -230,6 +315,12 @@ int main(int argc, char** argv) {
       if (fault.what == "step" && fault.here(comm.rank()) && r.step == fault.step)
         throw tessera::Error("fault injected by --inject-fault after optimizer step " +
                              std::to_string(r.step));
+      const bool by_steps = deck.checkpoint.every_steps > 0 && r.step % deck.checkpoint.every_steps == 0;
+      if (by_steps || minutes_due()) {
+        const bool epoch_done = r.step_in_epoch + 1 == steps_per_epoch;
+        save(tessera::TrainingCursor{epoch_done ? r.epoch + 1 : r.epoch,
+                                     epoch_done ? 0 : r.step_in_epoch + 1, r.step});
+      }
     });
     // Without a terminal, a plain line every log_every steps.
     const auto log = [&](const std::string& line) {
@@ -237,8 +328,15 @@ int main(int argc, char** argv) {
     };
     tessera::Evaluation result;
     try {
-      for (int epoch = 0; epoch < deck.training.epochs; ++epoch) {
-        const auto report = trainer.train_epoch(train, epoch, log);
+      if (cursor.epoch >= deck.training.epochs) {
+        if (root)
+          std::cout << "the checkpoint has finished all " << deck.training.epochs
+                    << " epochs of the deck; raise training.epochs to train further\n";
+        result = trainer.evaluate(test);
+      }
+      for (int epoch = cursor.epoch; epoch < deck.training.epochs; ++epoch) {
+        const auto report =
+            trainer.train_epoch(train, epoch, log, epoch == cursor.epoch ? cursor.batch : 0);
         result = trainer.evaluate(test);
         // Replicas must not drift apart (a cheap check, once an epoch).
         tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
@@ -275,6 +373,12 @@ int main(int argc, char** argv) {
                           {"optimizer", t.optimizer}, {"communication", t.communication},
                           {"communication_overlapped", report.overlapped_seconds}}},
                 {"overlap_fraction", report.overlap_fraction}});
+        // By epochs, and at the end of any run that checkpoints at all.
+        const auto& c = deck.checkpoint;
+        const bool any = c.every_epochs > 0 || c.every_steps > 0 || c.every_minutes > 0;
+        if ((c.every_epochs > 0 && (epoch + 1) % c.every_epochs == 0) ||
+            (any && epoch + 1 == deck.training.epochs))
+          save(tessera::TrainingCursor{epoch + 1, 0, trainer.step()});
       }
     } catch (const tessera::CollectiveError& e) {
       // Every rank saw the same (a non-finite loss or gradient): no abort.

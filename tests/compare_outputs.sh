@@ -6,9 +6,16 @@
 # relative difference.
 # Usage: compare_outputs.sh <reference> <candidate> <tolerance> <label> [floor]
 set -euo pipefail
-reference="$1" candidate="$2" tol="$3" label="$4" floor="${5:-0}"
-[ "$(wc -l < "$reference")" -eq "$(wc -l < "$candidate")" ] ||
-  { echo "FAIL: $label: $(wc -l < "$reference") vs $(wc -l < "$candidate") lines"; exit 1; }
+tol="$3" label="$4" floor="${5:-0}"
+# Copies, so either input may be a pipe (process substitution).
+reference=$(mktemp) candidate=$(mktemp)
+trap 'rm -f "$reference" "$candidate"' EXIT
+cat "$1" > "$reference"
+cat "$2" > "$candidate"
+reference_lines=$(wc -l < "$reference") candidate_lines=$(wc -l < "$candidate")
+[ "$reference_lines" -gt 0 ] || { echo "FAIL: $label: nothing to compare"; exit 1; }
+[ "$reference_lines" -eq "$candidate_lines" ] ||
+  { echo "FAIL: $label: $reference_lines vs $candidate_lines lines"; exit 1; }
 awk -v tol="$tol" -v label="$label" -v floor="$floor" '
   function abs(x) { return x < 0 ? -x : x }
   NR == FNR { ref[FNR] = $0; next }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Exact restarts through tessera-train: resuming from a checkpoint written
+# mid-epoch or at an epoch boundary, on 1 and on 2 ranks, ends bitwise equal
+# to the uninterrupted run (parameters, optimizer state) with the same
+# per-step losses; resuming on another rank count agrees within 1e-5
+# relative; a run killed with SIGKILL while writing a checkpoint leaves the
+# previous one in place and the next run resumes from it; bad checkpoints
+# are refused with exit status 2 and the file's name.
+# Usage: restart.sh <mpiexec> <tessera-train> <restart deck>
+set -uo pipefail
+mpiexec="$1" train="$2" deck="$3"
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMP_NUM_THREADS=1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
+
+# train <ranks> <name> [args...]: a run with its own output directory.
+train() {
+  local ranks="$1" name="$2"
+  shift 2
+  timeout 300 "$mpiexec" --oversubscribe -n "$ranks" "$train" "$deck" \
+    --set "run.output_dir=$scratch/$name" "$@" > "$scratch/$name.log" 2>&1 ||
+    { fail "$name exited $?"; tail -5 "$scratch/$name.log"; }
+}
+# The loss of every step after <from>, as the metrics file recorded it
+# (after the last restart, when the directory saw several runs).
+losses() {
+  /usr/bin/python3 -c '
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+starts = [i for i, r in enumerate(records) if r["type"] == "restart"]
+for r in records[starts[-1] if starts else 0:]:
+    if r["type"] == "step" and r["step"] > int(sys.argv[2]):
+        print(r["step"], repr(r["loss"]))' "$scratch/$1/metrics.jsonl" "$2"
+}
+# same <reference run> <resumed run> <from step>: bitwise equal end states and losses.
+same() {
+  local final=470 what="$2 (from step $3)"
+  if h5diff -q "$(ckpt "$1" $final)" "$(ckpt "$2" $final)" /parameters &&
+     h5diff -q "$(ckpt "$1" $final)" "$(ckpt "$2" $final)" /optimizer; then
+    echo "ok: $what: parameters and optimizer state bitwise equal to $1's"
+  else
+    fail "$what: the final checkpoint differs from $1's"
+  fi
+  if [ -n "$(losses "$2" "$3")" ] && cmp -s <(losses "$1" "$3") <(losses "$2" "$3"); then
+    echo "ok: $what: the $(losses "$2" "$3" | wc -l) per-step losses after the restart are identical"
+  else
+    fail "$what: per-step losses differ from $1's"
+  fi
+}
+
+train 1 one
+train 1 one_mid --restart "$(ckpt one 100)"
+same one one_mid 100
+train 1 one_epoch --restart "$(ckpt one 235)"
+same one one_epoch 235
+grep -q "resuming from $(ckpt one 235): epoch 2, step 0 of 235" "$scratch/one_epoch.log" ||
+  fail "the epoch-boundary restart did not say where it resumed"
+
+train 2 two
+train 2 two_mid --restart "$(ckpt two 100)"
+same two two_mid 100
+
+# Another rank count, same global batch: within 1e-5 relative of the 2-rank run.
+dump() {
+  h5dump -d "/parameters/$2/weight" -y -w 1 -m %.9e "$(ckpt "$1" 470)" | grep -E '^ *-?[0-9]' |
+    tr -d ', ' | sed 's/^/w /'
+}
+for ranks in 1 3; do
+  train "$ranks" "two_on_$ranks" --restart "$(ckpt two 100)"
+  for layer in dense0 dense3; do
+    bash "$here/../compare_outputs.sh" <(dump two $layer) <(dump "two_on_$ranks" $layer) 1e-5 \
+      "$layer after resuming the 2-rank run on $ranks ranks" 1e-2 || failures=$((failures + 1))
+  done
+  bash "$here/../compare_outputs.sh" <(losses two 100) <(losses "two_on_$ranks" 100) 1e-5 \
+    "per-step losses after resuming the 2-rank run on $ranks ranks" || failures=$((failures + 1))
+done
+
+# SIGKILL while the second checkpoint is being written.
+TESSERA_CHECKPOINT_PAUSE_SECONDS=30 "$train" "$deck" --set "run.output_dir=$scratch/killed" \
+  > "$scratch/killed.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(grep -c pausing "$scratch/killed.log")" -ge 2 ] && break
+  sleep 0.5
+done
+kill -9 "$pid"; wait "$pid" 2>/dev/null
+latest=$(cat "$scratch/killed/checkpoints/latest" 2>/dev/null)
+[ "$latest" = "step-00000100.h5" ] || fail "after SIGKILL, latest names '$latest', not step-00000100.h5"
+train 1 killed --restart latest
+grep -q "resuming from $(ckpt killed 100)" "$scratch/killed.log" ||
+  { fail "the run after SIGKILL did not resume from step 100"; tail -3 "$scratch/killed.log"; }
+same one killed 100
+
+# Bad checkpoints: exit 2, the file and the problem named.
+expect() {  # expect <fragment> <restart argument> [args...]
+  local fragment="$1" out rc
+  shift
+  out=$("$train" "$deck" --set "run.output_dir=$scratch/bad" --restart "$@" 2>&1); rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -qF -- "$fragment" <<<"$out"; then
+    fail "--restart $*: exit $rc, expected 2 and '$fragment'"; echo "$out" | tail -3
+  else
+    echo "ok: --restart $* -> exit 2, '$fragment'"
+  fi
+}
+echo "not a checkpoint" > "$scratch/text.h5"
+head -c 20000 "$(ckpt one 100)" > "$scratch/truncated.h5"
+expect "$scratch/missing.h5" "$scratch/missing.h5"
+expect "$scratch/text.h5" "$scratch/text.h5"
+expect "$scratch/truncated.h5" "$scratch/truncated.h5"
+expect "written with training.batch_size 256, the deck has 128" "$(ckpt one 100)" --set training.batch_size=128
+expect "$(ckpt one 100): dataset '/parameters/dense0/weight' has shape [64, 784]; the model's dense0 weight has shape [32, 784]" "$(ckpt one 100)" --set "model.layers[0].units=32"
+[ "$failures" -eq 0 ] || exit 1
