@@ -9,9 +9,17 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace tessera::app {
+
+// The shortest form of a number ("1e-06", "0.1") for messages.
+inline std::string format_number(double value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
 
 class Progress {
  public:

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -191,9 +192,24 @@ int main(int argc, char** argv) {
                                  " (" + std::to_string(set->sample_shape.numel()) + " values)");
       }
     });
+    // The validation split is the tail of the training file, before shuffling.
+    tessera::Dataset validation;
+    if (deck.validation_split > 0) {
+      const auto held = static_cast<std::int64_t>(std::llround(deck.validation_split * train.size()));
+      if (held < 1 || held >= train.size())
+        throw tessera::DeckError(deck.validation_split_location + ": data.validation_split: " +
+                                 tessera::app::format_number(deck.validation_split) + " of " +
+                                 std::to_string(train.size()) + " training samples leaves " +
+                                 std::to_string(held) + " for validation and " +
+                                 std::to_string(train.size() - held) +
+                                 " for training; both need at least one");
+      validation = tessera::slice(train, train.size() - held, held);
+      train = tessera::slice(train, 0, train.size() - held);
+    }
     if (root)
-      std::cout << "data: " << train.size() << " training and " << test.size()
-                << " test samples of shape " << train.sample_shape << "\n";
+      std::cout << "data: " << train.size() << " training, " << validation.size()
+                << " validation and " << test.size() << " test samples of shape "
+                << train.sample_shape << "\n";
 
     // Metrics come from rank 0 only.
     std::unique_ptr<tessera::app::MetricsFile> metrics;
@@ -337,7 +353,15 @@ int main(int argc, char** argv) {
       for (int epoch = cursor.epoch; epoch < deck.training.epochs; ++epoch) {
         const auto report =
             trainer.train_epoch(train, epoch, log, epoch == cursor.epoch ? cursor.batch : 0);
-        result = trainer.evaluate(test);
+        // Evaluated every eval_every epochs and after the last: on the
+        // validation split when there is one, else on the test set.
+        const bool last = epoch + 1 == deck.training.epochs;
+        const int every = deck.training.eval_every;
+        const bool evaluate = last || (every > 0 && (epoch + 1) % every == 0);
+        const std::string set = validation.size() > 0 ? "validation" : "test";
+        tessera::Evaluation evaluation;
+        if (evaluate) evaluation = trainer.evaluate(validation.size() > 0 ? validation : test);
+        if (evaluate && set == "test") result = evaluation;
         // Replicas must not drift apart (a cheap check, once an epoch).
         tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
                                             "the weights after epoch " + std::to_string(epoch + 1),
@@ -347,32 +371,37 @@ int main(int argc, char** argv) {
         if (root) {
           std::cout << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/"
                     << deck.training.epochs << ": train loss " << report.train.loss
-                    << ", train accuracy " << report.train.accuracy << ", test loss " << result.loss
-                    << ", test accuracy " << result.accuracy << ", lr " << std::defaultfloat
-                    << std::setprecision(4) << report.lr << std::fixed << ", "
-                    << std::setprecision(1) << report.seconds << " s, " << std::setprecision(0)
-                    << report.samples_per_second << " samples/s" << std::setprecision(2)
-                    << " (data " << t.data << " s, forward " << t.forward << " s, backward "
-                    << t.backward << " s, optimizer " << t.optimizer << " s";
+                    << ", train accuracy " << report.train.accuracy;
+          if (evaluate)
+            std::cout << ", " << set << " loss " << evaluation.loss << ", " << set << " accuracy "
+                      << evaluation.accuracy;
+          std::cout << ", lr " << std::defaultfloat << std::setprecision(4) << report.lr << std::fixed
+                    << ", " << std::setprecision(1) << report.seconds << " s, "
+                    << std::setprecision(0) << report.samples_per_second << " samples/s"
+                    << std::setprecision(2) << " (data " << t.data << " s, forward " << t.forward
+                    << " s, backward " << t.backward << " s, optimizer " << t.optimizer << " s";
           if (comm.size() > 1)
             std::cout << ", communication " << t.communication << " s exposed + "
                       << report.overlapped_seconds << " s overlapped ("
                       << std::setprecision(0) << 100 * report.overlap_fraction << "%)";
           std::cout << ")" << std::endl;
         }
-        record({{"type", "epoch"},
-                {"epoch", epoch + 1},
-                {"train_loss", report.train.loss},
-                {"train_accuracy", report.train.accuracy},
-                {"test_loss", result.loss},
-                {"test_accuracy", result.accuracy},
-                {"lr", report.lr},
-                {"seconds", report.seconds},
-                {"samples_per_second", report.samples_per_second},
-                {"time", {{"data", t.data}, {"forward", t.forward}, {"backward", t.backward},
-                          {"optimizer", t.optimizer}, {"communication", t.communication},
-                          {"communication_overlapped", report.overlapped_seconds}}},
-                {"overlap_fraction", report.overlap_fraction}});
+        nlohmann::json line{{"type", "epoch"},
+                            {"epoch", epoch + 1},
+                            {"train_loss", report.train.loss},
+                            {"train_accuracy", report.train.accuracy},
+                            {"lr", report.lr},
+                            {"seconds", report.seconds},
+                            {"samples_per_second", report.samples_per_second},
+                            {"time", {{"data", t.data}, {"forward", t.forward}, {"backward", t.backward},
+                                      {"optimizer", t.optimizer}, {"communication", t.communication},
+                                      {"communication_overlapped", report.overlapped_seconds}}},
+                            {"overlap_fraction", report.overlap_fraction}};
+        if (evaluate) {
+          line[set + "_loss"] = evaluation.loss;
+          line[set + "_accuracy"] = evaluation.accuracy;
+        }
+        record(line);
         // By epochs, and at the end of any run that checkpoints at all.
         const auto& c = deck.checkpoint;
         const bool any = c.every_epochs > 0 || c.every_steps > 0 || c.every_minutes > 0;
@@ -389,7 +418,14 @@ int main(int argc, char** argv) {
       std::cerr << who << "error: " << e.what() << "; stopping every rank" << std::endl;
       comm.abort(1);
     }
-    if (root) std::cout << std::fixed << std::setprecision(4) << "test accuracy: " << result.accuracy << std::endl;
+    // The test set is held back until the end when a validation split is used.
+    if (validation.size() > 0) {
+      result = trainer.evaluate(test);
+      record({{"type", "test"}, {"test_loss", result.loss}, {"test_accuracy", result.accuracy}});
+    }
+    if (root)
+      std::cout << std::fixed << std::setprecision(4) << "test loss " << result.loss
+                << "\ntest accuracy: " << result.accuracy << std::endl;
   } catch (const tessera::CollectiveError& e) {
     // Every rank raised it; deck-type failures come from the start-up steps.
     if (root) std::cerr << e.what() << "\n";

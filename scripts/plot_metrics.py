@@ -15,6 +15,7 @@ import sys
 
 def load_last_run(path):
     steps, epochs = [], []
+    previous = ([], [])
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
@@ -26,7 +27,12 @@ def load_last_run(path):
                 sys.exit(f"{path}:{number}: not a JSON line: {e}")
             kind = record.get("type")
             if kind == "run":
+                previous = (steps, epochs)
                 steps, epochs = [], []
+            elif kind == "restart":
+                # A resumed run continues the run before it, from its step.
+                steps = [s for s in previous[0] if s["step"] <= record["step"]] + steps
+                epochs = previous[1] + epochs
             elif kind == "step":
                 steps.append(record)
             elif kind == "epoch":
@@ -56,9 +62,13 @@ def main():
     loss_ax.plot([s["step"] / steps_per_epoch for s in steps], [s["loss"] for s in steps],
                  lw=0.6, alpha=0.6, label="train (per step)")
     if epochs:
-        loss_ax.plot([e["epoch"] for e in epochs], [e["test_loss"] for e in epochs], "o-", label="test")
         acc_ax.plot([e["epoch"] for e in epochs], [e["train_accuracy"] for e in epochs], "o-", label="train")
-        acc_ax.plot([e["epoch"] for e in epochs], [e["test_accuracy"] for e in epochs], "o-", label="test")
+    # Epochs that were evaluated, on the validation split or the test set.
+    for kind in ("validation", "test"):
+        evaluated = [e for e in epochs if kind + "_loss" in e]
+        if evaluated:
+            loss_ax.plot([e["epoch"] for e in evaluated], [e[kind + "_loss"] for e in evaluated], "o-", label=kind)
+            acc_ax.plot([e["epoch"] for e in evaluated], [e[kind + "_accuracy"] for e in evaluated], "o-", label=kind)
     loss_ax.set(xlabel="epoch", ylabel="loss", title="loss")
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
     for ax in (loss_ax, acc_ax):

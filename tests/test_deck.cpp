@@ -152,7 +152,7 @@ TEST(Deck, OverridesFromTheCommandLine) {
                         "--set training.epochs=0: training.epochs: value 0 is out of range [1, 1000000]");
   expect_override_error("training.epohcs=3",
                         "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
-                        "'training.epochs'?); allowed: epochs, batch_size, log_every, clip_norm");
+                        "'training.epochs'?); allowed: epochs, batch_size, log_every, clip_norm, eval_every");
   expect_override_error("model.layers[5].units=3", "--set model.layers[5].units=3: 'layers' has 3 entries");
   expect_override_error("epochs", "--set epochs: expected key.path=value");
   expect_override_error("run.seed.x=1", "--set run.seed.x=1: 'seed' is a value, not a table");
@@ -582,6 +582,50 @@ TEST(Deck, CheckpointErrors) {
 TEST(Deck, MissingRequiredKey) {
   expect_deck_error("missing", replace(valid_deck, "test_labels = \"d\"\n", ""), 5, 1,
                     "data.test_labels", "required key is missing");
+}
+
+TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
+  const std::string defaults_path = write_deck("parallel_defaults", valid_deck);
+  const Deck defaults = load_deck(defaults_path);
+  EXPECT_EQ(defaults.parallel.bucket_mb, 1.0f);
+  EXPECT_TRUE(defaults.parallel.overlap);
+  EXPECT_EQ(defaults.parallel.batchnorm, "local");
+  EXPECT_EQ(defaults.parallel.gpu_aware_mpi, "auto");
+  EXPECT_EQ(defaults.loss.type, "cross_entropy");
+  EXPECT_EQ(defaults.loss.label_smoothing, 0.0f);
+  EXPECT_EQ(defaults.validation_split, 0.0f);
+  EXPECT_EQ(defaults.training.eval_every, 1);
+  const TrainOptions quiet = train_options(defaults);
+  EXPECT_EQ(quiet.bucket_bytes, 1 << 20);
+  EXPECT_FALSE(quiet.sync_batchnorm);
+
+  const Deck deck = load_deck(defaults_path, {"parallel.bucket_mb=0.5", "parallel.overlap=false",
+                                              "parallel.batchnorm=\"sync\"",
+                                              "parallel.gpu_aware_mpi=\"off\"",
+                                              "loss.label_smoothing=0.1", "data.validation_split=0.1",
+                                              "training.eval_every=0"});
+  const TrainOptions options = train_options(deck);
+  EXPECT_EQ(options.bucket_bytes, 1 << 19);
+  EXPECT_FALSE(options.overlap);
+  EXPECT_TRUE(options.sync_batchnorm);
+  EXPECT_EQ(options.label_smoothing, 0.1f);
+  EXPECT_EQ(deck.parallel.gpu_aware_mpi, "off");
+  EXPECT_EQ(deck.validation_split, 0.1f);
+  EXPECT_EQ(deck.training.eval_every, 0);
+  std::remove(defaults_path.c_str());
+
+  // The appended table starts on line 28, its first key on line 29.
+  const auto parallel = [](const std::string& body) { return with_tables("[parallel]\n" + body); };
+  expect_deck_error("parallel_bn", parallel("batchnorm = \"global\"\n"), 29, 13, "parallel.batchnorm",
+                    "'global' is not supported; allowed: local, sync");
+  expect_deck_error("parallel_bucket", parallel("bucket_mb = 0\n"), 29, 13, "parallel.bucket_mb",
+                    "out of range");
+  expect_deck_error("parallel_unknown", parallel("overlab = true\n"), 29, 1, "parallel.overlab",
+                    "unknown key (did you mean 'parallel.overlap'?)");
+  expect_deck_error("loss_type", with_tables("[loss]\ntype = \"mse\"\n"), 29, 8, "loss.type",
+                    "'mse' is not supported; allowed: cross_entropy");
+  expect_deck_error("loss_smoothing", with_tables("[loss]\nlabel_smoothing = 1.0\n"), 29, 19,
+                    "loss.label_smoothing", "out of range");
 }
 
 }  // namespace

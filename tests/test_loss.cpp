@@ -23,8 +23,9 @@ struct Buffers {
   Kokkos::View<int*, Mem> labels;
   Kokkos::View<float*, Mem> loss;
   Kokkos::View<int*, Mem> correct;
-  double mean_loss(float scale) {
-    kernels::softmax_cross_entropy(ExecSpace(), logits, labels, scale, dlogits, loss, correct);
+  double mean_loss(float scale, float smoothing = 0.0f) {
+    kernels::softmax_cross_entropy(ExecSpace(), logits, labels, scale, dlogits, loss, correct,
+                                   smoothing);
     double sum = 0;
     for (float l : test::to_host(loss)) sum += l;
     return sum / static_cast<double>(labels.extent(0));
@@ -66,6 +67,35 @@ TYPED_TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
   const auto analytic = test::to_host(buf.dlogits);
   test::expect_gradient("dlogits", buf.logits, analytic, [&]() { return buf.mean_loss(1.0f / n); },
                         1e-2f, 2e-3, 1e-4);
+}
+
+TYPED_TEST(SoftmaxCrossEntropy, LabelSmoothingMatchesReferenceAndFiniteDifferences) {
+  const int n = 4, c = 5;
+  const float s = 0.1f;
+  Buffers<TypeParam> buf(n, c);
+  const auto z = test::random_values(n * c, 43, -3.0f, 3.0f);
+  const std::vector<int> labels = {3, 0, 4, 1};
+  test::from_host(buf.logits, z);
+  test::from_host(buf.labels, labels);
+  buf.mean_loss(1.0f / n, s);
+  const auto loss = test::to_host(buf.loss);
+  const auto grad = test::to_host(buf.dlogits);
+  for (int i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int k = 0; k < c; ++k) sum += std::exp(double(z[i * c + k]));
+    double expected = 0;
+    for (int k = 0; k < c; ++k) {
+      const double log_p = z[i * c + k] - std::log(sum);
+      const double target = (k == labels[i] ? 1.0 - s : 0.0) + s / c;
+      expected -= target * log_p;
+      EXPECT_NEAR(grad[i * c + k], (std::exp(log_p) - target) / n, 1e-6) << i << ", " << k;
+    }
+    EXPECT_NEAR(loss[i], expected, 1e-5) << "sample " << i;
+  }
+  test::expect_gradient("dlogits", buf.logits, grad, [&]() { return buf.mean_loss(1.0f / n, s); },
+                        1e-2f, 2e-3, 1e-4);
+  test::expect_error([&] { buf.mean_loss(1.0f, 1.0f); },
+                     "tessera::kernels::softmax_cross_entropy: label smoothing 1 is outside [0, 1)");
 }
 
 TYPED_TEST(SoftmaxCrossEntropy, StableForLargeLogits) {

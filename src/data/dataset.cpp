@@ -78,4 +78,15 @@ void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::
       });
 }
 
+Dataset slice(const Dataset& data, std::int64_t first, std::int64_t count) {
+  TESSERA_REQUIRE(first >= 0 && count >= 0 && first + count <= data.size(),
+                  "tessera::slice: samples [" << first << ", " << first + count << ") of a dataset of "
+                                              << data.size());
+  Dataset part = data;
+  const std::pair<std::int64_t, std::int64_t> rows(first, first + count);
+  part.samples = Kokkos::subview(data.samples, rows, Kokkos::ALL());
+  part.labels = Kokkos::subview(data.labels, rows);
+  return part;
+}
+
 }  // namespace tessera

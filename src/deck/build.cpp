@@ -65,6 +65,7 @@ TrainOptions train_options(const Deck& deck) {
   options.seed = deck.seed;
   options.schedule = lr_schedule(deck);
   options.clip_norm = deck.training.clip_norm;
+  options.label_smoothing = deck.loss.label_smoothing;
   options.bucket_bytes = static_cast<std::int64_t>(deck.parallel.bucket_mb * 1024.0 * 1024.0);
   options.overlap = deck.parallel.overlap;
   options.sync_batchnorm = deck.parallel.batchnorm == "sync";

@@ -502,8 +502,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   }
   for (const auto& o : overrides) apply_override(root, o);
   const Reader r(path);
-  r.only_keys(root, "", {"run", "data", "model", "optimizer", "schedule", "training", "parallel",
-                         "checkpoint"});
+  r.only_keys(root, "", {"run", "data", "model", "loss", "optimizer", "schedule", "training",
+                         "parallel", "checkpoint"});
 
   const auto& run = r.table(root, "run", false);
   r.only_keys(run, "run.", {"name", "seed", "output_dir"});
@@ -519,7 +519,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   const auto& data = r.table(root, "data", true);
   r.only_keys(data, "data.", {"format", "train_images", "train_labels", "test_images", "test_labels",
                               "train_file", "test_file", "images_dataset", "labels_dataset",
-                              "normalize_mean", "normalize_std"});
+                              "normalize_mean", "normalize_std", "validation_split"});
   deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5"});
   const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
@@ -543,6 +543,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   deck.normalize_mean = r.get<float>(data, "data.", "normalize_mean", 0.0f);
   deck.normalize_std = r.get<float>(data, "data.", "normalize_std", 1.0f);
   r.require_range(data, "data.", "normalize_std", deck.normalize_std, 1e-6f, 1e6f);
+  deck.validation_split = r.get<float>(data, "data.", "validation_split", 0.0f);
+  r.require_range(data, "data.", "validation_split", deck.validation_split, 0.0f, 0.9f);
+  if (const toml::node* split = data.get("validation_split"))
+    deck.validation_split_location = r.location(split->source());
 
   const auto& model = r.table(root, "model", true);
   r.only_keys(model, "model.", {"input_shape", "layers"});
@@ -566,11 +570,17 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     deck.layers.push_back(read_layer(r, *lt, i, names));
   }
 
+  const auto& loss = r.table(root, "loss", false);
+  r.only_keys(loss, "loss.", {"type", "label_smoothing"});
+  deck.loss.type = r.choice(loss, "loss.", "type", "cross_entropy", {"cross_entropy"});
+  deck.loss.label_smoothing = r.get<float>(loss, "loss.", "label_smoothing", 0.0f);
+  r.require_range(loss, "loss.", "label_smoothing", deck.loss.label_smoothing, 0.0f, 0.99f);
+
   read_optimizer(r, r.table(root, "optimizer", false), deck.optimizer);
   read_schedule(r, r.table(root, "schedule", false), deck.optimizer.lr, deck.schedule);
 
   const auto& training = r.table(root, "training", false);
-  r.only_keys(training, "training.", {"epochs", "batch_size", "log_every", "clip_norm"});
+  r.only_keys(training, "training.", {"epochs", "batch_size", "log_every", "clip_norm", "eval_every"});
   deck.training.epochs = r.get<int>(training, "training.", "epochs", 1);
   r.require_range(training, "training.", "epochs", deck.training.epochs, 1, 1000000);
   deck.training.batch_size = r.get<std::int64_t>(training, "training.", "batch_size", 128);
@@ -579,6 +589,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.require_range<std::int64_t>(training, "training.", "log_every", deck.training.log_every, 0, INT64_MAX);
   deck.training.clip_norm = r.get<float>(training, "training.", "clip_norm", 0.0f);
   r.require_range(training, "training.", "clip_norm", deck.training.clip_norm, 0.0f, 1e6f);
+  deck.training.eval_every = r.get<int>(training, "training.", "eval_every", 1);
+  r.require_range(training, "training.", "eval_every", deck.training.eval_every, 0, 1000000);
 
   const auto& parallel = r.table(root, "parallel", false);
   r.only_keys(parallel, "parallel.", {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi"});

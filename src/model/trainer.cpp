@@ -96,6 +96,9 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   TESSERA_REQUIRE(std::isfinite(options.clip_norm) && options.clip_norm >= 0,
                   "tessera::Trainer: clip_norm " << options.clip_norm
                                                  << " must be finite and >= 0 (0 = no clipping)");
+  TESSERA_REQUIRE(options.label_smoothing >= 0 && options.label_smoothing < 1,
+                  "tessera::Trainer: label smoothing " << options.label_smoothing
+                                                       << " must be in [0, 1)");
   options.schedule.validate();
   if (ranks_ > 1) {
     averager_ = std::make_unique<GradientAverager>(*options.comm, model, options.bucket_bytes,
@@ -189,7 +192,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       const Tensor<float> logits = model_.forward(batch, ctx);
       kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(global),
                                      model_.output_gradient(batch).matrix(), sample_loss_,
-                                     sample_correct_);
+                                     sample_correct_, train ? options_.label_smoothing : 0.0f);
       Kokkos::deep_copy(loss_host, sample_loss_);
       Kokkos::deep_copy(correct_host, sample_correct_);
       for (std::int64_t i = 0; i < batch; ++i) {

@@ -4,6 +4,9 @@
 set -euo pipefail
 train="$1" deck="$2" threshold="$3"
 shift 3
+# With a validation split, epochs are evaluated on it and the test set once at the end.
+validation=0
+case "$*" in *data.validation_split=*) validation=1 ;; esac
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 out=$("$train" "$deck" --set "run.output_dir=${scratch}" "$@" 2>&1) || { echo "$out"; echo "FAIL: tessera-train exited with $?"; exit 1; }
@@ -17,6 +20,10 @@ echo "PASS: test accuracy ${acc} >= ${threshold}"
 metrics="${scratch}/metrics.jsonl"
 grep -q "\"type\":\"epoch\"" "$metrics" || { echo "FAIL: no epoch record in $metrics"; exit 1; }
 grep -q "\"test_accuracy\":0\.[0-9]" "$metrics" || { echo "FAIL: $metrics lacks test_accuracy"; tail -2 "$metrics"; exit 1; }
+if [ "$validation" -eq 1 ]; then
+  grep -q "\"validation_accuracy\":0\.[0-9]" "$metrics" || { echo "FAIL: $metrics lacks validation_accuracy"; exit 1; }
+  grep -q "\"type\":\"test\"" "$metrics" || { echo "FAIL: $metrics lacks the final test record"; exit 1; }
+fi
 # Debian's interpreter, which sees Debian's python3-matplotlib.
 /usr/bin/python3 "$(dirname "$0")/../../scripts/plot_metrics.py" "$metrics" -o "${scratch}/curves.png"
 [ -s "${scratch}/curves.png" ] || { echo "FAIL: no curves.png"; exit 1; }

@@ -30,6 +30,10 @@ Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
                           const std::string& images_source, const std::string& labels_source,
                           float mean, float stddev);
 
+// Samples [first, first + count) as a dataset sharing the same memory (a
+// validation split held out of a training set).
+Dataset slice(const Dataset& data, std::int64_t first, std::int64_t count);
+
 // Gathers samples and labels order(start .. start + batch) into the batch buffers.
 void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::int64_t>& order,
                   std::int64_t start, const Tensor<float>& batch_samples,

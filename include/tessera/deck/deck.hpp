@@ -61,10 +61,17 @@ struct Deck {
   std::vector<DataFile> data_files;
   float normalize_mean = 0.0f;
   float normalize_std = 1.0f;
+  float validation_split = 0.0f;  // share of the training file held out (its last samples)
+  std::string validation_split_location;  // "file:line:column" when set
 
   std::vector<std::int64_t> input_shape;
   std::string input_shape_location;  // "file:line:column"
   std::vector<LayerDeck> layers;
+
+  struct Loss {
+    std::string type = "cross_entropy";
+    float label_smoothing = 0.0f;
+  } loss;
 
   // Defaults that depend on the type are filled in by load_deck.
   struct Optimizer {
@@ -93,6 +100,7 @@ struct Deck {
     std::int64_t batch_size = 128;
     std::int64_t log_every = 100;
     float clip_norm = 0.0f;  // 0 = off
+    int eval_every = 1;      // epochs between evaluations; 0 = only after the last
   } training;
 
   // Data parallelism under mpiexec (see docs/decks.md).

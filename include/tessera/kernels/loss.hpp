@@ -5,7 +5,9 @@
 //
 // softmax_cross_entropy: fused and numerically stable. One thread per sample
 // subtracts the row maximum before exponentiating and also records whether
-// the arg-max matches the label.
+// the arg-max matches the label. Label smoothing s (PyTorch's
+// CrossEntropyLoss(label_smoothing=s)) trains against a target of
+// 1 - s + s / classes on the label and s / classes elsewhere.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -18,7 +20,8 @@ namespace tessera::kernels {
 template <class ExecSpace, class Logits, class Labels, class DLogits, class Loss, class Correct>
 void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const Labels& labels,
                            typename DLogits::const_value_type grad_scale, const DLogits& dlogits,
-                           const Loss& sample_loss, const Correct& sample_correct) {
+                           const Loss& sample_loss, const Correct& sample_correct,
+                           typename DLogits::const_value_type label_smoothing = 0) {
   ScopedRegion region("tessera::kernels::softmax_cross_entropy");
   const int n = static_cast<int>(logits.extent(0));
   const int classes = static_cast<int>(logits.extent(1));
@@ -30,7 +33,13 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
                       << ", " << dlogits.extent(1) << "], per-sample outputs ["
                       << sample_loss.extent(0) << "], [" << sample_correct.extent(0)
                       << "]; expected labels [N], dlogits like logits, outputs of at least N");
+  TESSERA_REQUIRE(label_smoothing >= 0 && label_smoothing < 1,
+                  "tessera::kernels::softmax_cross_entropy: label smoothing " << label_smoothing
+                                                                             << " is outside [0, 1)");
   using T = typename DLogits::non_const_value_type;
+  // The target puts 1 - s on the label and s / classes on every class.
+  const T off_target = label_smoothing / static_cast<T>(classes);
+  const T on_target = T(1) - label_smoothing + off_target;
   Kokkos::parallel_for(
       "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
       KOKKOS_LAMBDA(const int i) {
@@ -46,11 +55,14 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
         T sum = 0;
         for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
         const T log_sum = compat::log(sum);
+        T loss = 0;  // - sum over classes of target * log p
         for (int c = 0; c < classes; ++c) {
-          const T p = compat::exp(logits(i, c) - max_logit - log_sum);
-          dlogits(i, c) = grad_scale * (p - (c == label ? T(1) : T(0)));
+          const T log_p = logits(i, c) - max_logit - log_sum;
+          const T target = c == label ? on_target : off_target;
+          dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
+          if (target != T(0)) loss -= target * log_p;
         }
-        sample_loss(i) = log_sum - (logits(i, label) - max_logit);
+        sample_loss(i) = loss;
         sample_correct(i) = (argmax == label) ? 1 : 0;
       });
 }

@@ -26,6 +26,7 @@ struct TrainOptions {
   std::int64_t log_every = 100;  // steps between progress lines; 0 = none
   LrSchedule schedule;           // the learning rate of every step
   float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
+  float label_smoothing = 0.0f;  // of the softmax cross-entropy loss, in [0, 1)
   // Data parallelism (nullptr or one rank: a single process). The model is
   // compiled for this rank's largest shard, ceil(batch_size / ranks).
   const Communicator* comm = nullptr;
