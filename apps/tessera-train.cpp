@@ -192,6 +192,9 @@ int main(int argc, char** argv) {
                                  " (" + std::to_string(set->sample_shape.numel()) + " values)");
       }
     });
+    // A quick trial or a benchmark may train on the head of the file only.
+    if (deck.train_samples > 0 && deck.train_samples < train.size())
+      train = tessera::slice(train, 0, deck.train_samples);
     // The validation split is the tail of the training file, before shuffling.
     tessera::Dataset validation;
     if (deck.validation_split > 0) {

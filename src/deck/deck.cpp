@@ -519,7 +519,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   const auto& data = r.table(root, "data", true);
   r.only_keys(data, "data.", {"format", "train_images", "train_labels", "test_images", "test_labels",
                               "train_file", "test_file", "images_dataset", "labels_dataset",
-                              "normalize_mean", "normalize_std", "validation_split"});
+                              "normalize_mean", "normalize_std", "validation_split",
+                              "train_samples"});
   deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5"});
   const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
@@ -547,6 +548,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   r.require_range(data, "data.", "validation_split", deck.validation_split, 0.0f, 0.9f);
   if (const toml::node* split = data.get("validation_split"))
     deck.validation_split_location = r.location(split->source());
+  deck.train_samples = r.get<std::int64_t>(data, "data.", "train_samples", 0);
+  r.require_range<std::int64_t>(data, "data.", "train_samples", deck.train_samples, 0, INT64_MAX);
 
   const auto& model = r.table(root, "model", true);
   r.only_keys(model, "model.", {"input_shape", "layers"});

@@ -63,6 +63,7 @@ struct Deck {
   float normalize_std = 1.0f;
   float validation_split = 0.0f;  // share of the training file held out (its last samples)
   std::string validation_split_location;  // "file:line:column" when set
+  std::int64_t train_samples = 0;  // > 0: train on the first this many samples only
 
   std::vector<std::int64_t> input_shape;
   std::string input_shape_location;  // "file:line:column"
