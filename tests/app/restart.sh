@@ -10,12 +10,7 @@
 set -uo pipefail
 mpiexec="$1" train="$2" deck="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export OMP_NUM_THREADS=1
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../script_common.sh"
 ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
 
 # train <ranks> <name> [args...]: a run with its own output directory.

@@ -6,12 +6,7 @@
 # Usage: train.sh <mpiexec> <tessera-train> <smoke deck> <min accuracy>
 set -uo pipefail
 mpiexec="$1" train="$2" deck="$3" threshold="$4"
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export OMP_NUM_THREADS=1
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../script_common.sh"
 
 # run <name> <mpiexec arguments...>: output in $scratch/<name>.log, status in $rc.
 run() {
