@@ -271,6 +271,9 @@ int main(int argc, char** argv) {
         cursor = saved.cursor;
         if (root) history = saved.metrics;
       });
+      tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
+                                          "the weights loaded with --restart",
+                                          "give every rank the same --restart");
       trainer.set_step(cursor.step);
       if (root)
         std::cout << "resuming from " << from << ": epoch " << cursor.epoch + 1 << ", step "
