@@ -61,6 +61,9 @@ for t in $(printf '%s\n' 1 "$cores" | sort -un); do
   for b in $(printf '%s\n' 1 "$cores" | sort -un); do settings+=("$t,$b"); done
 done
 
+tessera_settings=("1,1")
+[ "$cores" -eq 1 ] || tessera_settings+=("1,$cores" "$cores,$cores")
+
 echo "machine: $(hostname), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; using $cores"
 echo "batch $batch, $steps steps x $repetitions repetitions (median), results in $out"
 summary=()
@@ -70,18 +73,21 @@ for entry in "${cases[@]}"; do
   for o in $overrides; do sets+=(--set "$o"); done
   echo
   echo "== $name: $(basename "$deck") ${overrides}"
-  # Tessera: OpenMP threads 1 and <cores> (its OpenBLAS shares the pool).
+  # Tessera: Kokkos' OpenMP threads, and those of the OpenBLAS that shares
+  # its pool (Tessera's own kernels are small; the products are not).
   tessera=0 tessera_setting="none" tessera_json=""
-  for t in $(printf '%s\n' 1 "$cores" | sort -un); do
-    report="$out/tessera-$name-t$t.json"
-    OMP_NUM_THREADS="$t" OMP_PROC_BIND=spread OMP_PLACES=threads "${pin[@]}" "$bench" "$deck" \
+  for setting in "${tessera_settings[@]}"; do
+    t=${setting%,*} b=${setting#*,}
+    report="$out/tessera-$name-omp$t-openblas$b.json"
+    OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$b" OMP_PROC_BIND=spread OMP_PLACES=threads \
+      "${pin[@]}" "$bench" "$deck" \
       ${sets[@]+"${sets[@]}"} --batch "$batch" --steps "$steps" --repetitions "$repetitions" \
       --json "$report" > "${report%.json}.log" 2>&1 \
       || { cat "${report%.json}.log"; echo "side_by_side.sh: tessera-bench failed on $name" >&2; exit 1; }
     rate=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"]["samples_per_second"])' "$report")
-    printf '  %-28s %10.0f samples/s\n' "Tessera omp=$t" "$rate"
+    printf '  %-28s %10.0f samples/s\n' "Tessera omp=$t openblas=$b" "$rate"
     if awk -v a="$rate" -v b="$tessera" 'BEGIN { exit !(a > b) }'; then
-      tessera=$rate tessera_setting="omp=$t" tessera_json=$report
+      tessera=$rate tessera_setting="omp=$t openblas=$b" tessera_json=$report
     fi
   done
   best=0 best_setting="none"
@@ -109,11 +115,11 @@ echo
 echo "Tessera and PyTorch: samples/s at each's best thread setting; the Dense column is"
 echo "the Dense layers' forward + backward as a fraction of the sgemm peak that"
 echo "tessera-bench measured with the same threads (target 80%)."
-printf '%-12s %9s %-7s %9s %-22s %6s %7s  %-7s %s\n' case Tessera setting PyTorch setting ratio target verdict "Dense step / sgemm"
+printf '%-12s %9s %-20s %9s %-20s %6s %7s  %-7s %s\n' case Tessera setting PyTorch setting ratio target verdict "Dense step / sgemm"
 for row in "${summary[@]}"; do
   IFS='|' read -r name tessera tsetting best setting target dense report <<<"$row"
   ratio=$(awk -v a="$tessera" -v b="$best" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
   verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { print (r != "-" && r >= t) ? "met" : "MISSED" }')
   peaks=$("$python" -c 'import json,sys; p=json.load(open(sys.argv[1]))["peaks"]; print("sgemm %.1f GFLOP/s" % p["sgemm"]["gflops"])' "$report")
-  printf '%-12s %9.0f %-7s %9.0f %-22s %6s %6sx  %-7s %s of %s\n' "$name" "$tessera" "$tsetting" "$best" "$setting" "$ratio" "$target" "$verdict" "$dense" "$peaks"
+  printf '%-12s %9.0f %-20s %9.0f %-20s %6s %6sx  %-7s %s of %s\n' "$name" "$tessera" "$tsetting" "$best" "$setting" "$ratio" "$target" "$verdict" "$dense" "$peaks"
 done
