@@ -24,6 +24,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cli.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -590,15 +592,8 @@ int main(int argc, char** argv) {
   app.add_option("--peak-repetitions", opt.peak_repetitions, "repetitions of each peak (default 5)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--skip-peaks", opt.skip_peaks, "do not measure the peaks (fractions become 0)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "tessera-bench: " << e.what() << "\nrun 'tessera-bench --help' for usage\n";
-    return 2;
-  }
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-bench"))
+    return *status;
   try {
     return run(opt);
   } catch (const tessera::DeckError& e) {
