@@ -73,6 +73,16 @@ std::int64_t Conv2D::flops_per_sample(const Shapes& inputs) const {
   return 2 * outputs * inputs.at(0)[1] * kernel_.h * kernel_.w + outputs;
 }
 
+LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
+  LayerCost c = Layer::cost(inputs, input_gradient);
+  const double outputs = static_cast<double>(output_shape(inputs).numel());
+  const double product = 2 * outputs * static_cast<double>(inputs.at(0)[1] * kernel_.h * kernel_.w);
+  // Backward: dW from the columns, dx through the transposed weights when
+  // wanted, and the bias sums; the column copies are not arithmetic.
+  c.backward.flops = product * (input_gradient ? 2 : 1) + outputs;
+  return c;
+}
+
 void Conv2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Conv2D::forward");
   const auto g = conv_geometry(x[0].shape(), out_channels_, kernel_, stride_, padding_);

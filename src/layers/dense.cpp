@@ -33,6 +33,16 @@ std::int64_t Dense::flops_per_sample(const Shapes& inputs) const {
   return 2 * inputs.at(0).inner() * units_ + units_;
 }
 
+LayerCost Dense::cost(const Shapes& inputs, bool input_gradient) const {
+  LayerCost c = Layer::cost(inputs, input_gradient);
+  const double batch = static_cast<double>(inputs.at(0)[0]);
+  const double product = 2 * batch * static_cast<double>(inputs.at(0).inner() * units_);
+  const double bias = batch * static_cast<double>(units_);
+  // Backward: dW = dy^T x, dx = dy W when wanted, and the bias sums.
+  c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
+  return c;
+}
+
 void Dense::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Dense::forward");
   kernels::dense_forward(ExecSpace(), x[0].matrix(), weight_.matrix(), bias_.flat(), y.matrix());

@@ -11,6 +11,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
 
@@ -280,15 +281,13 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
   const std::int64_t k = g.patch(), positions = g.positions(), channels = g.out_channels;
   const std::int64_t batch = g.batch;
 
-  // One thread per output channel, summing samples and positions in order.
+  // One thread per output channel, summing samples in order.
   Kokkos::parallel_for(
       "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
       KOKKOS_LAMBDA(const std::int64_t c) {
         T sum = 0;
-        for (std::int64_t n = 0; n < batch; ++n) {
-          const auto* row = &dy(0) + (n * channels + c) * positions;
-          for (std::int64_t p = 0; p < positions; ++p) sum += row[p];
-        }
+        for (std::int64_t n = 0; n < batch; ++n)
+          sum += lane_sum(&dy(0) + (n * channels + c) * positions, positions);
         db(c) += sum;
       });
 

@@ -16,6 +16,26 @@ namespace tessera::kernels {
 // Part of the result's definition: changing it changes the rounding.
 constexpr std::int64_t deterministic_chunk = 1024;
 
+// Partial sums lane_sum keeps; part of its result's definition.
+constexpr int sum_lanes = 8;
+
+// Sum of v[0, n) in a fixed order that does not wait on one accumulator:
+// element i goes to partial sum i % sum_lanes, and the partial sums are
+// added pairwise at the end. The adds vectorise, and the result is the same
+// for any thread count and backend (a serial sum of a long row is bound by
+// the latency of one add after another).
+template <class T>
+KOKKOS_INLINE_FUNCTION T lane_sum(const T* v, std::int64_t n) {
+  T lane[sum_lanes] = {};
+  std::int64_t i = 0;
+  for (; i + sum_lanes <= n; i += sum_lanes)
+    for (int l = 0; l < sum_lanes; ++l) lane[l] += v[i + l];
+  for (int l = 0; i + l < n; ++l) lane[l] += v[i + l];
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
 // Scratch elements deterministic_sum_squares needs for n inputs:
 // one per chunk, plus the total.
 inline std::int64_t deterministic_sum_scratch(std::int64_t n) {

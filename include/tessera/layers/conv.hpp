@@ -37,6 +37,7 @@ class Conv2D final : public Layer {
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
   void allocate(const Shapes& inputs) override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
+  LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
   void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,

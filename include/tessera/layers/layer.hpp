@@ -47,6 +47,18 @@ struct StepContext {
 using Tensors = std::vector<Tensor<float>>;
 using Shapes = std::vector<Shape>;
 
+// The work of one pass over a batch, for benchmarks: floating-point
+// operations, and the compulsory memory traffic in bytes (every tensor the
+// pass reads or writes, touched once), which gives an effective bandwidth.
+struct PassCost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+struct LayerCost {
+  PassCost forward, backward;
+};
+
 class Layer {
  public:
   // inputs: names of the layers (or "input") this layer reads; empty means
@@ -75,6 +87,29 @@ class Layer {
   // Scratch for batches up to inputs[0][0] samples.
   virtual void allocate(const Shapes& /*inputs*/) {}
   virtual std::int64_t flops_per_sample(const Shapes& /*inputs*/) const { return 0; }
+  // Work of forward and backward for inputs that include the batch;
+  // input_gradient: backward also computes dx. The default counts
+  // flops_per_sample() per sample forward and twice that backward (an
+  // estimate for elementwise layers), and traffic as inputs, output,
+  // parameters and state forward; inputs, output, its gradient, parameters,
+  // gradients (read and written) and dx (read and written) backward.
+  virtual LayerCost cost(const Shapes& inputs, bool input_gradient) const {
+    double input_elements = 0, parameters = 0;
+    for (const auto& s : inputs) input_elements += static_cast<double>(s.numel());
+    for (const auto& spec : parameter_specs(inputs)) parameters += static_cast<double>(spec.shape.numel());
+    double state = 0;
+    for (const auto& spec : state_specs(inputs)) state += static_cast<double>(spec.shape.numel());
+    const double output = static_cast<double>(output_shape(inputs).numel());
+    const double batch = inputs.empty() ? 0.0 : static_cast<double>(inputs[0][0]);
+    const double bytes = sizeof(float);
+    LayerCost c;
+    c.forward.flops = batch * static_cast<double>(flops_per_sample(inputs));
+    c.forward.bytes = bytes * (input_elements + output + parameters + state);
+    c.backward.flops = 2 * c.forward.flops;
+    c.backward.bytes = bytes * (input_elements + 2 * output + 3 * parameters + state +
+                                (input_gradient ? 2 * input_elements : 0.0));
+    return c;
+  }
 
   virtual void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) = 0;
   virtual void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,

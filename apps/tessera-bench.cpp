@@ -1,0 +1,606 @@
+// tessera-bench: time the training step of the model a deck describes, layer
+// by layer and kernel by kernel, against the device's own measured peaks
+// (sgemm through KokkosBlas and a stream triad), and write a table and a
+// JSON report (schema in docs/benchmarks.md).
+#include <tessera/core/compat.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/random.hpp>
+#include <tessera/core/runtime.hpp>
+#include <tessera/core/version.hpp>
+#include <tessera/deck/build.hpp>
+#include <tessera/model/trainer.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "cli.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr int schema_version = 1;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// ---------------------------------------------------------------------------
+// Peaks the device reaches on its own: they scale the per-layer figures.
+
+struct Peaks {
+  std::int64_t gemm_size = 0;
+  double gemm_gflops = 0;
+  std::int64_t triad_elements = 0;
+  double triad_gbs = 0;
+};
+
+// Median GFLOP/s of C = A B on n x n float matrices through KokkosBlas::gemm.
+double measure_sgemm(std::int64_t n, int repetitions) {
+  tessera::ScopedRegion region("tessera::bench::sgemm");
+  const tessera::ExecSpace exec;
+  tessera::Matrix<float> a("bench::A", n, n), b("bench::B", n, n), c("bench::C", n, n);
+  Kokkos::parallel_for(
+      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n * n),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        a(i / n, i % n) = tessera::counter_uniform(1, 0, i) - 0.5f;
+        b(i / n, i % n) = tessera::counter_uniform(1, 1, i) - 0.5f;
+      });
+  std::vector<double> gflops;
+  for (int r = -1; r < repetitions; ++r) {  // r = -1 warms up
+    Kokkos::fence();
+    const auto start = Clock::now();
+    tessera::compat::gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c);
+    Kokkos::fence();
+    if (r >= 0) gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
+  }
+  return median(gflops);
+}
+
+// Median GB/s of a[i] = b[i] + s c[i] (three arrays of floats, counted as
+// STREAM does: two reads and one write per element).
+double measure_triad(std::int64_t n, int repetitions) {
+  tessera::ScopedRegion region("tessera::bench::triad");
+  const tessera::ExecSpace exec;
+  tessera::Vector<float> a("bench::a", n), b("bench::b", n), c("bench::c", n);
+  Kokkos::parallel_for(
+      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        b(i) = 1.0f;
+        c(i) = 2.0f;
+      });
+  const float s = 3.0f;
+  std::vector<double> gbs;
+  for (int r = -1; r < repetitions; ++r) {
+    Kokkos::fence();
+    const auto start = Clock::now();
+    Kokkos::parallel_for(
+        "tessera::bench::triad", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t i) { a(i) = b(i) + s * c(i); });
+    Kokkos::fence();
+    if (r >= 0) gbs.push_back(3.0 * sizeof(float) * double(n) / seconds_since(start) * 1e-9);
+  }
+  return median(gbs);
+}
+
+// ---------------------------------------------------------------------------
+// Per-layer and per-kernel times from Kokkos Tools callbacks. Model::forward
+// and Model::backward each open a region, and every layer opens
+// "tessera::<Type>::forward" / "::backward" directly inside it, in model
+// order forward and reverse order backward; inside a layer, every Kokkos
+// kernel, deep copy and KokkosBlas call is a kernel. Each boundary fences the
+// device, so asynchronous backends are timed correctly (at the price of the
+// fences: this run is separate from the step timing).
+
+enum class Pass { forward = 0, backward = 1 };
+
+struct KernelTime {
+  double seconds = 0;
+  std::int64_t calls = 0;
+};
+
+struct LayerTimes {
+  double seconds[2] = {0, 0};
+  std::int64_t calls[2] = {0, 0};
+  std::map<std::string, KernelTime> kernels[2];
+};
+
+class RegionProfiler {
+ public:
+  static RegionProfiler& instance() {
+    static RegionProfiler profiler;
+    return profiler;
+  }
+
+  void start(const tessera::Model& model) {
+    layers_.assign(model.layers().size(), LayerTimes{});
+    for (int p = 0; p < 2; ++p) expected_[p].clear();
+    for (const auto& layer : model.layers()) {
+      const std::string prefix = std::string("tessera::") + layer->type();
+      expected_[0].push_back(prefix + "::forward");
+      expected_[1].push_back(prefix + "::backward");
+    }
+    frames_.clear();
+    namespace tools = Kokkos::Tools::Experimental;
+    tools::set_push_region_callback(&RegionProfiler::push);
+    tools::set_pop_region_callback(&RegionProfiler::pop);
+    tools::set_begin_parallel_for_callback(&RegionProfiler::begin_kernel);
+    tools::set_end_parallel_for_callback(&RegionProfiler::end_kernel);
+    tools::set_begin_parallel_reduce_callback(&RegionProfiler::begin_kernel);
+    tools::set_end_parallel_reduce_callback(&RegionProfiler::end_kernel);
+    tools::set_begin_parallel_scan_callback(&RegionProfiler::begin_kernel);
+    tools::set_end_parallel_scan_callback(&RegionProfiler::end_kernel);
+    tools::set_begin_deep_copy_callback(&RegionProfiler::begin_copy);
+    tools::set_end_deep_copy_callback(&RegionProfiler::end_copy);
+  }
+
+  std::vector<LayerTimes> stop() {
+    namespace tools = Kokkos::Tools::Experimental;
+    tools::set_push_region_callback(nullptr);
+    tools::set_pop_region_callback(nullptr);
+    tools::set_begin_parallel_for_callback(nullptr);
+    tools::set_end_parallel_for_callback(nullptr);
+    tools::set_begin_parallel_reduce_callback(nullptr);
+    tools::set_end_parallel_reduce_callback(nullptr);
+    tools::set_begin_parallel_scan_callback(nullptr);
+    tools::set_end_parallel_scan_callback(nullptr);
+    tools::set_begin_deep_copy_callback(nullptr);
+    tools::set_end_deep_copy_callback(nullptr);
+    return std::move(layers_);
+  }
+
+ private:
+  enum class Kind { model, layer, kernel, other };
+  struct Frame {
+    Kind kind;
+    std::string name;
+    Clock::time_point start;
+  };
+
+  static void push(const char* name) { instance().open(Kind::other, name, true); }
+  static void pop() { instance().close(); }
+  static void begin_kernel(const char* name, std::uint32_t, std::uint64_t*) {
+    instance().open(Kind::kernel, name, false);
+  }
+  static void end_kernel(std::uint64_t) { instance().close(); }
+  static void begin_copy(Kokkos::Tools::SpaceHandle, const char* dst, const void*,
+                         Kokkos::Tools::SpaceHandle, const char* src, const void*, std::uint64_t) {
+    instance().open(Kind::kernel, std::string("deep_copy ") + src + " -> " + dst, false);
+  }
+  static void end_copy() { instance().close(); }
+
+  // The frame of the innermost open layer, or -1.
+  int open_layer_frame() const {
+    for (int f = static_cast<int>(frames_.size()) - 1; f >= 0; --f)
+      if (frames_[f].kind == Kind::layer) return f;
+    return -1;
+  }
+
+  void open(Kind kind, std::string name, bool region) {
+    Kokkos::fence();
+    if (region) {
+      if (name == "tessera::Model::forward" || name == "tessera::Model::backward") {
+        kind = Kind::model;
+        pass_ = name == "tessera::Model::forward" ? Pass::forward : Pass::backward;
+        next_ = pass_ == Pass::forward ? 0 : static_cast<int>(layers_.size()) - 1;
+      } else if (!frames_.empty() && frames_.back().kind == Kind::model && next_ >= 0 &&
+                 next_ < static_cast<int>(layers_.size()) &&
+                 name == expected_[static_cast<int>(pass_)][next_]) {
+        kind = Kind::layer;
+        layer_ = next_;
+        next_ += pass_ == Pass::forward ? 1 : -1;
+      } else if (name.rfind("KokkosBlas::", 0) == 0) {
+        kind = Kind::kernel;
+      }
+    }
+    // Only the outermost kernel inside a layer is timed (a BLAS call or a
+    // deep copy may launch kernels of its own); nested KokkosBlas regions
+    // lend the outer one their more specific name ("gemm[TPL_BLAS,float]").
+    const int layer = open_layer_frame();
+    if (kind == Kind::kernel && layer >= 0) {
+      for (std::size_t f = layer + 1; f < frames_.size(); ++f)
+        if (frames_[f].kind == Kind::kernel) {
+          if (region) frames_[f].name = name;
+          kind = Kind::other;
+          break;
+        }
+    }
+    frames_.push_back(Frame{kind, std::move(name), Clock::now()});
+  }
+
+  void close() {
+    Kokkos::fence();
+    if (frames_.empty()) return;
+    const Frame frame = std::move(frames_.back());
+    frames_.pop_back();
+    const double seconds = seconds_since(frame.start);
+    const int p = static_cast<int>(pass_);
+    if (frame.kind == Kind::layer) {
+      layers_[layer_].seconds[p] += seconds;
+      ++layers_[layer_].calls[p];
+    } else if (frame.kind == Kind::kernel && open_layer_frame() >= 0) {
+      auto& k = layers_[layer_].kernels[p][frame.name];
+      k.seconds += seconds;
+      ++k.calls;
+    }
+  }
+
+  std::vector<LayerTimes> layers_;
+  std::vector<std::string> expected_[2];
+  std::vector<Frame> frames_;
+  Pass pass_ = Pass::forward;
+  int next_ = -1;
+  int layer_ = -1;
+};
+
+// ---------------------------------------------------------------------------
+// Setup: the model and a synthetic dataset of the deck's shapes.
+
+// Deterministic inputs in [-1, 1) and labels in [0, classes): speed does not
+// depend on the pixel values, and no data files are needed.
+tessera::Dataset synthetic_dataset(const tessera::Shape& sample, std::int64_t samples, int classes,
+                                   std::uint64_t seed) {
+  tessera::Dataset data;
+  const std::int64_t features = sample.numel();
+  data.samples = tessera::Matrix<float>("bench::samples", samples, features);
+  data.labels = tessera::Vector<int>("bench::labels", samples);
+  data.sample_shape = sample;
+  data.classes = classes;
+  const auto x = data.samples;
+  const auto y = data.labels;
+  Kokkos::parallel_for(
+      "tessera::bench::synthetic_dataset",
+      Kokkos::RangePolicy<tessera::ExecSpace>(0, samples), KOKKOS_LAMBDA(const std::int64_t i) {
+        for (std::int64_t f = 0; f < features; ++f)
+          x(i, f) = 2.0f * tessera::counter_uniform(seed, 7, i * features + f) - 1.0f;
+        y(i) = static_cast<int>(tessera::counter_hash(seed, 8, i) % classes);
+      });
+  return data;
+}
+
+// A per-sample shape with a leading batch dimension.
+tessera::Shape with_batch(const tessera::Shape& sample, std::int64_t batch) {
+  if (sample.rank() == 1) return tessera::Shape{batch, sample[0]};
+  if (sample.rank() == 2) return tessera::Shape{batch, sample[0], sample[1]};
+  return tessera::Shape{batch, sample[0], sample[1], sample[2]};
+}
+
+json shape_json(const tessera::Shape& s) {
+  json a = json::array();
+  for (int i = 0; i < s.rank(); ++i) a.push_back(s[i]);
+  return a;
+}
+
+// ---------------------------------------------------------------------------
+// The machine, for the report.
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown";
+}
+
+std::string hostname() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string kokkos_version() {
+  return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
+         "." + std::to_string(KOKKOS_VERSION % 100);
+}
+
+json pass_json(const tessera::PassCost& cost, double seconds, const Peaks& peaks) {
+  const double gflops = seconds > 0 ? cost.flops / seconds * 1e-9 : 0;
+  const double gbs = seconds > 0 ? cost.bytes / seconds * 1e-9 : 0;
+  return {{"seconds", seconds},
+          {"flops", cost.flops},
+          {"bytes", cost.bytes},
+          {"gflops", gflops},
+          {"gbs", gbs},
+          {"flops_fraction", peaks.gemm_gflops > 0 ? gflops / peaks.gemm_gflops : 0},
+          {"bandwidth_fraction", peaks.triad_gbs > 0 ? gbs / peaks.triad_gbs : 0}};
+}
+
+struct Options {
+  std::string deck_path, json_path;
+  std::vector<std::string> overrides;
+  std::int64_t batch = 0;
+  int steps = 20, repetitions = 5, peak_repetitions = 5;
+  std::int64_t gemm_size = 0, triad_elements = std::int64_t(1) << 25;
+  bool skip_peaks = false;
+};
+
+void print_table(std::ostream& os, const json& report) {
+  const auto& peaks = report["peaks"];
+  os << std::fixed << std::setprecision(1) << "peaks: sgemm " << peaks["sgemm"]["gflops"].get<double>()
+     << " GFLOP/s (n = " << peaks["sgemm"]["size"] << "), stream triad "
+     << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n\n";
+  os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
+     << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s" << std::setw(8) << "%peak"
+     << std::setw(9) << "GB/s" << std::setw(8) << "%peak" << "\n";
+  const auto row = [&](const std::string& name, const std::string& type, const std::string& pass,
+                       const json& p) {
+    os << std::left << std::setw(12) << name.substr(0, 11) << std::setw(12) << type.substr(0, 11)
+       << std::setw(6) << pass << std::right << std::setprecision(3) << std::setw(10)
+       << p["seconds"].get<double>() * 1e3 << std::setprecision(1) << std::setw(10)
+       << p["gflops"].get<double>() << std::setw(8) << 100 * p["flops_fraction"].get<double>()
+       << std::setw(9) << p["gbs"].get<double>() << std::setw(8)
+       << 100 * p["bandwidth_fraction"].get<double>() << "\n";
+  };
+  for (const auto& layer : report["layers"]) {
+    for (const char* pass : {"forward", "backward", "step"}) {
+      const std::string label = pass == std::string("forward")    ? "fwd"
+                                : pass == std::string("backward") ? "bwd"
+                                                                  : "both";
+      row(layer["name"].get<std::string>(), layer["type"].get<std::string>(), label, layer[pass]);
+      if (pass == std::string("step")) continue;
+      for (const auto& k : layer[pass]["kernels"])
+        os << "      " << std::left << std::setw(50) << k["name"].get<std::string>().substr(0, 49)
+           << std::right << std::setprecision(3) << std::setw(10) << k["seconds"].get<double>() * 1e3
+           << " ms x" << k["calls"] << "\n";
+    }
+  }
+  const auto& step = report["step"];
+  os << "\ntraining step: " << std::setprecision(3) << step["seconds"].get<double>() * 1e3
+     << " ms (median), " << std::setprecision(0) << step["samples_per_second"].get<double>()
+     << " samples/s at batch " << report["batch_size"] << "; layers forward + backward "
+     << std::setprecision(3) << step["layers_seconds"].get<double>() * 1e3 << " ms\n";
+  const auto& dense = report["dense"];
+  if (dense["layers"].get<int>() > 0)
+    os << "dense layers, training step: " << std::setprecision(1) << dense["gflops"].get<double>()
+       << " GFLOP/s = " << 100 * dense["flops_fraction"].get<double>() << "% of sgemm\n";
+}
+
+int run(const Options& opt) {
+  const tessera::Deck deck = tessera::load_deck(opt.deck_path, opt.overrides);
+  const std::int64_t batch = opt.batch > 0 ? opt.batch : deck.training.batch_size;
+  std::unique_ptr<tessera::Model> model;
+  try {
+    model = tessera::build_model(deck);
+    model->compile(batch, deck.seed);
+  } catch (const tessera::LayerError& e) {
+    throw tessera::DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
+                             std::to_string(e.layer()) + "]: " + e.what());
+  }
+  // The model's node 0 (its input) with and without the batch dimension.
+  const tessera::Shape input = model->input(batch).shape();
+  const tessera::Shape sample = input.rank() == 2   ? tessera::Shape{input[1]}
+                               : input.rank() == 3 ? tessera::Shape{input[1], input[2]}
+                                                   : tessera::Shape{input[1], input[2], input[3]};
+  const tessera::Shape out = model->output_shape();
+
+  // Opened first, so an unwritable path fails before minutes of measuring.
+  const std::filesystem::path path(opt.json_path.empty() ? deck.output_dir + "/bench.json"
+                                                         : opt.json_path);
+  std::error_code made;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), made);
+  std::ofstream file;
+  if (!made) file.open(path);
+  if (made || !file) {
+    std::cerr << "tessera-bench: cannot write " << path.string() << ": "
+              << (made ? made.message() : std::string("cannot open the file"))
+              << " (choose another --json path)\n";
+    return 2;
+  }
+  TESSERA_REQUIRE(out.rank() == 1 && out[0] >= 2,
+                  "tessera-bench: the model's output " << out
+                                                       << " is not a vector of class scores");
+
+  std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
+
+  Peaks peaks;
+  const bool host = std::is_same<tessera::MemSpace, Kokkos::HostSpace>::value;
+  peaks.gemm_size = opt.gemm_size > 0 ? opt.gemm_size : (host ? 2048 : 8192);
+  peaks.triad_elements = opt.triad_elements;
+  if (!opt.skip_peaks) {
+    peaks.gemm_gflops = measure_sgemm(peaks.gemm_size, opt.peak_repetitions);
+    peaks.triad_gbs = measure_triad(peaks.triad_elements, opt.peak_repetitions);
+  }
+
+  // One dataset of `steps` batches: a repetition is one epoch over it.
+  tessera::TrainOptions options = tessera::train_options(deck);
+  options.batch_size = batch;
+  options.epochs = 2 * opt.repetitions + 1;
+  options.log_every = 0;
+  const auto data = synthetic_dataset(sample, batch * opt.steps,
+                                      static_cast<int>(out[0]), deck.seed);
+  const auto optimizer = tessera::make_optimizer(tessera::optimizer_params(deck));
+  tessera::Trainer trainer(*model, *optimizer, options);
+  int epoch = 0;
+  trainer.train_epoch(data, epoch++);  // warm-up: first touches, BLAS buffers
+
+  std::vector<double> step_seconds, phase[4];
+  for (int r = 0; r < opt.repetitions; ++r) {
+    const auto report = trainer.train_epoch(data, epoch++);
+    step_seconds.push_back(report.seconds / opt.steps);
+    const double phases[4] = {report.time.data, report.time.forward, report.time.backward,
+                              report.time.optimizer};
+    for (int p = 0; p < 4; ++p) phase[p].push_back(phases[p] / opt.steps);
+  }
+
+  // Per-layer runs, separate from the step timing (their fences cost time).
+  const std::size_t layers = model->layers().size();
+  std::vector<LayerTimes> per_rep;
+  std::vector<std::vector<double>> layer_seconds[2];
+  for (auto& v : layer_seconds) v.assign(layers, {});
+  std::vector<std::map<std::string, std::vector<double>>> kernel_seconds[2];
+  std::vector<std::map<std::string, std::int64_t>> kernel_calls[2];
+  for (int p = 0; p < 2; ++p) {
+    kernel_seconds[p].assign(layers, {});
+    kernel_calls[p].assign(layers, {});
+  }
+  for (int r = 0; r < opt.repetitions; ++r) {
+    RegionProfiler::instance().start(*model);
+    trainer.train_epoch(data, epoch++);
+    const auto times = RegionProfiler::instance().stop();
+    for (std::size_t i = 0; i < layers; ++i)
+      for (int p = 0; p < 2; ++p) {
+        TESSERA_REQUIRE(times[i].calls[p] == opt.steps,
+                        "tessera-bench: layer '" << model->layers()[i]->name() << "' opened its "
+                            << (p ? "backward" : "forward") << " region " << times[i].calls[p]
+                            << " times in " << opt.steps << " steps; every layer must open "
+                            << "tessera::<Type>::forward/backward once per call");
+        layer_seconds[p][i].push_back(times[i].seconds[p] / opt.steps);
+        for (const auto& [name, k] : times[i].kernels[p]) {
+          kernel_seconds[p][i][name].push_back(k.seconds / opt.steps);
+          kernel_calls[p][i][name] = k.calls / opt.steps;
+        }
+      }
+  }
+
+  json report;
+  report["schema"] = "tessera-bench";
+  report["schema_version"] = schema_version;
+  report["tessera_version"] = tessera::version();
+  report["build"] = tessera::build_description();
+  report["machine"] = {{"hostname", hostname()},
+                       {"cpu", cpu_model()},
+                       {"cores", std::thread::hardware_concurrency()}};
+  report["backend"] = tessera::ExecSpace::name();
+  report["threads"] = tessera::ExecSpace::concurrency();
+  report["kokkos_version"] = kokkos_version();
+  report["compiler"] = TESSERA_CXX_COMPILER;
+  report["deck"] = deck.path;
+  report["run_name"] = deck.run_name;
+  report["overrides"] = deck.overrides;
+  report["batch_size"] = batch;
+  report["timing"] = {{"warmup_steps", opt.steps},
+                      {"steps", opt.steps},
+                      {"repetitions", opt.repetitions},
+                      {"statistic", "median over repetitions of the mean step"}};
+  report["peaks"] = {{"sgemm", {{"size", peaks.gemm_size}, {"gflops", peaks.gemm_gflops}}},
+                     {"stream_triad", {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}}},
+                     {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
+
+  json rows = json::array();
+  double layers_total = 0, step_flops = 0, dense_flops = 0, dense_seconds = 0;
+  int dense_layers = 0;
+  for (std::size_t i = 0; i < layers; ++i) {
+    const auto& layer = *model->layers()[i];
+    tessera::Shapes inputs;
+    bool input_gradient = false;
+    for (auto node : model->layer_inputs(i)) {
+      inputs.push_back(node == 0 ? input : with_batch(model->layer_output_shape(node - 1), batch));
+      input_gradient = input_gradient || node != 0;
+    }
+    const tessera::LayerCost cost = layer.cost(inputs, input_gradient);
+    json row = {{"index", i},
+                {"name", layer.name()},
+                {"type", layer.type()},
+                {"output_shape", shape_json(with_batch(model->layer_output_shape(i), batch))}};
+    double both = 0;
+    for (int p = 0; p < 2; ++p) {
+      const double seconds = median(layer_seconds[p][i]);
+      both += seconds;
+      json pass = pass_json(p ? cost.backward : cost.forward, seconds, peaks);
+      json kernels = json::array();
+      for (const auto& [name, samples] : kernel_seconds[p][i])
+        kernels.push_back({{"name", name}, {"seconds", median(samples)},
+                           {"calls", kernel_calls[p][i][name]}});
+      std::sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
+        return a["seconds"].get<double>() > b["seconds"].get<double>();
+      });
+      pass["kernels"] = kernels;
+      row[p ? "backward" : "forward"] = pass;
+    }
+    const tessera::PassCost step_cost{cost.forward.flops + cost.backward.flops,
+                                      cost.forward.bytes + cost.backward.bytes};
+    row["step"] = pass_json(step_cost, both, peaks);
+    layers_total += both;
+    step_flops += step_cost.flops;
+    if (layer.type() == std::string("Dense")) {
+      ++dense_layers;
+      dense_flops += step_cost.flops;
+      dense_seconds += both;
+    }
+    rows.push_back(row);
+  }
+  report["layers"] = rows;
+  const double step = median(step_seconds);
+  report["step"] = {{"seconds", step},
+                    {"samples_per_second", step > 0 ? double(batch) / step : 0},
+                    {"layers_seconds", layers_total},
+                    {"phases", {{"data", median(phase[0])}, {"forward", median(phase[1])},
+                                {"backward", median(phase[2])}, {"optimizer", median(phase[3])}}},
+                    {"flops", step_flops}};
+  const double dense_gflops = dense_seconds > 0 ? dense_flops / dense_seconds * 1e-9 : 0;
+  report["dense"] = {{"layers", dense_layers},
+                     {"seconds", dense_seconds},
+                     {"gflops", dense_gflops},
+                     {"flops_fraction", peaks.gemm_gflops > 0 ? dense_gflops / peaks.gemm_gflops : 0}};
+
+  std::cout << "\n";
+  print_table(std::cout, report);
+  if (!(file << report.dump(2) << "\n")) {
+    std::cerr << "tessera-bench: cannot write " << path.string() << "\n";
+    return 2;
+  }
+  std::cout << "report: " << path.string() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tessera::Runtime runtime(argc, argv);
+  CLI::App app{"tessera-bench: time a deck's training step, layer by layer, against measured peaks"};
+  Options opt;
+  app.add_option("deck", opt.deck_path, "input deck (TOML); see docs/decks.md")->required();
+  app.add_option("--set", opt.overrides, "override a deck value (as tessera-train --set)")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_option("--batch", opt.batch, "batch size (default: training.batch_size)")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
+  app.add_option("--steps", opt.steps, "training steps per repetition (default 20)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--repetitions", opt.repetitions, "timed repetitions; the median is reported (default 5)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--json", opt.json_path, "report file (default: <run.output_dir>/bench.json)");
+  app.add_option("--gemm-size", opt.gemm_size,
+                 "n of the n x n x n sgemm peak (default 2048 on the host, 8192 on a GPU)")
+      ->check(CLI::Range(std::int64_t(16), std::int64_t(65536)));
+  app.add_option("--triad-elements", opt.triad_elements,
+                 "floats per array of the stream triad peak (default 2^25)")
+      ->check(CLI::Range(std::int64_t(1024), std::int64_t(1) << 32));
+  app.add_option("--peak-repetitions", opt.peak_repetitions, "repetitions of each peak (default 5)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--skip-peaks", opt.skip_peaks, "do not measure the peaks (fractions become 0)");
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-bench"))
+    return *status;
+  try {
+    return run(opt);
+  } catch (const tessera::DeckError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "tessera-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+}

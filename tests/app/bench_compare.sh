@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tessera-compare on two real tessera-bench reports (1 and 2 OpenMP threads):
+# the markdown table carries both columns, every layer, the measured rates
+# and the speed-up between them, and the PNG chart is written.
+# Usage: bench_compare.sh <tessera-bench> <tessera-compare> <deck>
+set -euo pipefail
+bench="$1" compare="$2" deck="$3"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+for t in 1 2; do
+  OMP_NUM_THREADS=$t "$bench" "$deck" --steps 3 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
+    --peak-repetitions 2 --json "$scratch/t$t.json" > "$scratch/t$t.log" 2>&1 \
+    || { cat "$scratch/t$t.log"; echo "FAIL: tessera-bench with $t threads"; exit 1; }
+done
+"$compare" "$scratch/t1.json" "$scratch/t2.json" --label "1 thread" --label "2 threads" \
+  -o "$scratch/table.md" --png "$scratch/chart.png"
+cat "$scratch/table.md"
+/usr/bin/python3 - "$scratch/t1.json" "$scratch/t2.json" "$scratch/table.md" "$scratch/chart.png" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+lines = open(sys.argv[3]).read().splitlines()
+errors = []
+rows = {}
+for line in lines:
+    if line.startswith("| "):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+header = rows.get("", [])
+if header != ["1 thread", "2 threads", "speed-up"]:
+    errors.append(f"header {header}")
+def number(text):
+    return float(text.replace(",", ""))
+rate = rows.get("samples/s")
+if not rate or abs(number(rate[0]) - a["step"]["samples_per_second"]) > 0.5 \
+        or abs(number(rate[1]) - b["step"]["samples_per_second"]) > 0.5:
+    errors.append(f"samples/s row {rate} vs {a['step']['samples_per_second']}, {b['step']['samples_per_second']}")
+else:
+    speedup = b["step"]["samples_per_second"] / a["step"]["samples_per_second"]
+    if rate[2] != f"{speedup:.2f}x":
+        errors.append(f"speed-up {rate[2]}, expected {speedup:.2f}x")
+for layer in a["layers"]:
+    row = rows.get(f"{layer['name']} fwd+bwd (ms)")
+    ms = 1e3 * (layer["forward"]["seconds"] + layer["backward"]["seconds"])
+    if not row or abs(number(row[0]) - ms) > 0.0005 + 1e-6 * ms:
+        errors.append(f"layer {layer['name']}: row {row}, expected {ms:.3f}")
+for key, peak in (("sgemm peak (GFLOP/s)", a["peaks"]["sgemm"]["gflops"]),
+                  ("stream triad peak (GB/s)", a["peaks"]["stream_triad"]["gbs"])):
+    if key not in rows or abs(number(rows[key][0]) - peak) > 0.05:
+        errors.append(f"{key}: {rows.get(key)} vs {peak}")
+if not any("2 threads: " in l and "OpenMP with 2 threads" in l for l in lines):
+    errors.append("no machine line for the second report")
+with open(sys.argv[4], "rb") as f:
+    if f.read(8) != b"\x89PNG\r\n\x1a\n":
+        errors.append("chart is not a PNG")
+if errors:
+    print("FAIL: " + "\n      ".join(errors))
+    sys.exit(1)
+print("PASS: merged table and chart")
+PY
+# A file that is not a report: status 2, naming it.
+echo '{"hello": 1}' > "$scratch/other.json"
+set +e
+out=$("$compare" "$scratch/t1.json" "$scratch/other.json" 2>&1); rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -qF "$scratch/other.json: not a tessera-bench report" <<<"$out" \
+  || { echo "FAIL: non-report input: exit $rc: $out"; exit 1; }
+echo "PASS: non-report input -> exit 2 naming the file"
