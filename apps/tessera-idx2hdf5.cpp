@@ -7,6 +7,8 @@
 
 #include <iostream>
 
+#include "cli.hpp"
+
 int main(int argc, char** argv) {
   CLI::App app{"tessera-idx2hdf5: convert IDX images and labels into one HDF5 file"};
   std::string images, labels, output, images_dataset = "images", labels_dataset = "labels";
@@ -15,15 +17,8 @@ int main(int argc, char** argv) {
   app.add_option("output", output, "HDF5 file to write (replaced if it exists)")->required();
   app.add_option("--images-dataset", images_dataset, "name of the images dataset")->capture_default_str();
   app.add_option("--labels-dataset", labels_dataset, "name of the labels dataset")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "tessera-idx2hdf5: " << e.what() << "\nrun 'tessera-idx2hdf5 --help' for usage\n";
-    return 2;
-  }
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-idx2hdf5"))
+    return *status;
   try {
     const tessera::IdxArray image_array = tessera::read_idx(images);
     const tessera::IdxArray label_array = tessera::read_idx(labels);

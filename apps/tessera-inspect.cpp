@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "cli.hpp"
+
 namespace {
 
 using tessera::shape_text;
@@ -91,15 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("checkpoint", what,
                  "a checkpoint file, a checkpoint directory (its newest checkpoint) or its 'latest' file")
       ->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "tessera-inspect: " << e.what() << "\nrun 'tessera-inspect --help' for usage\n";
-    return 2;
-  }
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-inspect"))
+    return *status;
   try {
     print(tessera::read_checkpoint(tessera::resolve_checkpoint(what)));
   } catch (const std::exception& e) {
