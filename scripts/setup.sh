@@ -4,6 +4,8 @@
 #   scripts/setup.sh train [deck]  packages, Kokkos, build, then train the default deck
 #   scripts/setup.sh test          packages, Kokkos, build, then the whole test suite (ctest)
 #   scripts/setup.sh build         packages, Kokkos, build only
+#   scripts/setup.sh bench         packages (with python3-torch), Kokkos, build, then
+#                                  bench/side_by_side.sh (Tessera against PyTorch)
 #
 # Every step is idempotent: a second run skips what is finished. Environment:
 #   TESSERA_BUILD_DIR  build directory           (default: <clone>/build)
@@ -13,8 +15,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 action="${1:-build}"
 case "$action" in
-  train|test|build) ;;
-  *) echo "usage: $0 <train [deck.toml]|test|build>" >&2; exit 2 ;;
+  train|test|build|bench) ;;
+  *) echo "usage: $0 <train [deck.toml]|test|build|bench>" >&2; exit 2 ;;
 esac
 build_dir="${TESSERA_BUILD_DIR:-${TESSERA_ROOT}/build}"
 
@@ -23,6 +25,10 @@ apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
   dataset-fashion-mnist python3 python3-matplotlib
+if [ "$action" = bench ]; then
+  step "Debian packages for the PyTorch reference"
+  apt_install python3-torch
+fi
 select_openblas_openmp
 
 bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" openmp
@@ -42,6 +48,10 @@ case "$action" in
     deck="${2:-${TESSERA_ROOT}/inputs/fashion_mnist_mlp.toml}"
     step "train ${deck}"
     "${build_dir}/apps/tessera-train" "$deck"
+    ;;
+  bench)
+    step "Tessera against PyTorch (bench/side_by_side.sh)"
+    TESSERA_BUILD_DIR="$build_dir" bash "${TESSERA_ROOT}/bench/side_by_side.sh"
     ;;
   test)
     step "test suite (ctest)"
