@@ -22,7 +22,10 @@ run() {  # run <label> <ranks> <threads> [--set ...]
   local label="$1" ranks="$2" threads="$3"
   shift 3
   echo "running $label ..." >&2
-  mpiexec --oversubscribe -n "$ranks" -x OMP_NUM_THREADS="$threads" -x OMP_PROC_BIND -x OMP_PLACES \
+  # Open MPI binds each of up to 2 ranks to one core: a rank with several
+  # OpenMP threads must be given room (PE = processing elements per rank).
+  mpiexec --oversubscribe -n "$ranks" --map-by "slot:PE=$threads" \
+    -x OMP_NUM_THREADS="$threads" -x OMP_PROC_BIND -x OMP_PLACES \
     "$train" "$root/inputs/fashion_mnist_cnn.toml" --set "run.output_dir=$scratch/$label" \
     --set "data.train_samples=$samples" --set training.epochs=2 --set training.eval_every=0 \
     --set checkpoint.every_epochs=0 --set training.log_every=0 "$@" > "$scratch/$label.log" 2>&1 ||
