@@ -243,8 +243,8 @@ int main(int argc, char** argv) {
     // broadcast anyway and the replicas compared, so no rank starts apart.
     comm.broadcast(model->parameters().values());
     comm.broadcast(model->state().values());
-    tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
-                                        "the initial weights", "report this as a bug");
+    tessera::require_same_weights_on_every_rank(comm, model->parameters().values(),
+                                                "the initial weights");
 
     const auto optimizer = tessera::make_optimizer(tessera::optimizer_params(deck));
     tessera::Trainer trainer(*model, *optimizer, options);
@@ -271,9 +271,9 @@ int main(int argc, char** argv) {
         cursor = saved.cursor;
         if (root) history = saved.metrics;
       });
-      tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
-                                          "the weights loaded with --restart",
-                                          "give every rank the same --restart");
+      tessera::require_same_weights_on_every_rank(comm, model->parameters().values(),
+                                                  "the weights loaded with --restart",
+                                                  "give every rank the same --restart");
       trainer.set_step(cursor.step);
       if (root)
         std::cout << "resuming from " << from << ": epoch " << cursor.epoch + 1 << ", step "
@@ -369,9 +369,9 @@ int main(int argc, char** argv) {
         if (evaluate) evaluation = trainer.evaluate(validation.size() > 0 ? validation : test);
         if (evaluate && set == "test") result = evaluation;
         // Replicas must not drift apart (a cheap check, once an epoch).
-        tessera::require_same_on_every_rank(comm, tessera::content_hash(model->parameters().values()),
-                                            "the weights after epoch " + std::to_string(epoch + 1),
-                                            "report this as a bug");
+        tessera::require_same_weights_on_every_rank(comm, model->parameters().values(),
+                                                    "the weights after epoch " +
+                                                        std::to_string(epoch + 1));
         progress.end_epoch();
         const auto& t = report.time;
         if (root) {

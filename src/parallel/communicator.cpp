@@ -1,5 +1,6 @@
 // Collectives, the collective verdict and replica hashes.
 #include <tessera/core/profiling.hpp>
+#include <tessera/core/random.hpp>
 #include <tessera/parallel/communicator.hpp>
 
 #if __has_include(<mpi-ext.h>)
@@ -141,16 +142,11 @@ void Communicator::abort(int code) const {
   std::exit(code);
 }
 
-std::uint64_t content_hash(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
+std::uint64_t content_hash(const std::string& text) { return fnv1a64(text.data(), text.size()); }
 
 std::uint64_t content_hash(const Vector<float>& values) {
   const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), values);
-  return content_hash(std::string(reinterpret_cast<const char*>(host.data()),
-                                  host.size() * sizeof(float)));
+  return fnv1a64(host.data(), host.size() * sizeof(float));
 }
 
 void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash, const std::string& what,
@@ -167,6 +163,12 @@ void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash, co
      << (count > 1 ? " differ" : " differs") << " from rank 0 (hash " << std::hex << all[0] << "); "
      << fix;
   throw CollectiveError(os.str());
+}
+
+void require_same_weights_on_every_rank(const Communicator& comm, const Vector<float>& values,
+                                        const std::string& what, const std::string& fix) {
+  if (comm.size() == 1) return;
+  require_same_on_every_rank(comm, content_hash(values), what, fix);
 }
 
 }  // namespace tessera

@@ -4,9 +4,19 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <cstddef>
 #include <cstdint>
 
 namespace tessera {
+
+// 64-bit FNV-1a of a byte string (host): stable names for random streams,
+// and fingerprints of buffers that must agree between ranks.
+inline std::uint64_t fnv1a64(const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ULL;
+  return hash;
+}
 
 // SplitMix64 finaliser: a bijective 64-bit mix with good avalanche.
 KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) {

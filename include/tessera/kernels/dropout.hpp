@@ -16,12 +16,7 @@ namespace tessera::kernels {
 
 // 64-bit FNV-1a of a name: a stable random stream per layer.
 inline std::uint64_t name_stream(const std::string& name) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : name) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
+  return fnv1a64(name.data(), name.size());
 }
 
 // dst = mask .* src / (1 - rate) (accumulate = false) or dst += that, where
