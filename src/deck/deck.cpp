@@ -483,14 +483,20 @@ void apply_override(toml::table& root, const std::string& spec) {
 }  // namespace
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  Deck deck;
-  deck.path = path;
-  deck.overrides = overrides;
   std::ifstream file(path);
   if (!file) {
     throw DeckError(path + ": cannot open the deck file: " + std::strerror(errno));
   }
-  deck.text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  return parse_deck(text, path, overrides);
+}
+
+Deck parse_deck(const std::string& text, const std::string& path,
+                const std::vector<std::string>& overrides) {
+  Deck deck;
+  deck.path = path;
+  deck.overrides = overrides;
+  deck.text = text;
   toml::table root;
   try {
     root = toml::parse(deck.text, path);

@@ -126,6 +126,9 @@ struct Deck {
 // Parses and validates a deck after applying `overrides` ("key.path=value",
 // e.g. "training.epochs=3" or "model.layers[2].units=64"); throws DeckError.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same for deck text already in memory; `path` names it in messages.
+Deck parse_deck(const std::string& text, const std::string& path,
+                const std::vector<std::string>& overrides = {});
 
 // Every data file the deck names can be opened; throws DeckError with the
 // location of the key otherwise.
