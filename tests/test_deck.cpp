@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <fstream>
 #include <unistd.h>
 
@@ -84,6 +85,174 @@ TEST(Deck, ValidDeckParsesAndBuilds) {
   model->compile(deck.training.batch_size, deck.seed);
   EXPECT_EQ(model->output_shape(), (Shape{10}));
   std::remove(path.c_str());
+}
+
+TEST(Deck, BiasKeyLeavesTheBiasOut) {
+  const std::string text = replace(valid_deck, "units = 16\n", "units = 16\nbias = false\n");
+  const Deck deck = parse_deck(text, "bias.toml");
+  EXPECT_FALSE(deck.layers[0].bias);
+  EXPECT_TRUE(deck.layers[2].bias);
+  auto model = build_model(deck);
+  model->compile(4, deck.seed);
+  std::vector<std::string> names;
+  for (const auto& e : model->parameters().entries()) names.push_back(e.layer + "." + e.spec.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"dense0.weight", "dense2.weight", "dense2.bias"}));
+  expect_deck_error("bias_type", replace(valid_deck, "units = 16\n", "units = 16\nbias = 0\n"), 17,
+                    8, "model.layers[0].bias", "expected a boolean");
+  expect_deck_error("bias_relu", replace(valid_deck, "type = \"relu\"\n", "type = \"relu\"\nbias = true\n"),
+                    20, 1, "model.layers[1].bias", "unknown key");
+}
+
+// Decks holding every floating-point key, with valid values (two decks:
+// some keys belong to one optimizer or schedule type only).
+const char* every_float_key_adamw = R"([data]
+train_images = "a"
+train_labels = "b"
+test_images = "c"
+test_labels = "d"
+normalize_mean = 0.5
+normalize_std = 0.25
+validation_split = 0.1
+
+[model]
+input_shape = [1, 4, 4]
+
+[[model.layers]]
+type = "conv2d"
+out_channels = 2
+kernel = 3
+
+[[model.layers]]
+type = "batchnorm"
+momentum = 0.1
+eps = 1e-5
+
+[[model.layers]]
+type = "leakyrelu"
+slope = 0.1
+
+[[model.layers]]
+type = "dropout"
+rate = 0.2
+
+[[model.layers]]
+type = "layernorm"
+eps = 1e-5
+
+[[model.layers]]
+type = "dense"
+units = 3
+
+[loss]
+label_smoothing = 0.1
+
+[optimizer]
+type = "adamw"
+lr = 0.001
+weight_decay = 0.01
+beta1 = 0.9
+beta2 = 0.999
+eps = 1e-8
+
+[schedule]
+type = "cosine"
+min_lr = 0.0001
+warmup_steps = 10
+warmup_start_factor = 0.1
+
+[training]
+clip_norm = 1.0
+
+[parallel]
+bucket_mb = 1.0
+
+[checkpoint]
+every_minutes = 1.0
+)";
+
+const char* every_float_key_sgd = R"([data]
+train_images = "a"
+train_labels = "b"
+test_images = "c"
+test_labels = "d"
+
+[model]
+input_shape = [4]
+
+[[model.layers]]
+type = "dense"
+units = 3
+
+[optimizer]
+type = "sgd"
+lr = 0.1
+momentum = 0.9
+
+[schedule]
+type = "exponential"
+gamma = 0.9
+)";
+
+// nan, infinities, values beyond single precision and absurdly large ones
+// fail at the key's line and column, whatever the key's own range.
+TEST(Deck, EveryFloatingPointKeyRejectsNonFiniteAndAbsurdValues) {
+  int keys = 0;
+  for (const char* text : {every_float_key_adamw, every_float_key_sgd}) {
+    ASSERT_NO_THROW(parse_deck(text, "floats.toml"));
+    std::istringstream lines(text);
+    std::string line, table;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      if (line.rfind("[[", 0) == 0) {
+        table = line.substr(2, line.find("]]") - 2);
+        continue;
+      }
+      if (line.rfind("[", 0) == 0) {
+        table = line.substr(1, line.find(']') - 1);
+        continue;
+      }
+      const auto equals = line.find(" = ");
+      if (equals == std::string::npos) continue;
+      const std::string key = line.substr(0, equals), value = line.substr(equals + 3);
+      // Floating-point keys: the values written with a point or an exponent.
+      if (value.find_first_of(".e") == std::string::npos || value[0] == '"') continue;
+      ++keys;
+      for (const std::string bad : {"nan", "inf", "-inf", "1e300", "-1e300", "3.5e38", "1e30"}) {
+        // The same text with this line's value replaced.
+        std::istringstream again(text);
+        std::string broken, other;
+        for (int n = 1; std::getline(again, other); ++n)
+          broken += (n == number ? key + " = " + bad : other) + "\n";
+        SCOPED_TRACE(table + "." + key + " = " + bad);
+        try {
+          parse_deck(broken, "floats.toml");
+          ADD_FAILURE() << "accepted";
+        } catch (const DeckError& e) {
+          const std::string msg = e.what();
+          const std::string where = "floats.toml:" + std::to_string(number) + ":" +
+                                    std::to_string(key.size() + 4) + ": ";
+          EXPECT_EQ(msg.rfind(where, 0), 0u) << msg;
+          EXPECT_NE(msg.find("." + key + ": "), std::string::npos) << msg;
+        }
+      }
+    }
+  }
+  // Every floating-point key of the deck reference is in the two decks.
+  EXPECT_EQ(keys, 22);
+}
+
+TEST(Deck, IntegersBeyondTheirSettingDoNotWrapIntoRange) {
+  // 2^32 + 1 would become 1 epoch in a 32-bit integer.
+  expect_deck_error("epochs_wrap", replace(valid_deck, "epochs = 2", "epochs = 4294967297"), 26, 10,
+                    "training.epochs", "out of range");
+}
+
+TEST(Deck, NormalisationOnThe0To255ScaleIsCaught) {
+  const std::string with_stats =
+      replace(valid_deck, "test_labels = \"d\"\n", "test_labels = \"d\"\nnormalize_mean = 72.94\n");
+  expect_deck_error("mean_255", with_stats, 10, 18, "data.normalize_mean", "divide them by 255");
+  const std::string with_std =
+      replace(valid_deck, "test_labels = \"d\"\n", "test_labels = \"d\"\nnormalize_std = 90.0\n");
+  expect_deck_error("std_255", with_std, 10, 17, "data.normalize_std", "out of range [0.001, 1]");
 }
 
 TEST(Deck, EveryShippedDeckParses) {

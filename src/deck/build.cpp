@@ -16,8 +16,10 @@ std::unique_ptr<Layer> make_layer(const LayerDeck& l) {
       padding(l.padding[0], l.padding[1]);
   const auto& in = l.inputs;
   const std::string& t = l.type;
-  if (t == "dense") return std::make_unique<Dense>(l.name, l.units, in);
-  if (t == "conv2d") return std::make_unique<Conv2D>(l.name, l.out_channels, kernel, stride, padding, in);
+  if (t == "dense") return std::make_unique<Dense>(l.name, Dense::Options{l.units, l.bias}, in);
+  if (t == "conv2d")
+    return std::make_unique<Conv2D>(
+        l.name, Conv2D::Options{l.out_channels, kernel, stride, padding, l.bias}, in);
   if (t == "maxpool2d") return std::make_unique<MaxPool2D>(l.name, kernel, stride, padding, in);
   if (t == "avgpool2d") return std::make_unique<AvgPool2D>(l.name, kernel, stride, padding, in);
   if (t == "globalavgpool") return std::make_unique<GlobalAvgPool>(l.name, in);

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -90,11 +92,29 @@ class Reader {
       if (auto v = node->value_exact<bool>()) return *v;
       fail(node->source(), prefix + key, "expected a boolean (true or false)");
     } else if constexpr (std::is_integral_v<T>) {
-      if (auto v = node->value_exact<std::int64_t>()) return static_cast<T>(*v);
-      fail(node->source(), prefix + key, "expected an integer");
+      const auto v = node->value_exact<std::int64_t>();
+      if (!v) fail(node->source(), prefix + key, "expected an integer");
+      // A value the setting's type cannot hold must not wrap into range.
+      using Limits = std::numeric_limits<T>;
+      const bool fits =
+          *v >= 0 ? static_cast<std::uint64_t>(*v) <= static_cast<std::uint64_t>(Limits::max())
+                  : Limits::is_signed && *v >= static_cast<std::int64_t>(Limits::min());
+      if (!fits)
+        fail(node->source(), prefix + key,
+             "value " + std::to_string(*v) + " is out of range [" +
+                 std::to_string(std::numeric_limits<T>::min()) + ", " +
+                 std::to_string(std::numeric_limits<T>::max()) + "]");
+      return static_cast<T>(*v);
     } else if constexpr (std::is_floating_point_v<T>) {
-      if (auto v = node->value<double>()) return static_cast<T>(*v);
-      fail(node->source(), prefix + key, "expected a number");
+      const auto v = node->value<double>();
+      if (!v) fail(node->source(), prefix + key, "expected a number");
+      // nan, inf and values beyond the setting's type (1e300 for a float)
+      // are never meaningful settings.
+      if (!std::isfinite(*v) || std::fabs(*v) > static_cast<double>(std::numeric_limits<T>::max()))
+        fail(node->source(), prefix + key,
+             "value " + number(*v) + " is not a finite number of " +
+                 (sizeof(T) == sizeof(float) ? "single" : "double") + " precision");
+      return static_cast<T>(*v);
     } else {
       if (auto v = node->value_exact<std::string>()) return *v;
       fail(node->source(), prefix + key, "expected a string");
@@ -275,8 +295,8 @@ struct LayerKeys {
 
 const std::vector<LayerKeys>& layer_keys() {
   static const std::vector<LayerKeys> table = {
-      {"dense", {"units", "init"}},
-      {"conv2d", {"out_channels", "kernel", "stride", "padding", "init"}},
+      {"dense", {"units", "bias", "init"}},
+      {"conv2d", {"out_channels", "kernel", "stride", "padding", "bias", "init"}},
       {"maxpool2d", {"kernel", "stride", "padding"}},
       {"avgpool2d", {"kernel", "stride", "padding"}},
       {"globalavgpool", {}},
@@ -388,8 +408,10 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
     layer.slope = r.get<float>(lt, prefix, "slope", 0.01f);
     r.require_range(lt, prefix, "slope", layer.slope, 0.0f, 1.0f);
   }
-  if (layer.type == "dense" || layer.type == "conv2d")
+  if (layer.type == "dense" || layer.type == "conv2d") {
+    layer.bias = r.get<bool>(lt, prefix, "bias", true);
     layer.init = r.choice(lt, prefix, "init", "he_uniform", deck_weight_initializers());
+  }
   if (layer.type == "batchnorm" || layer.type == "layernorm") {
     layer.eps = r.get<float>(lt, prefix, "eps", 1e-5f);
     r.check(layer.eps > 0.0f && layer.eps <= 1.0f, lt, prefix, "eps",
@@ -547,9 +569,19 @@ Deck parse_deck(const std::string& text, const std::string& path,
   }
   deck.images_dataset = r.get<std::string>(data, "data.", "images_dataset", "images");
   deck.labels_dataset = r.get<std::string>(data, "data.", "labels_dataset", "labels");
+  // Pixels are scaled to [0, 1] before (x - mean) / std, so a mean outside
+  // [0, 1] or a std above 1 is a setting for another scale (0 to 255).
+  const std::string scale_hint =
+      "; pixels are scaled to [0, 1] before normalising (for statistics on the 0-255 scale, "
+      "divide them by 255)";
   deck.normalize_mean = r.get<float>(data, "data.", "normalize_mean", 0.0f);
+  r.check(deck.normalize_mean >= 0.0f && deck.normalize_mean <= 1.0f, data, "data.",
+          "normalize_mean",
+          "value " + Reader::number(deck.normalize_mean) + " is out of range [0, 1]" + scale_hint);
   deck.normalize_std = r.get<float>(data, "data.", "normalize_std", 1.0f);
-  r.require_range(data, "data.", "normalize_std", deck.normalize_std, 1e-6f, 1e6f);
+  r.check(deck.normalize_std >= 1e-3f && deck.normalize_std <= 1.0f, data, "data.",
+          "normalize_std",
+          "value " + Reader::number(deck.normalize_std) + " is out of range [0.001, 1]" + scale_hint);
   deck.validation_split = r.get<float>(data, "data.", "validation_split", 0.0f);
   r.require_range(data, "data.", "validation_split", deck.validation_split, 0.0f, 0.9f);
   if (const toml::node* split = data.get("validation_split"))

@@ -6,25 +6,21 @@
 namespace tessera {
 
 namespace {
-kernels::Conv2dGeometry conv_geometry(const Shape& input, std::int64_t out_channels, Extent2 kernel,
-                                      Extent2 stride, Extent2 padding) {
+kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options& o) {
   kernels::Conv2dGeometry g;
   g.batch = input[0];
   g.in_channels = input[1];
-  g.out_channels = out_channels;
-  g.rows = kernels::WindowAxis(input[2], kernel.h, stride.h, padding.h);
-  g.cols = kernels::WindowAxis(input[3], kernel.w, stride.w, padding.w);
+  g.out_channels = o.out_channels;
+  g.rows = kernels::WindowAxis(input[2], o.kernel.h, o.stride.h, o.padding.h);
+  g.cols = kernels::WindowAxis(input[3], o.kernel.w, o.stride.w, o.padding.w);
   return g;
 }
 }  // namespace
 
-Conv2D::Conv2D(std::string name, std::int64_t out_channels, Extent2 kernel, Extent2 stride,
-               Extent2 padding, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)),
-      out_channels_(out_channels),
-      kernel_(kernel),
-      stride_(stride),
-      padding_(padding) {
+Conv2D::Conv2D(std::string name, const Options& options, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), options_(options) {
+  const std::int64_t out_channels = options.out_channels;
+  const Extent2 kernel = options.kernel, stride = options.stride, padding = options.padding;
   TESSERA_REQUIRE(out_channels > 0 && kernel.h > 0 && kernel.w > 0 && stride.h > 0 &&
                       stride.w > 0 && padding.h >= 0 && padding.w >= 0,
                   where() << ": out_channels " << out_channels << ", kernel " << kernel.h << " x "
@@ -37,31 +33,38 @@ Shape Conv2D::output_shape(const Shapes& inputs) const {
   const Shape& in = inputs.at(0);
   TESSERA_REQUIRE(in.rank() == 4 && in[1] > 0,
                   where() << ": input " << in << " is not an image batch [N, C, H, W]");
-  const auto g = conv_geometry(in, out_channels_, kernel_, stride_, padding_);
+  const auto g = conv_geometry(in, options_);
+  const Options& o = options_;
   TESSERA_REQUIRE(g.rows.out >= 1 && g.cols.out >= 1,
-                  where() << ": input " << in << " is smaller than the kernel " << kernel_.h << " x "
-                          << kernel_.w << " with padding " << padding_.h << " x " << padding_.w);
-  return Shape{in[0], out_channels_, g.rows.out, g.cols.out};
+                  where() << ": input " << in << " is smaller than the kernel " << o.kernel.h
+                          << " x " << o.kernel.w << " with padding " << o.padding.h << " x "
+                          << o.padding.w);
+  return Shape{in[0], o.out_channels, g.rows.out, g.cols.out};
 }
 
 std::vector<ParameterSpec> Conv2D::parameter_specs(const Shapes& inputs) const {
-  const std::int64_t in_channels = inputs.at(0)[1];
-  const std::int64_t taps = kernel_.h * kernel_.w;
-  return {ParameterSpec{"weight", Shape{out_channels_, in_channels, kernel_.h, kernel_.w},
-                        Init::he_uniform, in_channels * taps, out_channels_ * taps},
-          ParameterSpec{"bias", Shape{out_channels_}, Init::zeros, in_channels * taps,
-                        out_channels_ * taps}};
+  const Options& o = options_;
+  const std::int64_t in_channels = inputs.at(0)[1], taps = o.kernel.h * o.kernel.w;
+  const std::int64_t fan_in = in_channels * taps, fan_out = o.out_channels * taps;
+  std::vector<ParameterSpec> specs{
+      ParameterSpec{"weight", Shape{o.out_channels, in_channels, o.kernel.h, o.kernel.w},
+                    Init::he_uniform, fan_in, fan_out}};
+  if (o.bias) specs.push_back(ParameterSpec{"bias", Shape{o.out_channels}, Init::zeros, fan_in, fan_out});
+  return specs;
 }
 
 void Conv2D::bind_parameters(const Tensors& values, const Tensors& gradients) {
   weight_ = values.at(0);
-  bias_ = values.at(1);
   weight_grad_ = gradients.at(0);
-  bias_grad_ = gradients.at(1);
+  // Without a bias, empty tensors: the kernels skip it.
+  if (options_.bias) {
+    bias_ = values.at(1);
+    bias_grad_ = gradients.at(1);
+  }
 }
 
 void Conv2D::allocate(const Shapes& inputs) {
-  const auto g = conv_geometry(inputs.at(0), out_channels_, kernel_, stride_, padding_);
+  const auto g = conv_geometry(inputs.at(0), options_);
   const std::int64_t block = kernels::conv2d_block_samples(g, max_scratch_bytes);
   scratch_ = Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing),
                            block * g.scratch_per_sample());
@@ -70,22 +73,24 @@ void Conv2D::allocate(const Shapes& inputs) {
 std::int64_t Conv2D::flops_per_sample(const Shapes& inputs) const {
   const Shape out = output_shape(inputs);
   const std::int64_t outputs = out.inner();
-  return 2 * outputs * inputs.at(0)[1] * kernel_.h * kernel_.w + outputs;
+  return 2 * outputs * inputs.at(0)[1] * options_.kernel.h * options_.kernel.w +
+         (options_.bias ? outputs : 0);
 }
 
 LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
   LayerCost c = Layer::cost(inputs, input_gradient);
   const double outputs = static_cast<double>(output_shape(inputs).numel());
-  const double product = 2 * outputs * static_cast<double>(inputs.at(0)[1] * kernel_.h * kernel_.w);
+  const double product =
+      2 * outputs * static_cast<double>(inputs.at(0)[1] * options_.kernel.h * options_.kernel.w);
   // Backward: dW from the columns, dx through the transposed weights when
   // wanted, and the bias sums; the column copies are not arithmetic.
-  c.backward.flops = product * (input_gradient ? 2 : 1) + outputs;
+  c.backward.flops = product * (input_gradient ? 2 : 1) + (options_.bias ? outputs : 0.0);
   return c;
 }
 
 void Conv2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Conv2D::forward");
-  const auto g = conv_geometry(x[0].shape(), out_channels_, kernel_, stride_, padding_);
+  const auto g = conv_geometry(x[0].shape(), options_);
   kernels::conv2d_forward(ExecSpace(), g, x[0].flat(), weight_.matrix(), bias_.flat(), y.flat(),
                           scratch_);
 }
@@ -93,7 +98,7 @@ void Conv2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext
 void Conv2D::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
                       const Tensors& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Conv2D::backward");
-  const auto g = conv_geometry(x[0].shape(), out_channels_, kernel_, stride_, padding_);
+  const auto g = conv_geometry(x[0].shape(), options_);
   kernels::conv2d_backward(ExecSpace(), g, x[0].flat(), weight_.matrix(), dy.flat(), dx[0].flat(),
                            weight_grad_.matrix(), bias_grad_.flat(), scratch_);
 }

@@ -4,40 +4,45 @@
 
 namespace tessera {
 
-Dense::Dense(std::string name, std::int64_t units, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), units_(units) {
-  TESSERA_REQUIRE(units > 0, where() << ": units must be positive, got " << units);
+Dense::Dense(std::string name, const Options& options, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), options_(options) {
+  TESSERA_REQUIRE(options.units > 0, where() << ": units must be positive, got " << options.units);
 }
 
 Shape Dense::output_shape(const Shapes& inputs) const {
   const Shape& input = inputs.at(0);
   TESSERA_REQUIRE(input.rank() >= 2,
                   where() << ": input " << input << " needs a batch and a feature dimension");
-  return Shape{input[0], units_};
+  return Shape{input[0], options_.units};
 }
 
 std::vector<ParameterSpec> Dense::parameter_specs(const Shapes& inputs) const {
-  const std::int64_t in = inputs.at(0).inner();
-  return {ParameterSpec{"weight", Shape{units_, in}, Init::he_uniform, in, units_},
-          ParameterSpec{"bias", Shape{units_}, Init::zeros, in, units_}};
+  const std::int64_t in = inputs.at(0).inner(), units = options_.units;
+  std::vector<ParameterSpec> specs{
+      ParameterSpec{"weight", Shape{units, in}, Init::he_uniform, in, units}};
+  if (options_.bias) specs.push_back(ParameterSpec{"bias", Shape{units}, Init::zeros, in, units});
+  return specs;
 }
 
 void Dense::bind_parameters(const Tensors& values, const Tensors& gradients) {
   weight_ = values.at(0);
-  bias_ = values.at(1);
   weight_grad_ = gradients.at(0);
-  bias_grad_ = gradients.at(1);
+  // Without a bias, empty tensors: the kernels skip it.
+  if (options_.bias) {
+    bias_ = values.at(1);
+    bias_grad_ = gradients.at(1);
+  }
 }
 
 std::int64_t Dense::flops_per_sample(const Shapes& inputs) const {
-  return 2 * inputs.at(0).inner() * units_ + units_;
+  return 2 * inputs.at(0).inner() * options_.units + (options_.bias ? options_.units : 0);
 }
 
 LayerCost Dense::cost(const Shapes& inputs, bool input_gradient) const {
   LayerCost c = Layer::cost(inputs, input_gradient);
   const double batch = static_cast<double>(inputs.at(0)[0]);
-  const double product = 2 * batch * static_cast<double>(inputs.at(0).inner() * units_);
-  const double bias = batch * static_cast<double>(units_);
+  const double product = 2 * batch * static_cast<double>(inputs.at(0).inner() * options_.units);
+  const double bias = options_.bias ? batch * static_cast<double>(options_.units) : 0.0;
   // Backward: dW = dy^T x, dx = dy W when wanted, and the bias sums.
   c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
   return c;

@@ -26,6 +26,8 @@ expect 2 "does_not_exist.toml" "${dir}/does_not_exist.toml"
 expect 2 "--bogus" "${dir}/fashion_mnist_smoke.toml" --bogus
 expect 0 "deck OK" "${dir}/fashion_mnist_smoke.toml" --check
 expect 2 "--set training.batch_size=0: training.batch_size: value 0 is out of range" "${dir}/fashion_mnist_smoke.toml" --check --set training.batch_size=0
+expect 2 "--set data.normalize_mean=1e300: data.normalize_mean: value 1e+300 is not a finite number" "${dir}/fashion_mnist_smoke.toml" --check --set data.normalize_mean=1e300
+expect 2 "--set optimizer.lr=nan: optimizer.lr: value nan is not a finite number" "${dir}/fashion_mnist_smoke.toml" --check --set optimizer.lr=nan
 expect 2 "--set data.test_images=/nonexistent/t10k.gz: data.test_images: cannot read '/nonexistent/t10k.gz'" "${dir}/fashion_mnist_smoke.toml" --check --set data.test_images=/nonexistent/t10k.gz
 expect 2 "--set data.validation_split=0.000001: data.validation_split: 1e-06 of 60000 training samples leaves 0 for validation" "${dir}/fashion_mnist_smoke.toml" --set data.validation_split=0.000001 --set "run.output_dir=/tmp/tessera-deck-errors"
 # A data file that exists but is not IDX: exit 2 and the file's name.

@@ -3,12 +3,16 @@
 # mid-epoch or at an epoch boundary, on 1 and on 2 ranks, ends bitwise equal
 # to the uninterrupted run (parameters, optimizer state) with the same
 # per-step losses; resuming on another rank count agrees within 1e-5
-# relative; a run killed with SIGKILL while writing a checkpoint leaves the
+# relative over the first steps; a run killed with SIGKILL while writing a checkpoint leaves the
 # previous one in place and the next run resumes from it; bad checkpoints
 # are refused with exit status 2 and the file's name.
-# Usage: restart.sh <mpiexec> <tessera-train> <restart deck>
+# Part `exact` runs everything that must hold bit for bit (same rank and
+# thread count); part `ranks` the resumption on other rank counts, whose
+# sums go through the vendor BLAS in another order and agree to rounding.
+# Usage: restart.sh <mpiexec> <tessera-train> <restart deck> <exact|ranks>
 set -uo pipefail
-mpiexec="$1" train="$2" deck="$3"
+mpiexec="$1" train="$2" deck="$3" part="$4"
+case "$part" in exact|ranks) ;; *) echo "restart.sh: part must be exact or ranks"; exit 2 ;; esac
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$(dirname "$0")/../script_common.sh"
 ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
@@ -48,6 +52,38 @@ same() {
   fi
 }
 
+# Another rank count, same global batch: the sums over ranks go in another
+# order, so the resumed run follows the 2-rank run to rounding. That holds
+# for the first steps only: rounding can move a ReLU input that sits within
+# it of zero across the kink, which changes that sample's gradient by its
+# full size, and the runs then part (measured with OpenBLAS's SkylakeX
+# kernels: losses within 1e-7 up to step 198, 1e-4 apart in the gradient
+# norm at step 199, 1e-2 by step 300). A resumed run that restored anything
+# wrongly (weights, optimizer moments, data cursor, dropout stream, learning
+# rate) is off from its first step, so the first 10 steps after the restart
+# and the weights at step 110 are compared, within 1e-5 relative.
+dump() {  # dump <run> <layer> <step>
+  h5dump -d "/parameters/$2/weight" -y -w 1 -m %.9e "$(ckpt "$1" "$3")" | grep -E '^ *-?[0-9]' |
+    tr -d ', ' | sed 's/^/w /'
+}
+if [ "$part" = ranks ]; then
+  every10=(--set checkpoint.every_steps=10 --set checkpoint.keep=100)
+  train 2 two "${every10[@]}"
+  for ranks in 1 3; do
+    train "$ranks" "two_on_$ranks" --restart "$(ckpt two 100)" "${every10[@]}"
+    for layer in dense0 dense3; do
+      bash "$here/../compare_outputs.sh" <(dump two $layer 110) <(dump "two_on_$ranks" $layer 110) 1e-5 \
+        "$layer at step 110 after resuming the 2-rank run on $ranks ranks" 1e-2 ||
+        failures=$((failures + 1))
+    done
+    bash "$here/../compare_outputs.sh" <(losses two 100 | head -10) <(losses "two_on_$ranks" 100 | head -10) \
+      1e-5 "losses of steps 101 to 110 after resuming the 2-rank run on $ranks ranks" ||
+      failures=$((failures + 1))
+  done
+  [ "$failures" -eq 0 ] || exit 1
+  exit 0
+fi
+
 train 1 one
 train 1 one_mid --restart "$(ckpt one 100)"
 same one one_mid 100
@@ -59,21 +95,6 @@ grep -q "resuming from $(ckpt one 235): epoch 2, step 0 of 235" "$scratch/one_ep
 train 2 two
 train 2 two_mid --restart "$(ckpt two 100)"
 same two two_mid 100
-
-# Another rank count, same global batch: within 1e-5 relative of the 2-rank run.
-dump() {
-  h5dump -d "/parameters/$2/weight" -y -w 1 -m %.9e "$(ckpt "$1" 470)" | grep -E '^ *-?[0-9]' |
-    tr -d ', ' | sed 's/^/w /'
-}
-for ranks in 1 3; do
-  train "$ranks" "two_on_$ranks" --restart "$(ckpt two 100)"
-  for layer in dense0 dense3; do
-    bash "$here/../compare_outputs.sh" <(dump two $layer) <(dump "two_on_$ranks" $layer) 1e-5 \
-      "$layer after resuming the 2-rank run on $ranks ranks" 1e-2 || failures=$((failures + 1))
-  done
-  bash "$here/../compare_outputs.sh" <(losses two 100) <(losses "two_on_$ranks" 100) 1e-5 \
-    "per-step losses after resuming the 2-rank run on $ranks ranks" || failures=$((failures + 1))
-done
 
 # SIGKILL while the second checkpoint is being written.
 TESSERA_CHECKPOINT_PAUSE_SECONDS=30 "$train" "$deck" --set "run.output_dir=$scratch/killed" \

@@ -26,6 +26,7 @@ struct LayerDeck {
   std::vector<std::string> inputs;  // empty: the previous layer
   std::int64_t units = 0;           // dense
   std::string init;                 // dense, conv2d weights; empty: the layer's default
+  bool bias = true;                 // dense, conv2d
   std::int64_t out_channels = 0;    // conv2d
   std::int64_t kernel[2] = {0, 0};  // conv2d, maxpool2d, avgpool2d: rows, columns
   std::int64_t stride[2] = {1, 1};  // conv2d; pools default to the kernel

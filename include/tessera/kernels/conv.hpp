@@ -5,6 +5,8 @@
 // folds the columns back in gather form (one thread owns each input row and
 // collects every tap that read it), so no atomics are needed and results do
 // not depend on the thread count. Backward accumulates into dx, dW and db.
+// An empty bias (extent 0) means a convolution without one: forward adds
+// nothing and backward computes no bias gradient.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -167,8 +169,8 @@ void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, 
 
 // Moves a block of samples between NCHW [count, C, P] (at sample `first` of
 // `nchw`) and the channel-major [C, count * P] that one gemm per block reads
-// and writes. to_nchw: nchw = block + bias(c); otherwise block = nchw and
-// bias is not read.
+// and writes. to_nchw: nchw = block + bias(c) (+ 0 when bias is empty);
+// otherwise block = nchw and bias is not read.
 template <class ExecSpace, class Block, class NCHW, class B>
 void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, const B& bias,
                    std::int64_t first, std::int64_t count, std::int64_t channels,
@@ -180,7 +182,7 @@ void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, 
         auto* sample = &nchw(0) + ((first + n) * channels + c) * positions;
         auto* row = &block(c, n * positions);
         if (to_nchw) {
-          const auto b = bias(c);
+          const auto b = bias.extent(0) > 0 ? bias(c) : 0;
           for (std::int64_t p = 0; p < positions; ++p) sample[p] = row[p] + b;
         } else {
           for (std::int64_t p = 0; p < positions; ++p) row[p] = sample[p];
@@ -199,12 +201,13 @@ void check_conv2d(const char* fn, const Conv2dGeometry& g, const X& x, const W& 
                       static_cast<std::int64_t>(y.size()) == g.output_size() &&
                       static_cast<std::int64_t>(w.extent(0)) == g.out_channels &&
                       static_cast<std::int64_t>(w.extent(1)) == g.patch() &&
-                      static_cast<std::int64_t>(b.extent(0)) == g.out_channels,
+                      (b.extent(0) == 0 || static_cast<std::int64_t>(b.extent(0)) == g.out_channels),
                   fn << ": x has " << x.size() << " elements, W [" << w.extent(0) << ", "
                      << w.extent(1) << "], b [" << b.extent(0) << "], y " << y.size()
                      << " elements; expected x [" << g.batch << ", " << g.in_channels << ", "
                      << g.rows.in << ", " << g.cols.in << "], W [" << g.out_channels << ", "
-                     << g.patch() << "], b [" << g.out_channels << "], y [" << g.batch << ", "
+                     << g.patch() << "], b [" << g.out_channels << "] or [0] (no bias), y ["
+                     << g.batch << ", "
                      << g.out_channels << ", " << g.rows.out << ", " << g.cols.out << "]");
 }
 
@@ -261,7 +264,8 @@ void conv2d_forward(const Conv2dGeometry& g, const X& x, const W& w, const B& b,
 }
 
 // dW += dy * cols(x)^T, db += sum of dy over samples and positions,
-// dx += col2im(W^T dy); dx may be empty (the model input needs no gradient).
+// dx += col2im(W^T dy); dx may be empty (the model input needs no gradient),
+// and db too (no bias).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                      const DY& dy, const DX& dx, const DW& dw, const DB& db,
@@ -283,7 +287,8 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
 
   // One thread per output channel, summing samples in order.
   Kokkos::parallel_for(
-      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
+      "tessera::kernels::conv2d_bias_grad",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, db.extent(0) > 0 ? channels : 0),
       KOKKOS_LAMBDA(const std::int64_t c) {
         T sum = 0;
         for (std::int64_t n = 0; n < batch; ++n)

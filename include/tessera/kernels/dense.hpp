@@ -1,7 +1,8 @@
 // Dense (fully connected) layer kernels: y = x W^T + b, with W stored
 // [out, in] row-major. Matrix products go to KokkosBlas::gemm (vendor BLAS
 // where Kokkos Kernels has one); the bias is a Kokkos kernel.
-// Backward accumulates into dx, dW and db.
+// Backward accumulates into dx, dW and db. An empty bias (extent 0) means a
+// layer without one: no bias is added and no bias gradient computed.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -14,12 +15,12 @@ namespace tessera::kernels {
 namespace impl {
 template <class X, class W, class B, class Y>
 void check_dense_shapes(const char* fn, const X& x, const W& w, const B& b, const Y& y) {
-  TESSERA_REQUIRE(x.extent(1) == w.extent(1) && b.extent(0) == w.extent(0) &&
+  TESSERA_REQUIRE(x.extent(1) == w.extent(1) && (b.extent(0) == 0 || b.extent(0) == w.extent(0)) &&
                       y.extent(0) == x.extent(0) && y.extent(1) == w.extent(0),
                   fn << ": shape mismatch: x [" << x.extent(0) << ", " << x.extent(1) << "], W ["
                      << w.extent(0) << ", " << w.extent(1) << "], b [" << b.extent(0) << "], y ["
                      << y.extent(0) << ", " << y.extent(1)
-                     << "]; expected x [N, in], W [out, in], b [out], y [N, out]");
+                     << "]; expected x [N, in], W [out, in], b [out] or [0] (no bias), y [N, out]");
 }
 }  // namespace impl
 
@@ -29,6 +30,7 @@ void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, co
   impl::check_dense_shapes("tessera::kernels::dense_forward", x, w, b, y);
   using T = typename Y::non_const_value_type;
   compat::gemm(exec, "N", "T", T(1), x, w, T(0), y);
+  if (b.extent(0) == 0) return;
   const int out = static_cast<int>(y.extent(1));
   Kokkos::parallel_for(
       "tessera::kernels::dense_bias",

@@ -1,5 +1,5 @@
 // 2-D convolution over NCHW images: weights [out, in, kh, kw] and a bias per
-// output channel; im2col + gemm over blocks of samples whose scratch is
+// output channel (optional); im2col + gemm over blocks of samples whose scratch is
 // allocated once in allocate().
 #pragma once
 
@@ -23,14 +23,25 @@ class Conv2D final : public Layer {
   // ran both convolutions faster than 16 MiB or than one sample at a time.
   static constexpr std::int64_t max_scratch_bytes = std::int64_t(4) << 20;
 
+  struct Options {
+    std::int64_t out_channels = 0;
+    Extent2 kernel = 1, stride = 1, padding = 0;
+    // A bias in front of BatchNorm is cancelled by it: leave it out there.
+    bool bias = true;
+  };
+
+  Conv2D(std::string name, const Options& options, std::vector<std::string> inputs = {});
   Conv2D(std::string name, std::int64_t out_channels, Extent2 kernel, Extent2 stride = 1,
-         Extent2 padding = 0, std::vector<std::string> inputs = {});
+         Extent2 padding = 0, std::vector<std::string> inputs = {})
+      : Conv2D(std::move(name), Options{out_channels, kernel, stride, padding}, std::move(inputs)) {}
 
   const char* type() const override { return "Conv2D"; }
-  std::int64_t out_channels() const { return out_channels_; }
-  Extent2 kernel() const { return kernel_; }
-  Extent2 stride() const { return stride_; }
-  Extent2 padding() const { return padding_; }
+  const Options& options() const { return options_; }
+  std::int64_t out_channels() const { return options_.out_channels; }
+  Extent2 kernel() const { return options_.kernel; }
+  Extent2 stride() const { return options_.stride; }
+  Extent2 padding() const { return options_.padding; }
+  bool has_bias() const { return options_.bias; }
 
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
@@ -44,8 +55,7 @@ class Conv2D final : public Layer {
                 const StepContext& ctx) override;
 
  private:
-  std::int64_t out_channels_;
-  Extent2 kernel_, stride_, padding_;
+  Options options_;
   Tensor<float> weight_, bias_, weight_grad_, bias_grad_;
   Vector<float> scratch_;
 };

@@ -1,4 +1,5 @@
-// Dense layer: y = x W^T + b over the flattened features of each sample.
+// Dense layer: y = x W^T + b over the flattened features of each sample;
+// without a bias (Options::bias = false), y = x W^T.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
@@ -7,10 +8,19 @@ namespace tessera {
 
 class Dense final : public Layer {
  public:
-  Dense(std::string name, std::int64_t units, std::vector<std::string> inputs = {});
+  struct Options {
+    std::int64_t units = 0;
+    // A bias in front of a normalisation is cancelled by it: leave it out there.
+    bool bias = true;
+  };
+
+  Dense(std::string name, const Options& options, std::vector<std::string> inputs = {});
+  Dense(std::string name, std::int64_t units, std::vector<std::string> inputs = {})
+      : Dense(std::move(name), Options{units}, std::move(inputs)) {}
 
   const char* type() const override { return "Dense"; }
-  std::int64_t units() const { return units_; }
+  std::int64_t units() const { return options_.units; }
+  bool has_bias() const { return options_.bias; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
@@ -22,7 +32,7 @@ class Dense final : public Layer {
                 const StepContext& ctx) override;
 
  private:
-  std::int64_t units_;
+  Options options_;
   Tensor<float> weight_, bias_, weight_grad_, bias_grad_;
 };
 
