@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tessera/layers/layer.hpp>
+#include <tessera/model/parameters.hpp>
 
 #include "tessera_test.hpp"
 

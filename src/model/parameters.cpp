@@ -59,28 +59,6 @@ void ParameterStore::initialize(std::uint64_t seed) {
   Kokkos::fence();
 }
 
-namespace {
-const std::pair<Init, const char*> init_names[] = {
-    {Init::zeros, "zeros"},           {Init::ones, "ones"},
-    {Init::he_uniform, "he_uniform"}, {Init::he_normal, "he_normal"},
-    {Init::xavier_uniform, "xavier_uniform"}, {Init::xavier_normal, "xavier_normal"}};
-}  // namespace
-
-Init init_from_name(const std::string& name) {
-  std::string known;
-  for (const auto& [init, text] : init_names) {
-    if (name == text) return init;
-    known += (known.empty() ? "" : ", ") + std::string(text);
-  }
-  TESSERA_REQUIRE(false, "tessera::init_from_name: unknown initializer '" << name << "'; allowed: " << known);
-}
-
-const char* init_name(Init init) {
-  for (const auto& [kind, text] : init_names)
-    if (kind == init) return text;
-  return "unknown";
-}
-
 void ParameterStore::zero_gradients() {
   if (gradients_.size() > 0) Kokkos::deep_copy(ExecSpace(), gradients_, 0.0f);
 }

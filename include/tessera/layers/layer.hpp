@@ -12,23 +12,15 @@
 //   for the largest batch; forward/backward allocate no device memory.
 #pragma once
 
+#include <tessera/core/batch_sync.hpp>
 #include <tessera/core/tensor.hpp>
-#include <tessera/model/parameters.hpp>
+#include <tessera/layers/parameter_spec.hpp>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tessera {
-
-// Sums per-rank statistics over every data-parallel rank working on one
-// global batch, for layers whose statistics span it (synchronised BatchNorm).
-class BatchSync {
- public:
-  virtual ~BatchSync() = default;
-  // Element-wise sum over the ranks, in place; every rank must call it.
-  virtual void sum(const Vector<double>& values) const = 0;
-};
 
 // Per-call information a layer may need.
 struct StepContext {

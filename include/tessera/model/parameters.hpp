@@ -4,32 +4,13 @@
 #pragma once
 
 #include <tessera/core/tensor.hpp>
+#include <tessera/layers/parameter_spec.hpp>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tessera {
-
-// How a parameter starts. The fan-based kinds draw from counter-based
-// random numbers: He (Kaiming, for ReLU) uses fan_in, Xavier (Glorot) uses
-// fan_in + fan_out; uniform bounds and normal deviations match PyTorch's
-// kaiming_*_(a = 0) and xavier_*_.
-enum class Init { zeros, ones, he_uniform, he_normal, xavier_uniform, xavier_normal };
-
-// "he_uniform" <-> Init::he_uniform, ...; throws tessera::Error listing the names.
-Init init_from_name(const std::string& name);
-const char* init_name(Init init);
-// Whether an Init draws random numbers scaled by the fans (weights, not biases).
-inline bool is_fan_based(Init init) { return init != Init::zeros && init != Init::ones; }
-
-struct ParameterSpec {
-  std::string name;  // e.g. "weight"
-  Shape shape;
-  Init init = Init::zeros;
-  std::int64_t fan_in = 0;
-  std::int64_t fan_out = 0;
-};
 
 struct ParameterEntry {
   std::string layer;

@@ -4,9 +4,9 @@
 // for a partner that has given up.
 #pragma once
 
+#include <tessera/core/batch_sync.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/types.hpp>
-#include <tessera/layers/layer.hpp>
 
 #include <mpi.h>
 
