@@ -74,9 +74,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   std::string fault_text;
   std::string restart;
-  app.add_option("deck", deck_path, "input deck (TOML); see docs/decks.md")->required();
+  bool list_layers = false;
+  app.add_option("deck", deck_path, "input deck (TOML); see docs/decks.md");
   app.add_flag("--check", check_only,
-               "validate the deck and its data files, print the model summary, do not train");
+               "validate the deck and its data files, print the model summary and every "
+               "layer's options, do not train");
+  app.add_flag("--list-layers", list_layers,
+               "print the layer types a deck can use, their keys and defaults (markdown), and exit");
   app.add_option("--set", overrides,
                  "override a deck value, e.g. --set training.epochs=3 or "
                  "--set model.layers[0].units=64 (repeatable; the value is TOML, or else a string)")
@@ -97,6 +101,14 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     if (root) std::cerr << "tessera-train: " << e.what() << "\n" << "run 'tessera-train --help' for usage\n";
+    return 2;
+  }
+  if (list_layers) {
+    if (root) std::cout << tessera::layer_reference_markdown();
+    return 0;
+  }
+  if (deck_path.empty()) {
+    if (root) std::cerr << "tessera-train: a deck is required\nrun 'tessera-train --help' for usage\n";
     return 2;
   }
 
@@ -156,7 +168,14 @@ int main(int argc, char** argv) {
       std::cout << std::flush;
     }
     if (check_only) {
-      if (root) std::cout << "deck OK\n";
+      if (root) {
+        std::cout << "layer options:\n";
+        for (const auto& l : deck.layers)
+          std::cout << "  " << l.name << " (" << l.type << ")"
+                    << (l.layer_type->keys.empty() ? "" : ": " + l.layer_type->describe(l.options))
+                    << "\n";
+        std::cout << "deck OK\n";
+      }
       return 0;
     }
 

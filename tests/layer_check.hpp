@@ -6,6 +6,8 @@
 #include <tessera/layers/layer.hpp>
 #include <tessera/model/parameters.hpp>
 
+#include <algorithm>
+
 #include "tessera_test.hpp"
 
 namespace tessera::test {
@@ -44,6 +46,25 @@ class LayerHarness {
       const auto noise = random_values(p.size(), seed + 7, -0.1f, 0.1f);
       for (std::size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
       from_host(params_.values(), p);
+    }
+  }
+
+  // Every input element distinct, at least 0.05 from every other and 0.1
+  // from zero: central differences (step 0.01) then never cross a kink
+  // (ReLU at 0) or change which element wins a max.
+  void spread_inputs(std::uint64_t seed = 5) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto n = static_cast<std::size_t>(inputs[i].numel());
+      const auto order = random_values(n, seed + i);
+      std::vector<std::size_t> rank(n);
+      for (std::size_t k = 0; k < n; ++k) rank[k] = k;
+      std::sort(rank.begin(), rank.end(), [&](std::size_t a, std::size_t b) { return order[a] < order[b]; });
+      std::vector<float> values(n);
+      for (std::size_t k = 0; k < n; ++k) {
+        const float magnitude = 0.1f + 0.05f * static_cast<float>(k / 2);
+        values[rank[k]] = k % 2 ? -magnitude : magnitude;
+      }
+      from_host(inputs[i].flat(), values);
     }
   }
 

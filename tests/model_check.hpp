@@ -4,6 +4,7 @@
 
 #include <tessera/kernels/loss.hpp>
 #include <tessera/model/trainer.hpp>
+#include <tessera/optim/sgd.hpp>
 
 #include "tessera_test.hpp"
 
@@ -46,6 +47,44 @@ inline Evaluation expect_converges(Trainer& trainer, const Dataset& data, int ep
   EXPECT_LT(final_eval.loss, 0.25 * initial);
   EXPECT_GT(final_eval.accuracy, accuracy);
   return final_eval;
+}
+
+// 8x8 images holding one bar, horizontal (label 0) or vertical (label 1), of
+// length 4 to 8 at a random place, over uniform noise.
+inline Dataset bar_images(std::int64_t n, std::uint64_t seed) {
+  constexpr int side = 8;
+  const auto noise = random_values(n * side * side, seed, -0.3f, 0.3f);
+  const auto draws = random_values(4 * n, seed + 1, 0.0f, 1.0f);
+  std::vector<float> pixels(noise);
+  std::vector<int> labels(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const int label = draws[4 * i] < 0.5f ? 0 : 1;
+    const int length = 4 + static_cast<int>(draws[4 * i + 1] * 5);
+    const int across = static_cast<int>(draws[4 * i + 2] * side);
+    const int along = static_cast<int>(draws[4 * i + 3] * (side - length + 1));
+    for (int t = along; t < along + length; ++t) {
+      const int row = label == 0 ? across : t, col = label == 0 ? t : across;
+      pixels[(i * side + row) * side + col] += 1.0f;
+    }
+    labels[i] = label;
+  }
+  return make_dataset(Shape{1, side, side}, 2, pixels, labels);
+}
+
+// Trains `model` (input [1, 8, 8], two classes) on bar images with SGD and
+// momentum; it must reach > 95% training accuracy.
+inline Evaluation expect_learns_bars(Model& model, float lr, int epochs) {
+  const Dataset data = bar_images(512, 91);
+  TrainOptions options;
+  options.batch_size = 32;
+  options.seed = 3;
+  options.schedule.base_lr = lr;
+  if (!model.compiled()) model.compile(options.batch_size, options.seed);
+  SGD::Params hp;
+  hp.momentum = 0.9f;
+  SGD sgd(hp);
+  Trainer trainer(model, sgd, options);
+  return expect_converges(trainer, data, epochs);
 }
 
 }  // namespace tessera::test

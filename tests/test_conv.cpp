@@ -325,43 +325,6 @@ TEST(Conv2D, ShapeErrorsNameLayerAndShape) {
                "tessera::Conv2D 'c2': out_channels 4, kernel 3 x 3, stride 0 x 0");
 }
 
-// 8x8 images holding one bar, horizontal (label 0) or vertical (label 1), of
-// length 4 to 8 at a random place, over uniform noise.
-Dataset bar_images(std::int64_t n, std::uint64_t seed) {
-  constexpr int side = 8;
-  const auto noise = test::random_values(n * side * side, seed, -0.3f, 0.3f);
-  const auto draws = test::random_values(4 * n, seed + 1, 0.0f, 1.0f);
-  std::vector<float> pixels(noise);
-  std::vector<int> labels(n);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const int label = draws[4 * i] < 0.5f ? 0 : 1;
-    const int length = 4 + static_cast<int>(draws[4 * i + 1] * 5);
-    const int across = static_cast<int>(draws[4 * i + 2] * side);
-    const int along = static_cast<int>(draws[4 * i + 3] * (side - length + 1));
-    for (int t = along; t < along + length; ++t) {
-      const int row = label == 0 ? across : t, col = label == 0 ? t : across;
-      pixels[(i * side + row) * side + col] += 1.0f;
-    }
-    labels[i] = label;
-  }
-  return test::make_dataset(Shape{1, side, side}, 2, pixels, labels);
-}
-
-// Trains `model` on bar images; it must reach > 95% training accuracy.
-void expect_learns_bars(Model& model, float lr, int epochs) {
-  const Dataset data = bar_images(512, 91);
-  TrainOptions options;
-  options.batch_size = 32;
-  options.seed = 3;
-  options.schedule.base_lr = lr;
-  model.compile(options.batch_size, options.seed);
-  SGD::Params hp;
-  hp.momentum = 0.9f;
-  SGD sgd(hp);
-  Trainer trainer(model, sgd, options);
-  test::expect_converges(trainer, data, epochs);
-}
-
 TEST(Conv2D, TinyCnnWithMaxPoolingLearnsBarOrientation) {
   Model model(Shape{1, 8, 8});
   model.add<Conv2D>("conv", 4, 3, 1, 1)
@@ -369,7 +332,7 @@ TEST(Conv2D, TinyCnnWithMaxPoolingLearnsBarOrientation) {
       .add<MaxPool2D>("pool", 2)
       .add<Flatten>("flat")
       .add<Dense>("fc", 2);
-  expect_learns_bars(model, 0.05f, 15);
+  test::expect_learns_bars(model, 0.05f, 15);
 }
 
 // Only channel means reach the classifier, so the filters themselves must
@@ -383,7 +346,7 @@ TEST(Conv2D, TinyCnnWithAveragePoolingLearnsBarOrientation) {
       .add<ReLU>("relu2")
       .add<GlobalAvgPool>("gap")
       .add<Dense>("fc", 2);
-  expect_learns_bars(model, 0.05f, 15);
+  test::expect_learns_bars(model, 0.05f, 15);
 }
 
 }  // namespace

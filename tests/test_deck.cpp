@@ -1,6 +1,10 @@
 // Decks: every shipped deck parses and builds; each class of error names
 // file:line:column and the key.
 #include <tessera/deck/build.hpp>
+#include <tessera/layers/conv.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/dropout.hpp>
+#include <tessera/layers/pool.hpp>
 
 #include <filesystem>
 #include <set>
@@ -80,7 +84,7 @@ TEST(Deck, ValidDeckParsesAndBuilds) {
   EXPECT_EQ(deck.training.epochs, 2);
   EXPECT_EQ(deck.training.batch_size, 64);
   ASSERT_EQ(deck.layers.size(), 3u);
-  EXPECT_EQ(deck.layers[2].units, 10);
+  EXPECT_EQ(deck.layers[2].options_of<Dense>().units, 10);
   auto model = build_model(deck);
   model->compile(deck.training.batch_size, deck.seed);
   EXPECT_EQ(model->output_shape(), (Shape{10}));
@@ -90,8 +94,8 @@ TEST(Deck, ValidDeckParsesAndBuilds) {
 TEST(Deck, BiasKeyLeavesTheBiasOut) {
   const std::string text = replace(valid_deck, "units = 16\n", "units = 16\nbias = false\n");
   const Deck deck = parse_deck(text, "bias.toml");
-  EXPECT_FALSE(deck.layers[0].bias);
-  EXPECT_TRUE(deck.layers[2].bias);
+  EXPECT_FALSE(deck.layers[0].options_of<Dense>().bias);
+  EXPECT_TRUE(deck.layers[2].options_of<Dense>().bias);
   auto model = build_model(deck);
   model->compile(4, deck.seed);
   std::vector<std::string> names;
@@ -302,7 +306,7 @@ TEST(Deck, OverridesFromTheCommandLine) {
   const Deck deck = load_deck(path, {"training.epochs=7", "model.layers[0].units=32",
                                      "run.name=trial", "optimizer.lr=0.5", "schedule.type=cosine"});
   EXPECT_EQ(deck.training.epochs, 7);
-  EXPECT_EQ(deck.layers[0].units, 32);
+  EXPECT_EQ(deck.layers[0].options_of<Dense>().units, 32);
   EXPECT_EQ(deck.run_name, "trial");  // not TOML, so taken as a string
   EXPECT_EQ(deck.output_dir, "output/trial");
   EXPECT_FLOAT_EQ(deck.optimizer.lr, 0.5f);
@@ -393,9 +397,7 @@ TEST(Deck, OutOfRange) {
 TEST(Deck, UnknownLayerType) {
   expect_deck_error("layer", replace(valid_deck, "type = \"relu\"", "type = \"relux\""), 19, 8,
                     "model.layers[1].type",
-                    "unknown layer type 'relux'; allowed: dense, conv2d, maxpool2d, avgpool2d, "
-                    "globalavgpool, batchnorm, layernorm, dropout, relu, leakyrelu, gelu, tanh, "
-                    "sigmoid, flatten, add, concat");
+                    "unknown layer type 'relux'; allowed: " + layer_type_names());
 }
 
 // A small residual CNN naming every layer type the deck knows.
@@ -494,17 +496,19 @@ TEST(Deck, EveryLayerTypeParsesAndBuilds) {
   ASSERT_EQ(deck.layers.size(), 18u);
   std::set<std::string> types;
   for (const auto& l : deck.layers) types.insert(l.type);
-  EXPECT_EQ(types.size(), deck_layer_types().size());
-  const LayerDeck& conv = deck.layers[3];
-  EXPECT_EQ(conv.kernel[0], 3);
-  EXPECT_EQ(conv.kernel[1], 1);
-  EXPECT_EQ(conv.padding[0], 1);
-  EXPECT_EQ(conv.padding[1], 0);
-  EXPECT_EQ(deck.layers[6].stride[0], 2);  // pools default to stride = kernel
+  EXPECT_EQ(types.size(), layer_types().size());
+  const auto& conv = deck.layers[3].options_of<Conv2D>();
+  EXPECT_EQ(conv.kernel.h, 3);
+  EXPECT_EQ(conv.kernel.w, 1);
+  EXPECT_EQ(conv.padding.h, 1);
+  EXPECT_EQ(conv.padding.w, 0);
   EXPECT_EQ(deck.layers[5].inputs, (std::vector<std::string>{"stem_relu", "gelu4"}));
-  EXPECT_EQ(deck.layers[11].init, "xavier_normal");
-  EXPECT_EQ(deck.layers[0].init, "he_uniform");
+  EXPECT_EQ(deck.layers[11].options_of<Dense>().init, Init::xavier_normal);
+  EXPECT_EQ(deck.layers[0].options_of<Conv2D>().init, Init::he_uniform);
+  EXPECT_FLOAT_EQ(deck.layers[14].options_of<Dropout>().rate, 0.3f);
   auto model = build_model(deck);
+  // Pools default to stride = kernel.
+  EXPECT_EQ(dynamic_cast<const MaxPool2D&>(*model->layers()[6]).stride().h, 2);
   model->compile(4, 0);
   EXPECT_EQ(model->layer_output_shape(6), (Shape{4, 6, 6}));
   EXPECT_EQ(model->layer_output_shape(10), (Shape{4 * 6 * 6 + 4}));

@@ -1,6 +1,6 @@
 // Seeded initialisers: the statistics each kind promises, identical values
 // on every execution space, and per-layer overrides in a model.
-#include <tessera/deck/deck.hpp>
+#include <tessera/layers/registry.hpp>
 #include <tessera/kernels/init.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/model/model.hpp>
@@ -90,7 +90,7 @@ TEST(Init, OverridesAndErrors) {
                      "unknown initializer 'he'; allowed: zeros, ones, he_uniform, he_normal, "
                      "xavier_uniform, xavier_normal");
   // Every name a deck accepts is one the engine knows.
-  for (const auto& name : deck_weight_initializers()) EXPECT_STREQ(init_name(init_from_name(name)), name.c_str());
+  for (const auto& name : weight_initializer_names()) EXPECT_STREQ(init_name(init_from_name(name)), name.c_str());
 }
 
 }  // namespace

@@ -1,43 +1,7 @@
 // Engine objects from a parsed deck.
 #include <tessera/deck/build.hpp>
-#include <tessera/layers/activation.hpp>
-#include <tessera/layers/conv.hpp>
-#include <tessera/layers/dense.hpp>
-#include <tessera/layers/dropout.hpp>
-#include <tessera/layers/norm.hpp>
-#include <tessera/layers/pool.hpp>
-#include <tessera/layers/structural.hpp>
 
 namespace tessera {
-
-namespace {
-std::unique_ptr<Layer> make_layer(const LayerDeck& l) {
-  const Extent2 kernel(l.kernel[0], l.kernel[1]), stride(l.stride[0], l.stride[1]),
-      padding(l.padding[0], l.padding[1]);
-  const auto& in = l.inputs;
-  const std::string& t = l.type;
-  if (t == "dense") return std::make_unique<Dense>(l.name, Dense::Options{l.units, l.bias}, in);
-  if (t == "conv2d")
-    return std::make_unique<Conv2D>(
-        l.name, Conv2D::Options{l.out_channels, kernel, stride, padding, l.bias}, in);
-  if (t == "maxpool2d") return std::make_unique<MaxPool2D>(l.name, kernel, stride, padding, in);
-  if (t == "avgpool2d") return std::make_unique<AvgPool2D>(l.name, kernel, stride, padding, in);
-  if (t == "globalavgpool") return std::make_unique<GlobalAvgPool>(l.name, in);
-  if (t == "batchnorm") return std::make_unique<BatchNorm>(l.name, l.momentum, l.eps, in);
-  if (t == "layernorm") return std::make_unique<LayerNorm>(l.name, l.eps, in);
-  if (t == "dropout") return std::make_unique<Dropout>(l.name, l.rate, in);
-  if (t == "relu") return std::make_unique<ReLU>(l.name, kernels::ReluOp{}, in);
-  if (t == "leakyrelu") return std::make_unique<LeakyReLU>(l.name, kernels::LeakyReluOp{l.slope}, in);
-  if (t == "gelu") return std::make_unique<GELU>(l.name, kernels::GeluOp{}, in);
-  if (t == "tanh") return std::make_unique<Tanh>(l.name, kernels::TanhOp{}, in);
-  if (t == "sigmoid") return std::make_unique<Sigmoid>(l.name, kernels::SigmoidOp{}, in);
-  if (t == "flatten") return std::make_unique<Flatten>(l.name, in);
-  if (t == "add") return std::make_unique<Add>(l.name, in);
-  if (t == "concat") return std::make_unique<Concat>(l.name, in);
-  TESSERA_REQUIRE(false, "tessera::build_model: layer '" << l.name << "' has unknown type '" << t
-                                                         << "' (load_deck validates types)");
-}
-}  // namespace
 
 std::unique_ptr<Model> build_model(const Deck& deck) {
   Shape input;
@@ -50,11 +14,10 @@ std::unique_ptr<Model> build_model(const Deck& deck) {
   for (std::size_t i = 0; i < deck.layers.size(); ++i) {
     const LayerDeck& layer = deck.layers[i];
     try {
-      model->add(make_layer(layer));
+      model->add(layer.layer_type->build(layer.name, layer.options, layer.inputs));
     } catch (const Error& e) {
       throw LayerError(i, e.what());  // an option the layer rejects
     }
-    if (!layer.init.empty()) model->set_initializer(layer.name, init_from_name(layer.init));
   }
   return model;
 }

@@ -1,6 +1,7 @@
 // Deck parsing and validation with toml++. Every error names the file,
 // line and column, the key, and what was expected.
 #include <tessera/deck/deck.hpp>
+#include <tessera/layers/registry.hpp>
 
 // CUDA's host headers define __noinline__ as a macro, which breaks toml++'s
 // attribute probes under nvcc; this file has no device code, so hide it.
@@ -288,55 +289,63 @@ void read_checkpoint(const Reader& r, const toml::table& ckpt, const std::string
 }  // namespace
 
 namespace {
-struct LayerKeys {
-  std::string type;
-  std::vector<std::string> keys;  // beyond type, name and inputs
-};
-
-const std::vector<LayerKeys>& layer_keys() {
-  static const std::vector<LayerKeys> table = {
-      {"dense", {"units", "bias", "init"}},
-      {"conv2d", {"out_channels", "kernel", "stride", "padding", "bias", "init"}},
-      {"maxpool2d", {"kernel", "stride", "padding"}},
-      {"avgpool2d", {"kernel", "stride", "padding"}},
-      {"globalavgpool", {}},
-      {"batchnorm", {"momentum", "eps"}},
-      {"layernorm", {"eps"}},
-      {"dropout", {"rate"}},
-      {"relu", {}},
-      {"leakyrelu", {"slope"}},
-      {"gelu", {}},
-      {"tanh", {}},
-      {"sigmoid", {}},
-      {"flatten", {}},
-      {"add", {}},
-      {"concat", {}},
+// A window extent: one integer in `range` for both axes, or [rows, columns].
+void read_extent2(const Reader& r, const toml::node& node, const std::string& key,
+                  const Range& range, std::int64_t out[2]) {
+  const std::string expected = "expected an integer >= " + Reader::number(range.low) +
+                               " or an array [rows, columns] of them (at most " +
+                               Reader::number(range.high) + ")";
+  const auto read = [&](const toml::node& item) {
+    const auto v = item.value_exact<std::int64_t>();
+    if (!v || !range.contains(static_cast<double>(*v))) r.fail(item.source(), key, expected);
+    return *v;
   };
-  return table;
+  if (const auto* a = node.as_array()) {
+    if (a->size() != 2) r.fail(node.source(), key, expected);
+    out[0] = read((*a)[0]);
+    out[1] = read((*a)[1]);
+    return;
+  }
+  out[0] = out[1] = read(node);
 }
 
-// A window extent: one positive integer for both axes, or [rows, columns].
-void read_extent2(const Reader& r, const toml::table& t, const std::string& prefix,
-                  const std::string& key, bool required, std::int64_t low, std::int64_t out[2]) {
-  const toml::node* node = t.get(key);
-  if (!node) {
-    if (required) r.fail(t.source(), prefix + key, "required key is missing");
-    return;
+// "[1, 16777216]", "[0, 1)", "(0, 1]": an interval in messages.
+std::string range_interval(const Range& range) {
+  return (range.low_open ? "(" : "[") + Reader::number(range.low) + ", " +
+         Reader::number(range.high) + (range.high_open ? ")" : "]");
+}
+
+// One key of a layer entry, by the kind its layer type registered.
+KeyValue read_layer_key(const Reader& r, const toml::table& lt, const std::string& prefix,
+                        const LayerKey& spec) {
+  const toml::node& node = *lt.get(spec.name);
+  const std::string key = prefix + spec.name;
+  KeyValue value;
+  const auto in_range = [&](double v) {
+    if (!spec.range.contains(v))
+      r.fail(node.source(), key,
+             "value " + Reader::number(v) + " is out of range " + range_interval(spec.range));
+  };
+  switch (spec.kind) {
+    case KeyKind::integer:
+      value.integer = r.get<std::int64_t>(lt, prefix, spec.name, 0);
+      in_range(static_cast<double>(value.integer));
+      break;
+    case KeyKind::number:
+      value.number = r.get<float>(lt, prefix, spec.name, 0.0f);
+      in_range(value.number);
+      break;
+    case KeyKind::boolean:
+      value.boolean = r.get<bool>(lt, prefix, spec.name, false);
+      break;
+    case KeyKind::choice:
+      value.text = r.choice(lt, prefix, spec.name, "", spec.choices);
+      break;
+    case KeyKind::extent2:
+      read_extent2(r, node, key, spec.range, value.pair);
+      break;
   }
-  const std::string expected = "expected an integer >= " + std::to_string(low) +
-                               " or an array [rows, columns] of them";
-  if (const auto* a = node->as_array()) {
-    if (a->size() != 2) r.fail(node->source(), prefix + key, expected);
-    for (std::size_t d = 0; d < 2; ++d) {
-      const auto v = (*a)[d].value_exact<std::int64_t>();
-      if (!v || *v < low || *v > 4096) r.fail((*a)[d].source(), prefix + key, expected);
-      out[d] = *v;
-    }
-    return;
-  }
-  const auto v = node->value_exact<std::int64_t>();
-  if (!v || *v < low || *v > 4096) r.fail(node->source(), prefix + key, expected);
-  out[0] = out[1] = *v;
+  return value;
 }
 
 LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
@@ -345,14 +354,13 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
   LayerDeck layer;
   layer.location = r.location(lt.source());
   layer.type = r.get<std::string>(lt, prefix, "type", "", true);
-  const auto& table = layer_keys();
-  const auto entry = std::find_if(table.begin(), table.end(),
-                                  [&](const LayerKeys& k) { return k.type == layer.type; });
-  if (entry == table.end())
+  const LayerType* type = find_layer_type(layer.type);
+  if (!type)
     r.fail(lt.get("type")->source(), prefix + "type",
-           "unknown layer type '" + layer.type + "'; allowed: " + Reader::join(deck_layer_types()));
+           "unknown layer type '" + layer.type + "'; allowed: " + layer_type_names());
+  layer.layer_type = type;
   std::vector<std::string> allowed = {"type", "name", "inputs"};
-  allowed.insert(allowed.end(), entry->keys.begin(), entry->keys.end());
+  for (const auto& k : type->keys) allowed.push_back(k.name);
   r.only_keys(lt, prefix, allowed);
 
   layer.name = r.get<std::string>(lt, prefix, "name", layer.type + std::to_string(index));
@@ -361,7 +369,7 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
     r.fail(lt.get("name") ? lt.get("name")->source() : lt.source(), prefix + "name",
            "layer name '" + layer.name + "' is used twice (or is the reserved name 'input')");
 
-  const bool merges = layer.type == "add" || layer.type == "concat";
+  const bool merges = type->arity < 0;
   if (const toml::node* node = lt.get("inputs")) {
     const toml::array* a = node->as_array();
     if (!a) r.fail(node->source(), prefix + "inputs", "expected an array of layer names");
@@ -374,67 +382,31 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
                "'" + *name + "' is not 'input' or the name of a layer declared before this one");
       layer.inputs.push_back(*name);
     }
-    r.check(merges ? layer.inputs.size() >= 2 : layer.inputs.size() == 1, lt, prefix, "inputs",
-            merges ? "a " + layer.type + " layer takes two or more inputs"
-                   : "a " + layer.type + " layer takes exactly one input");
+    const std::string takes =
+        merges ? "two or more inputs"
+               : (type->arity == 1 ? std::string("exactly one input")
+                                   : "exactly " + std::to_string(type->arity) + " inputs");
+    r.check(merges ? layer.inputs.size() >= 2
+                   : layer.inputs.size() == static_cast<std::size_t>(type->arity),
+            lt, prefix, "inputs", "a " + layer.type + " layer takes " + takes);
   } else if (merges) {
     r.fail(lt.source(), prefix + "inputs",
            "required for " + layer.type + ": the names of two or more layers to merge");
   }
 
-  if (layer.type == "dense") {
-    layer.units = r.get<std::int64_t>(lt, prefix, "units", 0, true);
-    r.require_range<std::int64_t>(lt, prefix, "units", layer.units, 1, 1 << 24);
-  } else if (layer.type == "conv2d") {
-    layer.out_channels = r.get<std::int64_t>(lt, prefix, "out_channels", 0, true);
-    r.require_range<std::int64_t>(lt, prefix, "out_channels", layer.out_channels, 1, 1 << 20);
-    read_extent2(r, lt, prefix, "kernel", true, 1, layer.kernel);
-    read_extent2(r, lt, prefix, "stride", false, 1, layer.stride);
-    read_extent2(r, lt, prefix, "padding", false, 0, layer.padding);
-  } else if (layer.type == "maxpool2d" || layer.type == "avgpool2d") {
-    read_extent2(r, lt, prefix, "kernel", true, 1, layer.kernel);
-    layer.stride[0] = layer.kernel[0];
-    layer.stride[1] = layer.kernel[1];
-    read_extent2(r, lt, prefix, "stride", false, 1, layer.stride);
-    read_extent2(r, lt, prefix, "padding", false, 0, layer.padding);
-  } else if (layer.type == "batchnorm") {
-    layer.momentum = r.get<float>(lt, prefix, "momentum", 0.1f);
-    r.require_range(lt, prefix, "momentum", layer.momentum, 0.0f, 1.0f);
-  } else if (layer.type == "dropout") {
-    layer.rate = r.get<float>(lt, prefix, "rate", 0.0f, true);
-    r.check(layer.rate >= 0.0f && layer.rate < 1.0f, lt, prefix, "rate",
-            "value " + Reader::number(layer.rate) + " is out of range [0, 1)");
-  } else if (layer.type == "leakyrelu") {
-    layer.slope = r.get<float>(lt, prefix, "slope", 0.01f);
-    r.require_range(lt, prefix, "slope", layer.slope, 0.0f, 1.0f);
+  // Every key the type registered, over the defaults of its Options struct.
+  layer.options = type->default_options();
+  for (const auto& spec : type->keys) {
+    if (!lt.get(spec.name)) {
+      if (spec.required) r.fail(lt.source(), prefix + spec.name, "required key is missing");
+      continue;
+    }
+    spec.set(layer.options, read_layer_key(r, lt, prefix, spec));
   }
-  if (layer.type == "dense" || layer.type == "conv2d") {
-    layer.bias = r.get<bool>(lt, prefix, "bias", true);
-    layer.init = r.choice(lt, prefix, "init", "he_uniform", deck_weight_initializers());
-  }
-  if (layer.type == "batchnorm" || layer.type == "layernorm") {
-    layer.eps = r.get<float>(lt, prefix, "eps", 1e-5f);
-    r.check(layer.eps > 0.0f && layer.eps <= 1.0f, lt, prefix, "eps",
-            "value " + Reader::number(layer.eps) + " is out of range (0, 1]");
-  }
+  if (type->complete) type->complete(layer.options);
   return layer;
 }
 }  // namespace
-
-const std::vector<std::string>& deck_weight_initializers() {
-  static const std::vector<std::string> names = {"he_uniform", "he_normal", "xavier_uniform",
-                                                 "xavier_normal"};
-  return names;
-}
-
-const std::vector<std::string>& deck_layer_types() {
-  static const std::vector<std::string> types = [] {
-    std::vector<std::string> out;
-    for (const auto& k : layer_keys()) out.push_back(k.type);
-    return out;
-  }();
-  return types;
-}
 
 namespace {
 // One "a.b[2].c=value" from the command line, applied to the parsed deck.

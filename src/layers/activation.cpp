@@ -1,5 +1,6 @@
 // Activation layers: one template, instantiated per kernel op.
 #include <tessera/layers/activation.hpp>
+#include <tessera/layers/impl/registration.hpp>
 
 namespace tessera {
 
@@ -22,6 +23,32 @@ void Activation<Op>::backward(const Tensors& x, const Tensor<float>& y, const Te
   ScopedRegion region(backward_region_);
   if (dx[0].numel() == 0) return;
   kernels::activation_backward(ExecSpace(), op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat());
+}
+
+// Inputs spread away from zero: ReLU's kink stays out of the gradient check.
+LayerType relu_layer_type() {
+  return impl::LayerTypeBuilder<ReLU>("relu").output("same shape").example({{3, 2, 4}});
+}
+
+LayerType leakyrelu_layer_type() {
+  return impl::LayerTypeBuilder<LeakyReLU>("leakyrelu")
+      .number("slope", &kernels::LeakyReluOp::slope, Range::closed(0, 1))
+      .output("same shape; `slope · x` for x < 0")
+      .example({{3, 2, 4}}, "slope = 0.1");
+}
+
+LayerType gelu_layer_type() {
+  return impl::LayerTypeBuilder<GELU>("gelu")
+      .output("same shape; the exact (erf) form")
+      .example({{3, 2, 4}});
+}
+
+LayerType tanh_layer_type() {
+  return impl::LayerTypeBuilder<Tanh>("tanh").output("same shape").example({{3, 2, 4}});
+}
+
+LayerType sigmoid_layer_type() {
+  return impl::LayerTypeBuilder<Sigmoid>("sigmoid").output("same shape").example({{3, 2, 4}});
 }
 
 template class Activation<kernels::ReluOp>;

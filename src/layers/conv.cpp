@@ -2,6 +2,7 @@
 // the convolution kernels.
 #include <tessera/kernels/conv.hpp>
 #include <tessera/layers/conv.hpp>
+#include <tessera/layers/impl/registration.hpp>
 
 namespace tessera {
 
@@ -48,7 +49,7 @@ std::vector<ParameterSpec> Conv2D::parameter_specs(const Shapes& inputs) const {
   const std::int64_t fan_in = in_channels * taps, fan_out = o.out_channels * taps;
   std::vector<ParameterSpec> specs{
       ParameterSpec{"weight", Shape{o.out_channels, in_channels, o.kernel.h, o.kernel.w},
-                    Init::he_uniform, fan_in, fan_out}};
+                    o.init, fan_in, fan_out}};
   if (o.bias) specs.push_back(ParameterSpec{"bias", Shape{o.out_channels}, Init::zeros, fan_in, fan_out});
   return specs;
 }
@@ -86,6 +87,20 @@ LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
   // wanted, and the bias sums; the column copies are not arithmetic.
   c.backward.flops = product * (input_gradient ? 2 : 1) + (options_.bias ? outputs : 0.0);
   return c;
+}
+
+LayerType conv2d_layer_type() {
+  using O = Conv2D::Options;
+  return impl::LayerTypeBuilder<Conv2D>("conv2d")
+      .integer("out_channels", &O::out_channels, Range::closed(1, 1 << 20), impl::required)
+      .extent2("kernel", &O::kernel, Range::closed(1, 4096), impl::required)
+      .extent2("stride", &O::stride, Range::closed(1, 4096))
+      .extent2("padding", &O::padding, Range::closed(0, 4096))
+      .boolean("bias", &O::bias)
+      .initializer("init", &O::init)
+      .output("`[N, out_channels, (H + 2p - k) / s + 1, (W + 2p - k) / s + 1]`; weights "
+              "`[out, in, kh, kw]`")
+      .example({{2, 2, 4, 3}}, "out_channels = 2\nkernel = [3, 2]\npadding = 1");
 }
 
 void Conv2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {

@@ -1,6 +1,7 @@
 // Dense layer: shape checks and dispatch to the dense kernels.
 #include <tessera/kernels/dense.hpp>
 #include <tessera/layers/dense.hpp>
+#include <tessera/layers/impl/registration.hpp>
 
 namespace tessera {
 
@@ -19,7 +20,7 @@ Shape Dense::output_shape(const Shapes& inputs) const {
 std::vector<ParameterSpec> Dense::parameter_specs(const Shapes& inputs) const {
   const std::int64_t in = inputs.at(0).inner(), units = options_.units;
   std::vector<ParameterSpec> specs{
-      ParameterSpec{"weight", Shape{units, in}, Init::he_uniform, in, units}};
+      ParameterSpec{"weight", Shape{units, in}, options_.init, in, units}};
   if (options_.bias) specs.push_back(ParameterSpec{"bias", Shape{units}, Init::zeros, in, units});
   return specs;
 }
@@ -46,6 +47,16 @@ LayerCost Dense::cost(const Shapes& inputs, bool input_gradient) const {
   // Backward: dW = dy^T x, dx = dy W when wanted, and the bias sums.
   c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
   return c;
+}
+
+LayerType dense_layer_type() {
+  using O = Dense::Options;
+  return impl::LayerTypeBuilder<Dense>("dense")
+      .integer("units", &O::units, Range::closed(1, 1 << 24), impl::required)
+      .boolean("bias", &O::bias)
+      .initializer("init", &O::init)
+      .output("`[N, units]`; the input's non-batch dimensions are flattened")
+      .example({{2, 3, 4}}, "units = 3");
 }
 
 void Dense::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {

@@ -2,12 +2,26 @@
 #include <tessera/kernels/dropout.hpp>
 #include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/layers/dropout.hpp>
+#include <tessera/layers/impl/registration.hpp>
 
 namespace tessera {
 
-Dropout::Dropout(std::string name, float rate, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), rate_(rate), stream_(kernels::name_stream(this->name())) {
+Dropout::Dropout(std::string name, const Options& options, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)),
+      rate_(options.rate),
+      stream_(kernels::name_stream(this->name())) {
+  const float rate = options.rate;
   TESSERA_REQUIRE(rate >= 0.0f && rate < 1.0f, where() << ": rate must be in [0, 1), got " << rate);
+}
+
+LayerType dropout_layer_type() {
+  return impl::LayerTypeBuilder<Dropout>("dropout")
+      .number("rate", &Dropout::Options::rate, Range::half_open(0, 1), impl::required)
+      .output("same shape; in training zeroes each element with probability `rate` and scales "
+              "the rest by 1 / (1 − rate); the identity in evaluation. The mask depends only on "
+              "the run's seed, the layer name, the step and the element, not on threads or "
+              "backend")
+      .example({{3, 2, 4}}, "rate = 0.25");
 }
 
 Shape Dropout::output_shape(const Shapes& inputs) const {

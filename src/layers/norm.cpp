@@ -1,5 +1,6 @@
 // BatchNorm and LayerNorm: shapes, parameters and state, and the shared
 // group-normalisation passes over the norm kernels.
+#include <tessera/layers/impl/registration.hpp>
 #include <tessera/layers/norm.hpp>
 
 namespace tessera {
@@ -93,11 +94,31 @@ std::vector<ParameterSpec> affine_specs(const Shape& shape) {
 constexpr std::int64_t norm_flops_per_element = 7;
 }  // namespace
 
-BatchNorm::BatchNorm(std::string name, float momentum, float eps, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), momentum_(momentum), eps_(eps) {
+BatchNorm::BatchNorm(std::string name, const Options& options, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), momentum_(options.momentum), eps_(options.eps) {
+  const float momentum = options.momentum, eps = options.eps;
   TESSERA_REQUIRE(momentum >= 0.0f && momentum <= 1.0f,
                   where() << ": momentum must be in [0, 1], got " << momentum);
   TESSERA_REQUIRE(eps > 0.0f, where() << ": eps must be positive, got " << eps);
+}
+
+LayerType batchnorm_layer_type() {
+  using O = BatchNorm::Options;
+  return impl::LayerTypeBuilder<BatchNorm>("batchnorm")
+      .number("momentum", &O::momentum, Range::closed(0, 1))
+      .number("eps", &O::eps, Range::open_closed(0, 1))
+      .output("same shape; per feature for `[N, F]`, per channel for `[N, C, H, W]`; training "
+              "uses batch statistics and updates the running ones, evaluation uses the running "
+              "ones")
+      .example({{4, 2, 2, 2}});
+}
+
+LayerType layernorm_layer_type() {
+  return impl::LayerTypeBuilder<LayerNorm>("layernorm")
+      .number("eps", &LayerNorm::Options::eps, Range::open_closed(0, 1))
+      .output("same shape; normalises each sample over all its elements, with an elementwise "
+              "scale and shift")
+      .example({{3, 2, 2, 2}});
 }
 
 Shape BatchNorm::output_shape(const Shapes& inputs) const {
@@ -171,8 +192,9 @@ void BatchNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Ten
                        ctx.training ? ctx.sync : nullptr);
 }
 
-LayerNorm::LayerNorm(std::string name, float eps, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), eps_(eps) {
+LayerNorm::LayerNorm(std::string name, const Options& options, std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)), eps_(options.eps) {
+  const float eps = options.eps;
   TESSERA_REQUIRE(eps > 0.0f, where() << ": eps must be positive, got " << eps);
 }
 

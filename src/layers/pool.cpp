@@ -1,6 +1,7 @@
 // Pooling layers: shared shape inference over the sliding-window geometry,
 // and dispatch to the pooling kernels.
 #include <tessera/kernels/pool.hpp>
+#include <tessera/layers/impl/registration.hpp>
 #include <tessera/layers/pool.hpp>
 
 namespace tessera {
@@ -25,13 +26,15 @@ kernels::Pool2dGeometry global_geometry(const Shape& input) {
 }
 }  // namespace
 
-Pool2D::Pool2D(const char* type, std::string name, Extent2 kernel, Extent2 stride,
-               Extent2 padding, std::vector<std::string> inputs)
+Pool2D::Pool2D(const char* type, std::string name, const Options& options,
+               std::vector<std::string> inputs)
     : Layer(std::move(name), std::move(inputs)),
       type_(type),
-      kernel_(kernel),
-      stride_(stride.h == 0 ? kernel.h : stride.h, stride.w == 0 ? kernel.w : stride.w),
-      padding_(padding) {
+      kernel_(options.kernel),
+      stride_(options.stride.h == 0 ? options.kernel.h : options.stride.h,
+              options.stride.w == 0 ? options.kernel.w : options.stride.w),
+      padding_(options.padding) {
+  const Extent2 kernel = options.kernel, stride = options.stride, padding = options.padding;
   TESSERA_REQUIRE(kernel.h > 0 && kernel.w > 0 && stride_.h > 0 && stride_.w > 0 &&
                       padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h &&
                       2 * padding.w <= kernel.w,
@@ -53,6 +56,43 @@ Shape Pool2D::output_shape(const Shapes& inputs) const {
 
 std::int64_t Pool2D::flops_per_sample(const Shapes& inputs) const {
   return output_shape(inputs).inner() * kernel_.h * kernel_.w;
+}
+
+namespace {
+// The keys both windowed pools take.
+template <class L>
+impl::LayerTypeBuilder<L> windowed_pool(const char* name) {
+  using O = Pool2D::Options;
+  impl::LayerTypeBuilder<L> builder(name);
+  builder.extent2("kernel", &O::kernel, Range::closed(1, 4096), impl::required)
+      .extent2("stride", &O::stride, Range::closed(1, 4096))
+      .default_text("= kernel")
+      .extent2("padding", &O::padding, Range::closed(0, 4096))
+      .note("at most kernel / 2")
+      .complete([](O& o) {
+        if (o.stride.h == 0) o.stride = o.kernel;
+      });
+  return builder;
+}
+}  // namespace
+
+LayerType maxpool2d_layer_type() {
+  return windowed_pool<MaxPool2D>("maxpool2d")
+      .output("`[N, C, Ho, Wo]`; ties go to the first maximum")
+      .example({{2, 2, 4, 5}}, "kernel = 2");
+}
+
+LayerType avgpool2d_layer_type() {
+  return windowed_pool<AvgPool2D>("avgpool2d")
+      .output("`[N, C, Ho, Wo]`; padded cells count in the divisor (PyTorch's "
+              "`count_include_pad = true`)")
+      .example({{2, 2, 5, 4}}, "kernel = 3\nstride = 2\npadding = 1");
+}
+
+LayerType globalavgpool_layer_type() {
+  return impl::LayerTypeBuilder<GlobalAvgPool>("globalavgpool")
+      .output("`[N, C]`")
+      .example({{2, 3, 3, 2}});
 }
 
 void MaxPool2D::allocate(const Shapes& inputs) {

@@ -1,5 +1,6 @@
 // Flatten, Add and Concat over the shared data-movement kernels.
 #include <tessera/kernels/tensor_ops.hpp>
+#include <tessera/layers/impl/registration.hpp>
 #include <tessera/layers/structural.hpp>
 
 namespace tessera {
@@ -13,6 +14,23 @@ std::string shapes_text(const Shapes& shapes) {
 // Elements per channel: H * W for images, 1 for feature vectors.
 std::int64_t spatial_size(const Shape& s) { return s.rank() <= 2 ? 1 : s.inner() / s[1]; }
 }  // namespace
+
+LayerType flatten_layer_type() {
+  return impl::LayerTypeBuilder<Flatten>("flatten").output("`[N, C·H·W]`").example({{2, 3, 2, 2}});
+}
+
+LayerType add_layer_type() {
+  return impl::LayerTypeBuilder<Add>("add")
+      .output("the element-wise sum of inputs of one shape")
+      .example({{2, 5}, {2, 5}, {2, 5}});
+}
+
+LayerType concat_layer_type() {
+  return impl::LayerTypeBuilder<Concat>("concat")
+      .output("concatenation along dimension 1 (channels, or features); the other dimensions "
+              "must agree")
+      .example({{2, 2, 3, 2}, {2, 3, 3, 2}});
+}
 
 Shape Flatten::output_shape(const Shapes& inputs) const {
   const Shape& in = inputs.at(0);

@@ -24,6 +24,9 @@ expect 2 "${dir}/bad_shapes.toml:15:1: model.layers[1]: tessera::Conv2D 'conv': 
 expect 2 "--set model.input_shape=[700]: model.input_shape: the model takes 700 values per sample, the data's samples have shape [1, 28, 28] (784 values)" "${dir}/fashion_mnist_smoke.toml" --set "model.input_shape=[700]"
 expect 2 "does_not_exist.toml" "${dir}/does_not_exist.toml"
 expect 2 "--bogus" "${dir}/fashion_mnist_smoke.toml" --bogus
+expect 2 "a deck is required"
+expect 0 "| \`conv2d\` | 1 | \`out_channels\` (required" --list-layers
+expect 0 "dense0 (dense): units=128 bias=true init=he_uniform" "${dir}/fashion_mnist_smoke.toml" --check
 expect 0 "deck OK" "${dir}/fashion_mnist_smoke.toml" --check
 expect 2 "--set training.batch_size=0: training.batch_size: value 0 is out of range" "${dir}/fashion_mnist_smoke.toml" --check --set training.batch_size=0
 expect 2 "--set data.normalize_mean=1e300: data.normalize_mean: value 1e+300 is not a finite number" "${dir}/fashion_mnist_smoke.toml" --check --set data.normalize_mean=1e300

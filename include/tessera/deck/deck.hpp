@@ -4,6 +4,9 @@
 // it with the host compiler; deck/build.hpp turns a Deck into engine objects.
 #pragma once
 
+#include <tessera/layers/registry.hpp>
+
+#include <any>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -17,30 +20,22 @@ class DeckError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One [[model.layers]] entry; which fields apply depends on the type (see
-// docs/decks.md).
+// One [[model.layers]] entry: its type from the layer registry and that
+// type's Options (every key the deck gave, the rest at their defaults).
 struct LayerDeck {
   std::string type;
   std::string name;
   std::string location;             // "file:line:column" of the entry
   std::vector<std::string> inputs;  // empty: the previous layer
-  std::int64_t units = 0;           // dense
-  std::string init;                 // dense, conv2d weights; empty: the layer's default
-  bool bias = true;                 // dense, conv2d
-  std::int64_t out_channels = 0;    // conv2d
-  std::int64_t kernel[2] = {0, 0};  // conv2d, maxpool2d, avgpool2d: rows, columns
-  std::int64_t stride[2] = {1, 1};  // conv2d; pools default to the kernel
-  std::int64_t padding[2] = {0, 0};
-  float rate = 0.0f;                // dropout
-  float momentum = 0.1f;            // batchnorm
-  float eps = 1e-5f;                // batchnorm, layernorm
-  float slope = 0.01f;              // leakyrelu
-};
+  const LayerType* layer_type = nullptr;
+  std::any options;                 // the layer class's Options
 
-// The layer types a deck may name, in the order docs/decks.md lists them.
-const std::vector<std::string>& deck_layer_types();
-// The names a layer's `init` key takes (tessera::init_from_name knows them all).
-const std::vector<std::string>& deck_weight_initializers();
+  // The options as the layer class takes them, e.g. options_of<Conv2D>().kernel.
+  template <class L>
+  const typename L::Options& options_of() const {
+    return std::any_cast<const typename L::Options&>(options);
+  }
+};
 
 struct Deck {
   std::string path;

@@ -9,6 +9,8 @@ namespace tessera {
 template <class Op>
 class Activation final : public Layer {
  public:
+  using Options = Op;  // the op's parameters (LeakyReLU's slope)
+
   explicit Activation(std::string name, Op op = {}, std::vector<std::string> inputs = {});
   const char* type() const override { return Op::name; }
   const Op& op() const { return op_; }

@@ -28,6 +28,7 @@ class Conv2D final : public Layer {
     Extent2 kernel = 1, stride = 1, padding = 0;
     // A bias in front of BatchNorm is cancelled by it: leave it out there.
     bool bias = true;
+    Init init = Init::he_uniform;  // the weights; the bias starts at zero
   };
 
   Conv2D(std::string name, const Options& options, std::vector<std::string> inputs = {});

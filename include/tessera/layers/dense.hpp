@@ -12,6 +12,7 @@ class Dense final : public Layer {
     std::int64_t units = 0;
     // A bias in front of a normalisation is cancelled by it: leave it out there.
     bool bias = true;
+    Init init = Init::he_uniform;  // the weights; the bias starts at zero
   };
 
   Dense(std::string name, const Options& options, std::vector<std::string> inputs = {});

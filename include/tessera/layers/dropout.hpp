@@ -10,8 +10,13 @@ namespace tessera {
 
 class Dropout final : public Layer {
  public:
-  // rate in [0, 1).
-  Dropout(std::string name, float rate, std::vector<std::string> inputs = {});
+  struct Options {
+    float rate = 0.0f;  // in [0, 1)
+  };
+
+  Dropout(std::string name, const Options& options, std::vector<std::string> inputs = {});
+  Dropout(std::string name, float rate, std::vector<std::string> inputs = {})
+      : Dropout(std::move(name), Options{rate}, std::move(inputs)) {}
 
   const char* type() const override { return "Dropout"; }
   float rate() const { return rate_; }

@@ -56,8 +56,15 @@ class GroupNormalizer {
 // statistics over every rank (synchronised BatchNorm).
 class BatchNorm final : public Layer {
  public:
-  BatchNorm(std::string name, float momentum = 0.1f, float eps = 1e-5f,
-            std::vector<std::string> inputs = {});
+  struct Options {
+    float momentum = 0.1f;  // weight of the batch in the running statistics
+    float eps = 1e-5f;
+  };
+
+  BatchNorm(std::string name, const Options& options, std::vector<std::string> inputs = {});
+  explicit BatchNorm(std::string name, float momentum = 0.1f, float eps = 1e-5f,
+                     std::vector<std::string> inputs = {})
+      : BatchNorm(std::move(name), Options{momentum, eps}, std::move(inputs)) {}
 
   const char* type() const override { return "BatchNorm"; }
   float momentum() const { return momentum_; }
@@ -90,7 +97,13 @@ class BatchNorm final : public Layer {
 // with normalized_shape = input.shape[1:]).
 class LayerNorm final : public Layer {
  public:
-  LayerNorm(std::string name, float eps = 1e-5f, std::vector<std::string> inputs = {});
+  struct Options {
+    float eps = 1e-5f;
+  };
+
+  LayerNorm(std::string name, const Options& options, std::vector<std::string> inputs = {});
+  explicit LayerNorm(std::string name, float eps = 1e-5f, std::vector<std::string> inputs = {})
+      : LayerNorm(std::move(name), Options{eps}, std::move(inputs)) {}
 
   const char* type() const override { return "LayerNorm"; }
   float eps() const { return eps_; }

@@ -11,8 +11,14 @@ namespace tessera {
 // stride 0 means stride = kernel.
 class Pool2D : public Layer {
  public:
+  struct Options {
+    Extent2 kernel = 1;
+    Extent2 stride = 0;   // 0: the kernel
+    Extent2 padding = 0;  // at most half the kernel
+  };
+
   // type: the concrete layer's name, known here so the constructor's checks can name it.
-  Pool2D(const char* type, std::string name, Extent2 kernel, Extent2 stride, Extent2 padding,
+  Pool2D(const char* type, std::string name, const Options& options,
          std::vector<std::string> inputs);
 
   const char* type() const final { return type_; }
@@ -32,9 +38,11 @@ class Pool2D : public Layer {
 // Ties go to the first maximum in row-major window order; padding never wins.
 class MaxPool2D final : public Pool2D {
  public:
+  MaxPool2D(std::string name, const Options& options, std::vector<std::string> inputs = {})
+      : Pool2D("MaxPool2D", std::move(name), options, std::move(inputs)) {}
   MaxPool2D(std::string name, Extent2 kernel, Extent2 stride = 0, Extent2 padding = 0,
             std::vector<std::string> inputs = {})
-      : Pool2D("MaxPool2D", std::move(name), kernel, stride, padding, std::move(inputs)) {}
+      : MaxPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void allocate(const Shapes& inputs) override;
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
   void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
@@ -47,9 +55,11 @@ class MaxPool2D final : public Pool2D {
 // count_include_pad = true: every window averages over kernel_h * kernel_w.
 class AvgPool2D final : public Pool2D {
  public:
+  AvgPool2D(std::string name, const Options& options, std::vector<std::string> inputs = {})
+      : Pool2D("AvgPool2D", std::move(name), options, std::move(inputs)) {}
   AvgPool2D(std::string name, Extent2 kernel, Extent2 stride = 0, Extent2 padding = 0,
             std::vector<std::string> inputs = {})
-      : Pool2D("AvgPool2D", std::move(name), kernel, stride, padding, std::move(inputs)) {}
+      : AvgPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
   void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
                 const StepContext& ctx) override;

@@ -20,9 +20,10 @@ class Flatten final : public Layer {
 // y = x0 + x1 + ...; all inputs have one shape.
 class Add final : public Layer {
  public:
+  static constexpr int input_count = -1;  // two or more
   Add(std::string name, std::vector<std::string> inputs) : Layer(std::move(name), std::move(inputs)) {}
   const char* type() const override { return "Add"; }
-  int arity() const override { return -1; }
+  int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
@@ -34,10 +35,11 @@ class Add final : public Layer {
 // other dimensions must agree.
 class Concat final : public Layer {
  public:
+  static constexpr int input_count = -1;  // two or more
   Concat(std::string name, std::vector<std::string> inputs)
       : Layer(std::move(name), std::move(inputs)) {}
   const char* type() const override { return "Concat"; }
-  int arity() const override { return -1; }
+  int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
   void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,

@@ -1,0 +1,180 @@
+// The layer registry, and the tests every registered layer type gets from
+// it, so that a type cannot be added without them: its example parses from
+// deck keys and builds; a finite-difference check of every input and
+// parameter gradient; a small CNN with the layer inside learns to tell bar
+// orientations apart; the trained model survives a checkpoint round trip bit
+// for bit. The layer table of docs/decks.md must be the registry's.
+#include <tessera/deck/build.hpp>
+#include <tessera/io/checkpoint.hpp>
+#include <tessera/layers/activation.hpp>
+#include <tessera/layers/conv.hpp>
+#include <tessera/layers/dense.hpp>
+#include <tessera/layers/registry.hpp>
+#include <tessera/layers/structural.hpp>
+#include <tessera/optim/sgd.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "layer_check.hpp"
+#include "model_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+Shape shape_of(const std::vector<std::int64_t>& dims) {
+  Shape s;
+  switch (dims.size()) {
+    case 2: s = Shape{dims[0], dims[1]}; break;
+    case 3: s = Shape{dims[0], dims[1], dims[2]}; break;
+    case 4: s = Shape{dims[0], dims[1], dims[2], dims[3]}; break;
+    default: ADD_FAILURE() << "example shapes have 2 to 4 dimensions"; break;
+  }
+  return s;
+}
+
+// The options of `type` from its example keys, read by the deck reader: a
+// deck whose only layer is the example (reading the model input as often as
+// the type takes inputs).
+LayerDeck example_entry(const LayerType& type) {
+  std::ostringstream deck;
+  deck << "[data]\ntrain_images = \"a\"\ntrain_labels = \"b\"\ntest_images = \"c\"\n"
+       << "test_labels = \"d\"\n\n[model]\ninput_shape = [4]\n\n[[model.layers]]\ntype = \""
+       << type.name << "\"\n";
+  if (type.arity != 1) deck << "inputs = [\"input\", \"input\"]\n";
+  deck << type.example.keys << "\n";
+  return parse_deck(deck.str(), type.name + "_example.toml").layers.at(0);
+}
+
+TEST(Registry, NamesAreUniqueAndFound) {
+  std::set<std::string> names;
+  for (const auto& type : layer_types()) {
+    EXPECT_TRUE(names.insert(type.name).second) << type.name;
+    EXPECT_EQ(find_layer_type(type.name), &type);
+    EXPECT_FALSE(type.output.empty()) << type.name << ": the reference needs its output";
+    EXPECT_FALSE(type.example.inputs.empty()) << type.name << ": the generic tests need an example";
+    for (const auto& key : type.keys) {
+      EXPECT_TRUE(key.set && key.show) << type.name << "." << key.name;
+      EXPECT_NE(key.name, "type");
+      EXPECT_NE(key.name, "name");
+      EXPECT_NE(key.name, "inputs");
+    }
+  }
+  EXPECT_EQ(find_layer_type("no_such_layer"), nullptr);
+}
+
+// docs/decks.md carries the registry's table between two markers.
+TEST(Registry, DeckReferenceListsEveryLayerTypeAsRegistered) {
+  std::ifstream file(std::string(TESSERA_SOURCE_DIR) + "/docs/decks.md");
+  ASSERT_TRUE(file) << "docs/decks.md";
+  const std::string doc{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  const std::string begin = "<!-- layer types: generated from the layer registry", end = "<!-- end of layer types -->";
+  const auto a = doc.find(begin), b = doc.find(end);
+  ASSERT_NE(a, std::string::npos) << "docs/decks.md lacks the marker " << begin;
+  ASSERT_NE(b, std::string::npos) << "docs/decks.md lacks the marker " << end;
+  const auto table = doc.substr(doc.find('\n', a) + 1, b - doc.find('\n', a) - 1);
+  EXPECT_EQ(table, layer_reference_markdown())
+      << "the layer table in docs/decks.md differs from the registry; replace it with the "
+         "output of `tessera-train --list-layers`";
+}
+
+TEST(Registry, ExamplesParseWithEveryKeyShownAsTheDeckHasIt) {
+  for (const auto& type : layer_types()) {
+    SCOPED_TRACE(type.name);
+    const LayerDeck entry = example_entry(type);
+    EXPECT_EQ(entry.layer_type, &type);
+    // Keys the example sets read back as written (describe() shows them).
+    std::istringstream keys(type.example.keys);
+    std::string line;
+    const std::string described = " " + type.describe(entry.options) + " ";
+    while (std::getline(keys, line)) {
+      if (line.empty()) continue;
+      const auto eq = line.find(" = ");
+      ASSERT_NE(eq, std::string::npos) << line;
+      EXPECT_NE(described.find(" " + line.substr(0, eq) + "=" + line.substr(eq + 3) + " "),
+                std::string::npos)
+          << line << " vs " << described;
+    }
+    const auto layer = type.build("example", entry.options, entry.inputs);
+    EXPECT_EQ(layer->arity(), type.arity);
+  }
+}
+
+TEST(Registry, EveryLayerTypeMatchesFiniteDifferences) {
+  for (const auto& type : layer_types()) {
+    SCOPED_TRACE(type.name);
+    const LayerDeck entry = example_entry(type);
+    auto layer = type.build(type.name, entry.options, entry.inputs);
+    Shapes inputs;
+    for (const auto& dims : type.example.inputs) inputs.push_back(shape_of(dims));
+    test::LayerHarness h(*layer, inputs, 17);
+    h.spread_inputs();
+    StepContext ctx;
+    ctx.seed = 7;
+    ctx.step = 3;
+    h.expect_gradients(ctx);
+  }
+}
+
+// input [1, 8, 8] -> conv 8 (3x3) -> relu -> the layer -> flatten -> dense 2.
+// A type taking several inputs merges the convolution and the activation.
+std::unique_ptr<Model> model_around(const LayerType& type) {
+  auto model = std::make_unique<Model>(Shape{1, 8, 8});
+  model->add<Conv2D>("stem", 8, 3, 1, 1).add<ReLU>("act");
+  const LayerDeck entry = example_entry(type);
+  model->add(type.build("under_test", entry.options,
+                        type.arity == 1 ? std::vector<std::string>{}
+                                        : std::vector<std::string>{"stem", "act"}));
+  model->add<Flatten>("flat").add<Dense>("out", 2);
+  return model;
+}
+
+TEST(Registry, EveryLayerTypeTrainsInsideASmallCnn) {
+  for (const auto& type : layer_types()) {
+    SCOPED_TRACE(type.name);
+    auto model = model_around(type);
+    test::expect_learns_bars(*model, 0.02f, 40);
+  }
+}
+
+TEST(Registry, EveryLayerTypeSurvivesACheckpointRoundTrip) {
+  const std::string dir = ::testing::TempDir() + "tessera_registry_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const Dataset data = test::bar_images(64, 5);
+  for (const auto& type : layer_types()) {
+    SCOPED_TRACE(type.name);
+    auto trained = model_around(type);
+    trained->compile(16, 1);
+    TrainOptions options;
+    options.batch_size = 16;
+    options.seed = 1;
+    SGD sgd(SGD::Params{0.9f});
+    Trainer(*trained, sgd, options).train_epoch(data, 0);
+    const std::string path = dir + "/" + type.name + ".h5";
+    CheckpointInfo info;
+    info.global_batch = 16;
+    write_checkpoint(path, *trained, sgd, info);
+
+    auto fresh = model_around(type);
+    fresh->compile(16, 99);  // other initial weights
+    SGD restored(SGD::Params{0.9f});
+    load_checkpoint(path, *fresh, restored);
+    EXPECT_EQ(test::to_host(fresh->parameters().values()), test::to_host(trained->parameters().values()));
+    EXPECT_EQ(test::to_host(fresh->state().values()), test::to_host(trained->state().values()));
+    StepContext eval;
+    eval.training = false;
+    for (auto* m : {trained.get(), fresh.get()})
+      Kokkos::deep_copy(m->input(16).matrix(),
+                        Kokkos::subview(data.samples, std::make_pair(0, 16), Kokkos::ALL()));
+    const auto a = test::to_host(trained->forward(16, eval).flat());
+    const auto b = test::to_host(fresh->forward(16, eval).flat());
+    EXPECT_EQ(a, b);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
