@@ -1,25 +1,14 @@
 // Progress output for tessera-train: a bar redrawn in place when stdout is
-// a terminal, plain lines every N steps otherwise, and metrics as JSON lines.
+// a terminal (plain lines every N steps otherwise come from the Run).
 #pragma once
 
 #include <tessera/model/trainer.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 namespace tessera::app {
-
-// The shortest form of a number ("1e-06", "0.1") for messages.
-inline std::string format_number(double value) {
-  std::ostringstream os;
-  os << value;
-  return os.str();
-}
 
 class Progress {
  public:
@@ -67,23 +56,6 @@ class Progress {
   double loss_sum_ = 0;
   std::int64_t batches_ = 0;
   std::chrono::steady_clock::time_point epoch_start_, last_draw_;
-};
-
-// One JSON object per line, appended, so earlier runs in the same directory
-// are kept.
-class MetricsFile {
- public:
-  explicit MetricsFile(const std::string& path) : path_(path), out_(path, std::ios::app) {}
-  bool ok() const { return static_cast<bool>(out_); }
-  const std::string& path() const { return path_; }
-  void write(const nlohmann::json& record) {
-    out_ << record.dump() << "\n";
-    out_.flush();
-  }
-
- private:
-  std::string path_;
-  std::ofstream out_;
 };
 
 }  // namespace tessera::app

@@ -277,13 +277,6 @@ tessera::Dataset synthetic_dataset(const tessera::Shape& sample, std::int64_t sa
   return data;
 }
 
-// A per-sample shape with a leading batch dimension.
-tessera::Shape with_batch(const tessera::Shape& sample, std::int64_t batch) {
-  if (sample.rank() == 1) return tessera::Shape{batch, sample[0]};
-  if (sample.rank() == 2) return tessera::Shape{batch, sample[0], sample[1]};
-  return tessera::Shape{batch, sample[0], sample[1], sample[2]};
-}
-
 json shape_json(const tessera::Shape& s) {
   json a = json::array();
   for (int i = 0; i < s.rank(); ++i) a.push_back(s[i]);
@@ -381,23 +374,18 @@ void print_table(std::ostream& os, const json& report) {
 int run(const Options& opt) {
   const tessera::Deck deck = tessera::load_deck(opt.deck_path, opt.overrides);
   const std::int64_t batch = opt.batch > 0 ? opt.batch : deck.training.batch_size;
-  std::unique_ptr<tessera::Model> model;
-  try {
-    model = tessera::build_model(deck);
-    model->compile(batch, deck.seed);
-  } catch (const tessera::LayerError& e) {
-    throw tessera::DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
-                             std::to_string(e.layer()) + "]: " + e.what());
-  }
-  // The model's node 0 (its input) with and without the batch dimension.
-  const tessera::Shape input = model->input(batch).shape();
-  const tessera::Shape sample = input.rank() == 2   ? tessera::Shape{input[1]}
-                               : input.rank() == 3 ? tessera::Shape{input[1], input[2]}
-                                                   : tessera::Shape{input[1], input[2], input[3]};
+  // One micro-batch a step: the benchmark times the whole batch at once.
+  tessera::TrainOptions options = deck.training;
+  options.batch_size = batch;
+  options.accumulation_steps = 1;
+  options.epochs = 2 * opt.repetitions + 1;
+  options.log_every = 0;
+  const auto model = tessera::build_model(deck, batch);
+  const tessera::Shape sample = tessera::drop_batch(model->input(batch).shape());
   const tessera::Shape out = model->output_shape();
 
   // Opened first, so an unwritable path fails before minutes of measuring.
-  const std::filesystem::path path(opt.json_path.empty() ? deck.output_dir + "/bench.json"
+  const std::filesystem::path path(opt.json_path.empty() ? deck.run.output_dir + "/bench.json"
                                                          : opt.json_path);
   std::error_code made;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), made);
@@ -425,13 +413,9 @@ int run(const Options& opt) {
   }
 
   // One dataset of `steps` batches: a repetition is one epoch over it.
-  tessera::TrainOptions options = tessera::train_options(deck);
-  options.batch_size = batch;
-  options.epochs = 2 * opt.repetitions + 1;
-  options.log_every = 0;
   const auto data = synthetic_dataset(sample, batch * opt.steps,
-                                      static_cast<int>(out[0]), deck.seed);
-  const auto optimizer = tessera::make_optimizer(tessera::optimizer_params(deck));
+                                      static_cast<int>(out[0]), deck.training.seed);
+  const auto optimizer = tessera::make_optimizer(deck.optimizer);
   tessera::Trainer trainer(*model, *optimizer, options);
   int epoch = 0;
   trainer.train_epoch(data, epoch++);  // warm-up: first touches, BLAS buffers
@@ -488,7 +472,7 @@ int run(const Options& opt) {
   report["kokkos_version"] = kokkos_version();
   report["compiler"] = TESSERA_CXX_COMPILER;
   report["deck"] = deck.path;
-  report["run_name"] = deck.run_name;
+  report["run_name"] = deck.run.name;
   report["overrides"] = deck.overrides;
   report["batch_size"] = batch;
   report["timing"] = {{"warmup_steps", opt.steps},
@@ -507,14 +491,15 @@ int run(const Options& opt) {
     tessera::Shapes inputs;
     bool input_gradient = false;
     for (auto node : model->layer_inputs(i)) {
-      inputs.push_back(node == 0 ? input : with_batch(model->layer_output_shape(node - 1), batch));
+      inputs.push_back(node == 0 ? model->input(batch).shape()
+                                 : tessera::with_batch(model->layer_output_shape(node - 1), batch));
       input_gradient = input_gradient || node != 0;
     }
     const tessera::LayerCost cost = layer.cost(inputs, input_gradient);
     json row = {{"index", i},
                 {"name", layer.name()},
                 {"type", layer.type()},
-                {"output_shape", shape_json(with_batch(model->layer_output_shape(i), batch))}};
+                {"output_shape", shape_json(tessera::with_batch(model->layer_output_shape(i), batch))}};
     double both = 0;
     for (int p = 0; p < 2; ++p) {
       const double seconds = median(layer_seconds[p][i]);

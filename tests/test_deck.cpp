@@ -80,13 +80,13 @@ void expect_deck_error(const std::string& name, const std::string& text, int lin
 TEST(Deck, ValidDeckParsesAndBuilds) {
   const std::string path = write_deck("valid", valid_deck);
   const Deck deck = load_deck(path);
-  EXPECT_EQ(deck.seed, 3u);
+  EXPECT_EQ(deck.training.seed, 3u);
   EXPECT_EQ(deck.training.epochs, 2);
   EXPECT_EQ(deck.training.batch_size, 64);
   ASSERT_EQ(deck.layers.size(), 3u);
   EXPECT_EQ(deck.layers[2].options_of<Dense>().units, 10);
   auto model = build_model(deck);
-  model->compile(deck.training.batch_size, deck.seed);
+  model->compile(deck.training.batch_size, deck.training.seed);
   EXPECT_EQ(model->output_shape(), (Shape{10}));
   std::remove(path.c_str());
 }
@@ -97,7 +97,7 @@ TEST(Deck, BiasKeyLeavesTheBiasOut) {
   EXPECT_FALSE(deck.layers[0].options_of<Dense>().bias);
   EXPECT_TRUE(deck.layers[2].options_of<Dense>().bias);
   auto model = build_model(deck);
-  model->compile(4, deck.seed);
+  model->compile(4, deck.training.seed);
   std::vector<std::string> names;
   for (const auto& e : model->parameters().entries()) names.push_back(e.layer + "." + e.spec.name);
   EXPECT_EQ(names, (std::vector<std::string>{"dense0.weight", "dense2.weight", "dense2.bias"}));
@@ -268,7 +268,7 @@ TEST(Deck, EveryShippedDeckParses) {
       SCOPED_TRACE(entry.path().string());
       const Deck deck = load_deck(entry.path().string());
       auto model = build_model(deck);
-      EXPECT_NO_THROW(model->compile(deck.training.batch_size, deck.seed));
+      EXPECT_NO_THROW(model->compile(deck.training.batch_size, deck.training.seed));
       ++decks;
     }
   }
@@ -291,7 +291,7 @@ TEST(Deck, DocumentationExamplesParse) {
       SCOPED_TRACE("example " + std::to_string(examples + 1));
       const std::string path = write_deck("doc_example", block);
       const Deck deck = load_deck(path);
-      EXPECT_NO_THROW(build_model(deck)->compile(deck.training.batch_size, deck.seed));
+      EXPECT_NO_THROW(build_model(deck)->compile(deck.training.batch_size, deck.training.seed));
       std::remove(path.c_str());
       ++examples;
     } else if (inside) {
@@ -307,10 +307,10 @@ TEST(Deck, OverridesFromTheCommandLine) {
                                      "run.name=trial", "optimizer.lr=0.5", "schedule.type=cosine"});
   EXPECT_EQ(deck.training.epochs, 7);
   EXPECT_EQ(deck.layers[0].options_of<Dense>().units, 32);
-  EXPECT_EQ(deck.run_name, "trial");  // not TOML, so taken as a string
-  EXPECT_EQ(deck.output_dir, "output/trial");
-  EXPECT_FLOAT_EQ(deck.optimizer.lr, 0.5f);
-  EXPECT_EQ(deck.schedule.type, "cosine");  // creates the [schedule] table
+  EXPECT_EQ(deck.run.name, "trial");  // not TOML, so taken as a string
+  EXPECT_EQ(deck.run.output_dir, "output/trial");
+  EXPECT_FLOAT_EQ(deck.training.schedule.base_lr, 0.5f);
+  EXPECT_EQ(deck.training.schedule.type, ScheduleType::cosine);  // creates the [schedule] table
   EXPECT_EQ(deck.overrides.size(), 5u);
   EXPECT_EQ(deck.text.find("epochs = 2"), deck.text.find("epochs"));  // the file as written
   const auto expect_override_error = [&](const std::string& o, const std::string& message) {
@@ -325,7 +325,8 @@ TEST(Deck, OverridesFromTheCommandLine) {
                         "--set training.epochs=0: training.epochs: value 0 is out of range [1, 1000000]");
   expect_override_error("training.epohcs=3",
                         "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
-                        "'training.epochs'?); allowed: epochs, batch_size, log_every, clip_norm, eval_every");
+                        "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, log_every, clip_norm, "
+                        "eval_every");
   expect_override_error("model.layers[5].units=3", "--set model.layers[5].units=3: 'layers' has 3 entries");
   expect_override_error("epochs", "--set epochs: expected key.path=value");
   expect_override_error("run.seed.x=1", "--set run.seed.x=1: 'seed' is a value, not a table");
@@ -564,22 +565,20 @@ warmup_start_factor = 0.1
 )"));
   const Deck deck = load_deck(path);
   EXPECT_EQ(deck.optimizer.type, "adamw");
-  EXPECT_FLOAT_EQ(deck.optimizer.weight_decay, 0.01f);  // AdamW's default
-  const OptimizerParams op = optimizer_params(deck);
-  EXPECT_FLOAT_EQ(op.beta1, 0.8f);
-  EXPECT_FLOAT_EQ(op.beta2, 0.99f);
-  EXPECT_FLOAT_EQ(op.eps, 1e-6f);
+  EXPECT_FLOAT_EQ(deck.optimizer.weight_decay(), 0.01f);  // AdamW's default
+  const OptimizerParams& op = deck.optimizer;
+  EXPECT_FLOAT_EQ(op.adam.beta1, 0.8f);
+  EXPECT_FLOAT_EQ(op.adam.beta2, 0.99f);
+  EXPECT_FLOAT_EQ(op.adam.eps, 1e-6f);
   EXPECT_EQ(make_optimizer(op)->name(), "AdamW");
-  const LrSchedule schedule = lr_schedule(deck);
+  const LrSchedule& schedule = deck.training.schedule;
   EXPECT_EQ(schedule.type, ScheduleType::multistep);
   EXPECT_FLOAT_EQ(schedule.base_lr, 0.002f);
   EXPECT_EQ(schedule.milestones, (std::vector<std::int64_t>{3, 7}));
   EXPECT_FLOAT_EQ(schedule.gamma, 0.5f);
   EXPECT_EQ(schedule.warmup_steps, 100);
   EXPECT_FLOAT_EQ(schedule.warmup_start_factor, 0.1f);
-  const TrainOptions options = train_options(deck);
-  EXPECT_FLOAT_EQ(options.clip_norm, 2.5f);
-  EXPECT_EQ(options.schedule.milestones, schedule.milestones);
+  EXPECT_FLOAT_EQ(deck.training.clip_norm, 2.5f);
   std::remove(path.c_str());
 }
 
@@ -587,17 +586,17 @@ TEST(Deck, OptimizerDefaultsDependOnTheType) {
   const std::string sgd_path = write_deck("sgd_defaults", valid_deck);
   const Deck sgd = load_deck(sgd_path);
   EXPECT_EQ(sgd.optimizer.type, "sgd");
-  EXPECT_FLOAT_EQ(sgd.optimizer.lr, 0.01f);
-  EXPECT_EQ(sgd.schedule.type, "constant");
+  EXPECT_FLOAT_EQ(sgd.training.schedule.base_lr, 0.01f);
+  EXPECT_EQ(sgd.training.schedule.type, ScheduleType::constant);
   EXPECT_FLOAT_EQ(sgd.training.clip_norm, 0.0f);
   const std::string adam_path = write_deck("adam_defaults", with_tables("[optimizer]\ntype = \"adam\"\n"));
   const Deck adam = load_deck(adam_path);
-  EXPECT_FLOAT_EQ(adam.optimizer.lr, 0.001f);
-  EXPECT_FLOAT_EQ(adam.optimizer.weight_decay, 0.0f);
-  EXPECT_FLOAT_EQ(adam.optimizer.beta1, 0.9f);
-  EXPECT_FLOAT_EQ(adam.optimizer.beta2, 0.999f);
-  EXPECT_FLOAT_EQ(adam.optimizer.eps, 1e-8f);
-  EXPECT_EQ(make_optimizer(optimizer_params(adam))->name(), "Adam");
+  EXPECT_FLOAT_EQ(adam.training.schedule.base_lr, 0.001f);
+  EXPECT_FLOAT_EQ(adam.optimizer.weight_decay(), 0.0f);
+  EXPECT_FLOAT_EQ(adam.optimizer.adam.beta1, 0.9f);
+  EXPECT_FLOAT_EQ(adam.optimizer.adam.beta2, 0.999f);
+  EXPECT_FLOAT_EQ(adam.optimizer.adam.eps, 1e-8f);
+  EXPECT_EQ(make_optimizer(adam.optimizer)->name(), "Adam");
   std::remove(sgd_path.c_str());
   std::remove(adam_path.c_str());
 }
@@ -703,13 +702,13 @@ TEST(Deck, ClipNormErrors) {
 TEST(Deck, CheckpointKeys) {
   const std::string defaults_path = write_deck("ckpt_defaults", valid_deck);
   const Deck defaults = load_deck(defaults_path);
-  EXPECT_EQ(defaults.checkpoint.directory, "output/t/checkpoints");
-  EXPECT_EQ(defaults.checkpoint.keep, 3);
-  EXPECT_EQ(defaults.checkpoint.every_epochs, 1);
-  EXPECT_EQ(defaults.checkpoint.every_steps, 0);
-  EXPECT_EQ(defaults.checkpoint.every_minutes, 0.0f);
+  EXPECT_EQ(defaults.run.checkpoint.directory, "output/t/checkpoints");
+  EXPECT_EQ(defaults.run.checkpoint.keep, 3);
+  EXPECT_EQ(defaults.run.checkpoint.every_epochs, 1);
+  EXPECT_EQ(defaults.run.checkpoint.every_steps, 0);
+  EXPECT_EQ(defaults.run.checkpoint.every_minutes, 0.0f);
   const Deck moved = load_deck(defaults_path, {"run.output_dir=runs/a"});
-  EXPECT_EQ(moved.checkpoint.directory, "runs/a/checkpoints");
+  EXPECT_EQ(moved.run.checkpoint.directory, "runs/a/checkpoints");
 
   const std::string path = write_deck("ckpt", with_tables(R"(
 [checkpoint]
@@ -720,12 +719,12 @@ every_steps = 100
 every_minutes = 2.5
 )"));
   const Deck deck = load_deck(path);
-  EXPECT_EQ(deck.checkpoint.directory, "ckpt");
-  EXPECT_EQ(deck.checkpoint.keep, 5);
-  EXPECT_EQ(deck.checkpoint.every_epochs, 0);
-  EXPECT_EQ(deck.checkpoint.every_steps, 100);
-  EXPECT_EQ(deck.checkpoint.every_minutes, 2.5f);
-  EXPECT_EQ(load_deck(path, {"checkpoint.every_minutes=1"}).checkpoint.every_minutes, 1.0f);
+  EXPECT_EQ(deck.run.checkpoint.directory, "ckpt");
+  EXPECT_EQ(deck.run.checkpoint.keep, 5);
+  EXPECT_EQ(deck.run.checkpoint.every_epochs, 0);
+  EXPECT_EQ(deck.run.checkpoint.every_steps, 100);
+  EXPECT_EQ(deck.run.checkpoint.every_minutes, 2.5f);
+  EXPECT_EQ(load_deck(path, {"checkpoint.every_minutes=1"}).run.checkpoint.every_minutes, 1.0f);
   std::remove(defaults_path.c_str());
   std::remove(path.c_str());
 }
@@ -760,31 +759,29 @@ TEST(Deck, MissingRequiredKey) {
 TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   const std::string defaults_path = write_deck("parallel_defaults", valid_deck);
   const Deck defaults = load_deck(defaults_path);
-  EXPECT_EQ(defaults.parallel.bucket_mb, 1.0f);
-  EXPECT_TRUE(defaults.parallel.overlap);
-  EXPECT_EQ(defaults.parallel.batchnorm, "local");
-  EXPECT_EQ(defaults.parallel.gpu_aware_mpi, "auto");
-  EXPECT_EQ(defaults.loss.type, "cross_entropy");
-  EXPECT_EQ(defaults.loss.label_smoothing, 0.0f);
+  EXPECT_EQ(defaults.training.bucket_bytes, 1 << 20);
+  EXPECT_TRUE(defaults.training.overlap);
+  EXPECT_FALSE(defaults.training.sync_batchnorm);
+  EXPECT_EQ(defaults.gpu_aware_mpi, "auto");
+  EXPECT_EQ(defaults.training.loss.type, "cross_entropy");
+  EXPECT_EQ(defaults.training.loss.label_smoothing, 0.0f);
   EXPECT_EQ(defaults.validation_split, 0.0f);
-  EXPECT_EQ(defaults.training.eval_every, 1);
-  const TrainOptions quiet = train_options(defaults);
-  EXPECT_EQ(quiet.bucket_bytes, 1 << 20);
-  EXPECT_FALSE(quiet.sync_batchnorm);
+  EXPECT_EQ(defaults.run.eval_every, 1);
+  EXPECT_EQ(defaults.training.accumulation_steps, 1);
 
   const Deck deck = load_deck(defaults_path, {"parallel.bucket_mb=0.5", "parallel.overlap=false",
                                               "parallel.batchnorm=\"sync\"",
                                               "parallel.gpu_aware_mpi=\"off\"",
                                               "loss.label_smoothing=0.1", "data.validation_split=0.1",
                                               "training.eval_every=0"});
-  const TrainOptions options = train_options(deck);
+  const TrainOptions& options = deck.training;
   EXPECT_EQ(options.bucket_bytes, 1 << 19);
   EXPECT_FALSE(options.overlap);
   EXPECT_TRUE(options.sync_batchnorm);
-  EXPECT_EQ(options.label_smoothing, 0.1f);
-  EXPECT_EQ(deck.parallel.gpu_aware_mpi, "off");
+  EXPECT_EQ(options.loss.label_smoothing, 0.1f);
+  EXPECT_EQ(deck.gpu_aware_mpi, "off");
   EXPECT_EQ(deck.validation_split, 0.1f);
-  EXPECT_EQ(deck.training.eval_every, 0);
+  EXPECT_EQ(deck.run.eval_every, 0);
   std::remove(defaults_path.c_str());
 
   // The appended table starts on line 28, its first key on line 29.

@@ -254,7 +254,7 @@ TEST(Optimizer, FactoryBuildsEachTypeAndChecksHyperparameters) {
   p.type = "adam";
   EXPECT_EQ(make_optimizer(p)->name(), "Adam");
   p.type = "adamw";
-  p.weight_decay = 0.1f;
+  p.adam.weight_decay = 0.1f;
   const auto adamw = make_optimizer(p);
   ASSERT_EQ(adamw->name(), "AdamW");
   EXPECT_FLOAT_EQ(dynamic_cast<const AdamW&>(*adamw).params().weight_decay, 0.1f);
@@ -271,14 +271,24 @@ TEST(Optimizer, FactoryBuildsEachTypeAndChecksHyperparameters) {
   bad.type = "adagrad";
   expect_error(bad, "tessera::make_optimizer: unknown type 'adagrad'; allowed: sgd, adam, adamw");
   bad.type = "adam";
-  bad.beta2 = 1.0f;
+  bad.adam.beta2 = 1.0f;
   expect_error(bad, "tessera::make_optimizer: beta2 1 must be in [0, 1)");
-  bad.beta2 = 0.999f;
-  bad.eps = 0.0f;
+  bad.adam.beta2 = 0.999f;
+  bad.adam.eps = 0.0f;
   expect_error(bad, "tessera::make_optimizer: eps 0 must be positive");
   bad.type = "sgd";
-  bad.momentum = -0.5f;
+  bad.sgd.momentum = -0.5f;
   expect_error(bad, "tessera::make_optimizer: momentum -0.5 must be in [0, 1)");
+}
+
+TEST(Optimizer, DefaultsDependOnTheType) {
+  EXPECT_FLOAT_EQ(OptimizerParams::for_type("adamw").weight_decay(), 0.01f);
+  EXPECT_FLOAT_EQ(OptimizerParams::for_type("adam").weight_decay(), 0.0f);
+  EXPECT_FLOAT_EQ(OptimizerParams::for_type("sgd").weight_decay(), 0.0f);
+  EXPECT_FLOAT_EQ(OptimizerParams::default_lr("sgd"), 0.01f);
+  EXPECT_FLOAT_EQ(OptimizerParams::default_lr("adamw"), 0.001f);
+  // The kernels, the optimizers and the factory share one definition.
+  EXPECT_FLOAT_EQ(Adam::Params{}.beta2, OptimizerParams{}.adam.beta2);
 }
 
 TEST(Optimizer, RejectsBadLearningRatesAndForeignStores) {

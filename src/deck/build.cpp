@@ -22,44 +22,15 @@ std::unique_ptr<Model> build_model(const Deck& deck) {
   return model;
 }
 
-TrainOptions train_options(const Deck& deck) {
-  TrainOptions options;
-  options.epochs = deck.training.epochs;
-  options.batch_size = deck.training.batch_size;
-  options.log_every = deck.training.log_every;
-  options.seed = deck.seed;
-  options.schedule = lr_schedule(deck);
-  options.clip_norm = deck.training.clip_norm;
-  options.label_smoothing = deck.loss.label_smoothing;
-  options.bucket_bytes = static_cast<std::int64_t>(deck.parallel.bucket_mb * 1024.0 * 1024.0);
-  options.overlap = deck.parallel.overlap;
-  options.sync_batchnorm = deck.parallel.batchnorm == "sync";
-  return options;
-}
-
-OptimizerParams optimizer_params(const Deck& deck) {
-  OptimizerParams params;
-  params.type = deck.optimizer.type;
-  params.weight_decay = deck.optimizer.weight_decay;
-  params.momentum = deck.optimizer.momentum;
-  params.nesterov = deck.optimizer.nesterov;
-  params.beta1 = deck.optimizer.beta1;
-  params.beta2 = deck.optimizer.beta2;
-  params.eps = deck.optimizer.eps;
-  return params;
-}
-
-LrSchedule lr_schedule(const Deck& deck) {
-  LrSchedule schedule;
-  schedule.type = schedule_type(deck.schedule.type);
-  schedule.base_lr = deck.optimizer.lr;
-  schedule.step_size = deck.schedule.step_size;
-  schedule.gamma = deck.schedule.gamma;
-  schedule.milestones = deck.schedule.milestones;
-  schedule.min_lr = deck.schedule.min_lr;
-  schedule.warmup_steps = deck.schedule.warmup_steps;
-  schedule.warmup_start_factor = deck.schedule.warmup_start_factor;
-  return schedule;
+std::unique_ptr<Model> build_model(const Deck& deck, std::int64_t max_batch) {
+  auto model = build_model(deck);
+  try {
+    model->compile(max_batch, deck.training.seed);
+  } catch (const LayerError& e) {
+    throw DeckError(deck.layers.at(e.layer()).location + ": model.layers[" + std::to_string(e.layer()) +
+                    "]: " + e.what());
+  }
+  return model;
 }
 
 }  // namespace tessera

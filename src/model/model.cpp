@@ -8,23 +8,6 @@
 
 namespace tessera {
 
-namespace {
-Shape with_batch(const Shape& sample, std::int64_t batch) {
-  switch (sample.rank()) {
-    case 1: return Shape{batch, sample[0]};
-    case 2: return Shape{batch, sample[0], sample[1]};
-    default: return Shape{batch, sample[0], sample[1], sample[2]};
-  }
-}
-
-Shape drop_batch(const Shape& s) {
-  switch (s.rank()) {
-    case 2: return Shape{s[1]};
-    case 3: return Shape{s[1], s[2]};
-    default: return Shape{s[1], s[2], s[3]};
-  }
-}
-}  // namespace
 
 Model::Model(const Shape& sample_shape) : sample_shape_(sample_shape) {
   TESSERA_REQUIRE(sample_shape.rank() >= 1 && sample_shape.rank() < Shape::max_rank &&
@@ -172,27 +155,54 @@ Tensors Model::gather(const std::vector<Tensor<float>>& nodes, std::size_t layer
   return out;
 }
 
-Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx) {
-  ScopedRegion region("tessera::Model::forward");
-  TESSERA_REQUIRE(compiled_, "tessera::Model::forward: compile() the model first");
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    layers_[i]->forward(gather(activations_, i, batch), activations_[i + 1].leading(batch), ctx);
-  return activations_.back().leading(batch);
+LayerRange Model::clamp(LayerRange range, const char* fn) const {
+  TESSERA_REQUIRE(compiled_, fn << ": compile() the model first");
+  if (range.last > layers_.size()) range.last = layers_.size();
+  TESSERA_REQUIRE(range.first < range.last,
+                  fn << ": layer range [" << range.first << ", " << range.last << ") of a model of "
+                     << layers_.size() << " layers is empty");
+  return range;
 }
 
-void Model::backward(std::int64_t batch, const StepContext& ctx,
-                     const std::function<void(std::size_t)>& after_layer) {
-  ScopedRegion region("tessera::Model::backward");
-  TESSERA_REQUIRE(compiled_, "tessera::Model::backward: compile() the model first");
-  parameters_.zero_gradients();
-  // Zero every activation gradient but the output's, which the loss filled.
+Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
+  ScopedRegion region("tessera::Model::forward");
+  range = clamp(range, "tessera::Model::forward");
+  for (std::size_t i = range.first; i < range.last; ++i)
+    layers_[i]->forward(gather(activations_, i, batch), activations_[i + 1].leading(batch), ctx);
+  return activations_[range.last].leading(batch);
+}
+
+void Model::zero_gradients() { parameters_.zero_gradients(); }
+
+void Model::zero_activation_gradients() {
+  TESSERA_REQUIRE(compiled_, "tessera::Model::zero_activation_gradients: compile() the model first");
+  // Every activation gradient but the output's, which the loss fills.
   const std::int64_t output_elements = activation_grads_.back().numel();
   Kokkos::deep_copy(ExecSpace(),
                     Kokkos::subview(activation_grad_buffer_,
                                     std::pair<std::int64_t, std::int64_t>(
                                         0, activation_grad_buffer_.extent(0) - output_elements)),
                     0.0f);
-  for (std::size_t i = layers_.size(); i-- > 0;) {
+}
+
+Tensor<float> Model::activation(std::size_t layer, std::int64_t batch) const {
+  TESSERA_REQUIRE(compiled_ && layer < layers_.size(),
+                  "tessera::Model::activation: layer " << layer << " of " << layers_.size());
+  return activations_[layer + 1].leading(batch);
+}
+
+Tensor<float> Model::activation_gradient(std::size_t layer, std::int64_t batch) const {
+  TESSERA_REQUIRE(compiled_ && layer < layers_.size(),
+                  "tessera::Model::activation_gradient: layer " << layer << " of " << layers_.size());
+  return activation_grads_[layer + 1].leading(batch);
+}
+
+void Model::backward(std::int64_t batch, const StepContext& ctx,
+                     const std::function<void(std::size_t)>& after_layer, LayerRange range) {
+  ScopedRegion region("tessera::Model::backward");
+  range = clamp(range, "tessera::Model::backward");
+  if (range.last == layers_.size()) zero_activation_gradients();
+  for (std::size_t i = range.last; i-- > range.first;) {
     layers_[i]->backward(gather(activations_, i, batch), activations_[i + 1].leading(batch),
                          activation_grads_[i + 1].leading(batch), gather(activation_grads_, i, batch),
                          ctx);

@@ -1,6 +1,5 @@
 // Training loop and evaluation.
 #include <tessera/core/random.hpp>
-#include <tessera/kernels/loss.hpp>
 #include <tessera/kernels/reduce.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/clip.hpp>
@@ -79,33 +78,35 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
   throw CollectiveError(os.str());
 }
 
-Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options)
-    : model_(model), optimizer_(optimizer), options_(options) {
+Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
+                 const Communicator* comm)
+    : model_(model), optimizer_(optimizer), options_(options), comm_(comm) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
-  if (options.comm != nullptr) {
-    rank_ = options.comm->rank();
-    ranks_ = options.comm->size();
+  if (comm != nullptr) {
+    rank_ = comm->rank();
+    ranks_ = comm->size();
   }
-  const std::int64_t shard = (options.batch_size + ranks_ - 1) / ranks_;
+  TESSERA_REQUIRE(options.accumulation_steps >= 1 && options.batch_size >= options.accumulation_steps,
+                  "tessera::Trainer: accumulation steps " << options.accumulation_steps
+                      << " must be between 1 and the batch size " << options.batch_size);
+  const std::int64_t shard = options.max_shard(ranks_);
   TESSERA_REQUIRE(options.batch_size >= 1 && shard <= model.max_batch(),
-                  "tessera::Trainer: batch size " << options.batch_size << " over " << ranks_
+                  "tessera::Trainer: batch size " << options.batch_size << " in "
+                      << options.accumulation_steps << " micro-batch(es) over " << ranks_
                       << " rank(s) needs shards of up to " << shard
                       << " samples; the model was compiled for " << model.max_batch()
-                      << " (compile it for ceil(batch size / ranks))");
+                      << " (compile it for TrainOptions::max_shard(ranks))");
   TESSERA_REQUIRE(options.epochs >= 1, "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
   TESSERA_REQUIRE(std::isfinite(options.clip_norm) && options.clip_norm >= 0,
                   "tessera::Trainer: clip_norm " << options.clip_norm
                                                  << " must be finite and >= 0 (0 = no clipping)");
-  TESSERA_REQUIRE(options.label_smoothing >= 0 && options.label_smoothing < 1,
-                  "tessera::Trainer: label smoothing " << options.label_smoothing
-                                                       << " must be in [0, 1)");
   options.schedule.validate();
+  loss_ = make_loss(options.loss);
   if (ranks_ > 1) {
-    averager_ = std::make_unique<GradientAverager>(*options.comm, model, options.bucket_bytes,
-                                                   options.overlap);
+    averager_ = std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes, options.overlap);
     GradientAverager* averager = averager_.get();
     after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
-    if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*options.comm);
+    if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm);
   }
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
@@ -131,7 +132,7 @@ std::int64_t Trainer::steps_per_epoch(std::int64_t samples) const {
 // their mean keeps every rank's model (and checkpoint) the same.
 void Trainer::average_state() {
   if (ranks_ == 1 || sync_ || model_.state().count() == 0) return;
-  options_.comm->sum(model_.state().values());
+  comm_->sum(model_.state().values());
   kernels::scale_in_place(ExecSpace(), model_.state().values(), 1.0 / ranks_);
 }
 
@@ -154,21 +155,26 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
                                 std::int64_t first_step) {
   const ExecSpace exec;
   const std::int64_t n = data.size();
-  const std::int64_t batch_size = options_.batch_size;
+  const std::int64_t batch_size = options_.batch_size, micro_steps = options_.accumulation_steps;
   const std::int64_t steps = steps_per_epoch(n);
   const auto& loss_host = sample_loss_host_;
   const auto& correct_host = sample_correct_host_;
   TESSERA_REQUIRE(first_step >= 0 && first_step < steps,
                   "tessera::Trainer: epoch " << epoch + 1 << " has " << steps
                                              << " steps; cannot start at step " << first_step + 1);
-  // Synchronised statistics need samples on every rank in every step.
+  // Synchronised statistics need samples on every rank in every micro-batch.
   const bool sync = train && sync_ != nullptr;
-  if (sync && (batch_size < ranks_ || (n % batch_size != 0 && n % batch_size < ranks_)))
-    throw CollectiveError("tessera::Trainer: synchronised BatchNorm needs at least one sample per "
-                          "rank in every batch; batch size " + std::to_string(batch_size) +
-                          " over " + std::to_string(n) + " samples leaves a batch of " +
-                          std::to_string(n % batch_size ? n % batch_size : batch_size) + " for " +
-                          std::to_string(ranks_) + " ranks; choose another batch size");
+  if (sync) {
+    const std::int64_t last = n % batch_size ? n % batch_size : batch_size;
+    const std::int64_t smallest = std::min(batch_size, last) / micro_steps;
+    if (smallest < ranks_)
+      throw CollectiveError("tessera::Trainer: synchronised BatchNorm needs at least one sample per "
+                            "rank in every micro-batch; batch size " + std::to_string(batch_size) +
+                            " in " + std::to_string(micro_steps) + " micro-batch(es) over " +
+                            std::to_string(n) + " samples leaves micro-batches of " +
+                            std::to_string(smallest) + " for " + std::to_string(ranks_) +
+                            " ranks; choose another batch size");
+  }
   // Sums over the samples seen so far: loss, correct predictions.
   double totals[2] = {0, 0};
   const auto started = std::chrono::steady_clock::now();
@@ -178,37 +184,52 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     // The last batch of an epoch holds the remainder; its gradient is the
     // mean over its own samples.
     const std::int64_t global = std::min(batch_size, n - start);
-    const Shard part = shard_of(global, rank_, ranks_);
-    const std::int64_t batch = part.count;
-    const auto labels = Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
-    const StepContext ctx{train, options_.seed, step_, part.offset, sync ? sync_.get() : nullptr,
-                          global};
     clock.start();
+    if (train) model_.zero_gradients();
     // Summed on the host in sample order: the same total for any thread count.
     double sums[2] = {0, 0};
-    if (batch > 0) {
-      gather_batch(exec, data, order, start + part.offset, model_.input(batch), labels);
-      clock.stop(time_.data);
-      const Tensor<float> logits = model_.forward(batch, ctx);
-      kernels::softmax_cross_entropy(exec, logits.matrix(), labels, 1.0f / static_cast<float>(global),
-                                     model_.output_gradient(batch).matrix(), sample_loss_,
-                                     sample_correct_, train ? options_.label_smoothing : 0.0f);
-      Kokkos::deep_copy(loss_host, sample_loss_);
-      Kokkos::deep_copy(correct_host, sample_correct_);
-      for (std::int64_t i = 0; i < batch; ++i) {
-        sums[0] += loss_host(i);
-        sums[1] += correct_host(i);
+    for (std::int64_t m = 0; m < micro_steps; ++m) {
+      // Micro-batch m of the global batch, then this rank's share of it.
+      const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
+      const Shard part = shard_of(micro.count, rank_, ranks_);
+      const std::int64_t batch = part.count, offset = micro.offset + part.offset;
+      const bool last_micro = m + 1 == micro_steps;
+      const StepContext ctx{train, options_.seed, step_, offset, sync ? sync_.get() : nullptr,
+                            micro.count};
+      if (batch > 0) {
+        const auto labels =
+            Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
+        gather_batch(exec, data, order, start + offset, model_.input(batch), labels);
+        clock.stop(time_.data);
+        const Tensor<float> output = model_.forward(batch, ctx);
+        loss_->evaluate(exec, output, labels, 1.0f / static_cast<float>(global),
+                        model_.output_gradient(batch), sample_loss_, sample_correct_, train);
+        Kokkos::deep_copy(loss_host, sample_loss_);
+        Kokkos::deep_copy(correct_host, sample_correct_);
+        for (std::int64_t i = 0; i < batch; ++i) {
+          sums[0] += loss_host(i);
+          sums[1] += correct_host(i);
+        }
+        clock.stop(time_.forward);
       }
+      if (!train) continue;
+      // Gradients are averaged while the last micro-batch runs backward.
+      if (last_micro && averager_) averager_->begin();
+      if (batch > 0) model_.backward(batch, ctx, last_micro ? after_layer_ : nullptr);
+      clock.stop(time_.backward);
     }
-    clock.stop(time_.forward);
     if (!train) {
       totals[0] += sums[0];
       totals[1] += sums[1];
       continue;
     }
+    if (averager_) {
+      averager_->finish();
+      clock.stop(time_.communication);
+    }
     // One process communicates nothing: its time goes to the next phase.
     if (ranks_ > 1) {
-      options_.comm->sum(sums, 2);
+      comm_->sum(sums, 2);
       clock.stop(time_.communication);
     }
     const double batch_loss = sums[0];
@@ -220,16 +241,6 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
                             "clip gradients or check the data");
     totals[0] += sums[0];
     totals[1] += sums[1];
-    if (averager_) averager_->begin();
-    if (batch > 0)
-      model_.backward(batch, ctx, after_layer_);
-    else
-      model_.parameters().zero_gradients();
-    clock.stop(time_.backward);
-    if (averager_) {
-      averager_->finish();
-      clock.stop(time_.communication);
-    }
     const double norm = gradient_norm(exec, model_.parameters(), norm_scratch_);
     if (!std::isfinite(norm)) throw_non_finite_gradient(epoch, s);
     grad_norm_ = static_cast<float>(norm);
@@ -259,7 +270,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       log(os.str());
     }
   }
-  if (!train && options_.comm != nullptr) options_.comm->sum(totals, 2);
+  if (!train && comm_ != nullptr) comm_->sum(totals, 2);
   Evaluation result;
   result.samples = n - first_step * batch_size;
   result.loss = totals[0] / static_cast<double>(result.samples);

@@ -40,20 +40,28 @@ void require_unit_interval(const char* what, float value, bool open_top) {
 }
 }  // namespace
 
+OptimizerParams OptimizerParams::for_type(const std::string& type) {
+  OptimizerParams p;
+  p.type = type;
+  if (type == "adamw") p.adam.weight_decay = 0.01f;
+  return p;
+}
+
+float OptimizerParams::default_lr(const std::string& type) { return type == "sgd" ? 0.01f : 0.001f; }
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
-  require_unit_interval("weight_decay", p.weight_decay, false);
+  require_unit_interval("weight_decay", p.weight_decay(), false);
   if (p.type == "sgd") {
-    require_unit_interval("momentum", p.momentum, true);
-    return std::make_unique<SGD>(SGD::Params{p.momentum, p.weight_decay, p.nesterov});
+    require_unit_interval("momentum", p.sgd.momentum, true);
+    return std::make_unique<SGD>(p.sgd);
   }
   if (p.type == "adam" || p.type == "adamw") {
-    require_unit_interval("beta1", p.beta1, true);
-    require_unit_interval("beta2", p.beta2, true);
-    TESSERA_REQUIRE(p.eps > 0 && std::isfinite(p.eps),
-                    "tessera::make_optimizer: eps " << p.eps << " must be positive and finite");
-    const Adam::Params hp{p.beta1, p.beta2, p.eps, p.weight_decay};
-    if (p.type == "adam") return std::make_unique<Adam>(hp);
-    return std::make_unique<AdamW>(hp);
+    require_unit_interval("beta1", p.adam.beta1, true);
+    require_unit_interval("beta2", p.adam.beta2, true);
+    TESSERA_REQUIRE(p.adam.eps > 0 && std::isfinite(p.adam.eps),
+                    "tessera::make_optimizer: eps " << p.adam.eps << " must be positive and finite");
+    if (p.type == "adam") return std::make_unique<Adam>(p.adam);
+    return std::make_unique<AdamW>(p.adam);
   }
   TESSERA_REQUIRE(false, "tessera::make_optimizer: unknown type '" << p.type
                                                                   << "'; allowed: sgd, adam, adamw");

@@ -93,15 +93,14 @@ int main(int argc, char** argv) {
     options.schedule.base_lr = sgd ? 0.1f : 0.01f;
     options.schedule.type = ScheduleType::cosine;
     options.schedule.warmup_steps = 3;
-    options.comm = &comm;
     options.sync_batchnorm = true;
     // Small buckets: several averaging rounds overlap backward.
     options.bucket_bytes = 2048;
-    model->compile((options.batch_size + comm.size() - 1) / comm.size(), options.seed);
+    model->compile(options.max_shard(comm.size()), options.seed);
     AdamW adamw;
     SGD momentum(kernels::SgdParams{0.9f});
     Optimizer& optimizer = sgd ? static_cast<Optimizer&>(momentum) : adamw;
-    Trainer trainer(*model, optimizer, options);
+    Trainer trainer(*model, optimizer, options, &comm);
     trainer.on_step([root](const StepReport& r) {
       if (root)
         std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),

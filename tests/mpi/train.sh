@@ -31,6 +31,18 @@ else
 fi
 [ "$(grep -c '^test accuracy' "$scratch/two.log")" -eq 1 ] || fail "the result was printed by more than rank 0"
 grep -q "2 ranks, global batch 128 (shards of up to 64)" "$scratch/two.log" || fail "no data-parallel banner"
+# Two ranks, each batch in 2 micro-batches of 64 (32 per rank): the model
+# holds a quarter of the batch, and still learns.
+run accumulate -n 2 "$train" "$deck" --set "run.output_dir=$scratch/accumulate" \
+  --set training.accumulation_steps=2
+accuracy=$(sed -n 's/^test accuracy: //p' "$scratch/accumulate.log")
+if [ "$rc" -ne 0 ] || [ -z "$accuracy" ] || ! awk -v a="$accuracy" -v t="$threshold" 'BEGIN { exit !(a >= t) }'; then
+  fail "2 ranks with 2 micro-batches: exit $rc, accuracy '$accuracy' (needs >= $threshold)"; tail -5 "$scratch/accumulate.log"
+else
+  echo "ok: 2 ranks with 2 micro-batches a step reach test accuracy $accuracy"
+fi
+grep -q "2 micro-batches of gradients per step" "$scratch/accumulate.log" &&
+  grep -q "shards of up to 32" "$scratch/accumulate.log" || fail "no accumulation banner"
 /usr/bin/python3 - "$scratch/two/metrics.jsonl" <<'PY' || fail "metrics.jsonl of the 2-rank run"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]

@@ -59,6 +59,30 @@ class Shape {
   int rank_ = 0;
 };
 
+// A sample's shape with a batch dimension in front, and the reverse.
+inline Shape with_batch(const Shape& sample, std::int64_t batch) {
+  TESSERA_REQUIRE(sample.rank() < Shape::max_rank,
+                  "tessera::with_batch: sample shape " << sample << " leaves no room for a batch");
+  Shape s;
+  switch (sample.rank()) {
+    case 0: s = Shape{batch}; break;
+    case 1: s = Shape{batch, sample[0]}; break;
+    case 2: s = Shape{batch, sample[0], sample[1]}; break;
+    default: s = Shape{batch, sample[0], sample[1], sample[2]}; break;
+  }
+  return s;
+}
+
+inline Shape drop_batch(const Shape& s) {
+  TESSERA_REQUIRE(s.rank() >= 1, "tessera::drop_batch: shape " << s << " has no batch dimension");
+  switch (s.rank()) {
+    case 1: return Shape{};
+    case 2: return Shape{s[1]};
+    case 3: return Shape{s[1], s[2]};
+    default: return Shape{s[1], s[2], s[3]};
+  }
+}
+
 inline std::string to_string(const Shape& s) {
   std::ostringstream os;
   os << s;

@@ -11,12 +11,13 @@
 
 namespace tessera {
 
-// The (uncompiled) model the deck describes.
+// The (uncompiled) model the deck describes. The deck's other settings are
+// the engine's own structs: deck.training for the Trainer, deck.optimizer for
+// make_optimizer, deck.run for the Run.
 std::unique_ptr<Model> build_model(const Deck& deck);
-// Epochs, batches, seed, the learning-rate schedule and clipping.
-TrainOptions train_options(const Deck& deck);
-OptimizerParams optimizer_params(const Deck& deck);
-// [schedule] with [optimizer] lr as its base rate.
-LrSchedule lr_schedule(const Deck& deck);
+// The same, compiled for batches of up to max_batch samples and initialised
+// from the deck's seed; a layer that rejects its input shape becomes a
+// DeckError at its entry's file:line:column.
+std::unique_ptr<Model> build_model(const Deck& deck, std::int64_t max_batch);
 
 }  // namespace tessera

@@ -4,7 +4,10 @@
 // it with the host compiler; deck/build.hpp turns a Deck into engine objects.
 #pragma once
 
+#include <tessera/app/run_options.hpp>
 #include <tessera/layers/registry.hpp>
+#include <tessera/model/train_options.hpp>
+#include <tessera/optim/params.hpp>
 
 #include <any>
 #include <cstdint>
@@ -37,14 +40,13 @@ struct LayerDeck {
   }
 };
 
+// A whole run: the deck's text, the data, the model, and the engine's own
+// settings structs (no copies: the Trainer, the optimizer and the Run take
+// them as they are).
 struct Deck {
   std::string path;
   std::string text;                    // the deck file as written
   std::vector<std::string> overrides;  // --set key.path=value, applied in order
-
-  std::string run_name = "run";
-  std::string output_dir;  // default "output/<run name>", relative to the working directory
-  std::uint64_t seed = 0;
 
   std::string data_format = "idx";  // "idx" | "hdf5"
   std::string train_images, train_labels, test_images, test_labels;  // idx
@@ -65,58 +67,11 @@ struct Deck {
   std::string input_shape_location;  // "file:line:column"
   std::vector<LayerDeck> layers;
 
-  struct Loss {
-    std::string type = "cross_entropy";
-    float label_smoothing = 0.0f;
-  } loss;
-
-  // Defaults that depend on the type are filled in by load_deck.
-  struct Optimizer {
-    std::string type = "sgd";  // "sgd" | "adam" | "adamw"
-    float lr = 0.01f;
-    float weight_decay = 0.0f;
-    float momentum = 0.0f;  // sgd
-    bool nesterov = false;  // sgd
-    float beta1 = 0.9f;     // adam, adamw
-    float beta2 = 0.999f;   // adam, adamw
-    float eps = 1e-8f;      // adam, adamw
-  } optimizer;
-
-  struct Schedule {
-    std::string type = "constant";  // "constant" | "step" | "multistep" | "exponential" | "cosine"
-    std::int64_t step_size = 1;      // step
-    float gamma = 0.1f;              // step, multistep, exponential
-    std::vector<std::int64_t> milestones;  // multistep
-    float min_lr = 0.0f;             // cosine
-    std::int64_t warmup_steps = 0;
-    float warmup_start_factor = 0.0f;
-  } schedule;
-
-  struct Training {
-    int epochs = 1;
-    std::int64_t batch_size = 128;
-    std::int64_t log_every = 100;
-    float clip_norm = 0.0f;  // 0 = off
-    int eval_every = 1;      // epochs between evaluations; 0 = only after the last
-  } training;
-
-  // Data parallelism under mpiexec (see docs/decks.md).
-  struct Parallel {
-    float bucket_mb = 1.0f;             // gradient averaging bucket, MiB
-    bool overlap = true;                // average buckets while backward runs
-    std::string batchnorm = "local";    // "local" | "sync"
-    std::string gpu_aware_mpi = "auto"; // "auto" | "on" | "off"
-  } parallel;
-
-  // When and where training writes checkpoints (docs/checkpoint.md); each
-  // frequency is independent and 0 turns it off.
-  struct Checkpoint {
-    std::string directory;          // default "<output_dir>/checkpoints"
-    int keep = 3;                   // newest checkpoints kept
-    int every_epochs = 1;
-    std::int64_t every_steps = 0;
-    float every_minutes = 0.0f;     // wall-clock minutes since the previous checkpoint
-  } checkpoint;
+  OptimizerParams optimizer;  // [optimizer]; its lr is training.schedule.base_lr
+  // [run] seed, [training], [schedule], [loss] and [parallel] (but gpu_aware_mpi).
+  TrainOptions training;
+  RunOptions run;                      // [run] name and output_dir, eval_every, [checkpoint]
+  std::string gpu_aware_mpi = "auto";  // "auto" | "on" | "off"
 };
 
 // Parses and validates a deck after applying `overrides` ("key.path=value",

@@ -10,18 +10,14 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/optim/params.hpp>
 
 #include <cmath>
 #include <cstdint>
 
 namespace tessera::kernels {
 
-struct AdamParams {
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-};
+using AdamParams = tessera::AdamParams;
 
 // l2: Adam; decoupled: AdamW.
 enum class WeightDecay { l2, decoupled };

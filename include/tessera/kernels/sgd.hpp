@@ -7,14 +7,11 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/optim/params.hpp>
 
 namespace tessera::kernels {
 
-struct SgdParams {
-  float momentum = 0.0f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-};
+using SgdParams = tessera::SgdParams;
 
 template <class ExecSpace, class P, class G, class V>
 void sgd_step(const ExecSpace& exec, const SgdParams& hp, float lr, const P& params, const G& grads,

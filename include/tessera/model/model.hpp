@@ -5,6 +5,11 @@
 // parameter and state stores hold the weights. After compile(), forward and
 // backward allocate no device memory; a smaller batch (the last of an epoch)
 // uses the leading rows of the same buffers.
+//
+// A training step comes in pieces: zero_gradients(), then forward and
+// backward for each micro-batch (parameter gradients add up), then the
+// optimizer. forward and backward take a range of layers, so a stage of a
+// pipeline, or a profiler, can run part of the model.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
@@ -17,6 +22,12 @@
 #include <vector>
 
 namespace tessera {
+
+// Layers [first, last) in declaration order; the default is every layer.
+struct LayerRange {
+  std::size_t first = 0;
+  std::size_t last = static_cast<std::size_t>(-1);  // clamped to the layer count
+};
 
 class Model {
  public:
@@ -41,16 +52,28 @@ class Model {
 
   // The model's input buffer for `batch` samples: fill it, then forward().
   Tensor<float> input(std::int64_t batch) const;
-  // Runs every layer; returns the output for `batch` samples.
-  Tensor<float> forward(std::int64_t batch, const StepContext& ctx);
+  // Runs the layers of `range` in order; returns the output of its last
+  // layer for `batch` samples.
+  Tensor<float> forward(std::int64_t batch, const StepContext& ctx, LayerRange range = {});
   // Gradient of the loss with respect to the output, to fill before backward().
   Tensor<float> output_gradient(std::int64_t batch) const;
-  // Zeroes parameter and activation gradients (except output_gradient()),
-  // then back-propagates output_gradient(). after_layer(i), when set, runs
-  // once layer i's backward has been launched: its parameter gradients are
-  // then final (gradient averaging starts communicating them).
+  // Zeroes the parameter gradients: once per optimizer step, before the
+  // backward passes whose gradients it sums.
+  void zero_gradients();
+  // Back-propagates through the layers of `range` in reverse order, adding
+  // to the parameter gradients. A range that ends with the model's last
+  // layer starts a pass: it first zeroes every activation gradient but
+  // output_gradient(). A range below it continues that pass with the
+  // gradient the layers above left (a pipeline stage that receives the
+  // gradient of its output from elsewhere calls zero_activation_gradients()
+  // first and writes it into activation_gradient()). after_layer(i), when
+  // set, runs once layer i's backward has been launched.
   void backward(std::int64_t batch, const StepContext& ctx,
-                const std::function<void(std::size_t)>& after_layer = {});
+                const std::function<void(std::size_t)>& after_layer = {}, LayerRange range = {});
+  void zero_activation_gradients();
+  // Output and output gradient of layer i (node i + 1), for `batch` samples.
+  Tensor<float> activation(std::size_t layer, std::int64_t batch) const;
+  Tensor<float> activation_gradient(std::size_t layer, std::int64_t batch) const;
 
   ParameterStore& parameters() { return parameters_; }
   const ParameterStore& parameters() const { return parameters_; }
@@ -72,6 +95,7 @@ class Model {
  private:
   Tensors gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
                  std::int64_t batch) const;
+  LayerRange clamp(LayerRange range, const char* fn) const;
 
   Shape sample_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -1,13 +1,17 @@
 // The training loop: seeded per-epoch shuffling, batches gathered on the
-// device, forward, fused loss, backward, optional gradient clipping, an
+// device, forward, the loss, backward, optional gradient clipping, an
 // optimizer step at the scheduled learning rate; evaluation; progress.
-// With a communicator of several ranks it is data parallel: every global
-// batch is split over the ranks (each works on its own shard of the same
-// shuffled order) and gradients are averaged in buckets while backward runs.
+// A global batch runs as TrainOptions::accumulation_steps micro-batches
+// whose gradients add up before its one optimizer step. With a communicator
+// of several ranks it is data parallel: every micro-batch is split over the
+// ranks (each works on its own shard of the same shuffled order) and
+// gradients are averaged in buckets while the last backward runs.
 #pragma once
 
 #include <tessera/data/dataset.hpp>
+#include <tessera/model/loss.hpp>
 #include <tessera/model/model.hpp>
+#include <tessera/model/train_options.hpp>
 #include <tessera/optim/optimizer.hpp>
 #include <tessera/optim/schedule.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
@@ -18,22 +22,6 @@
 #include <string>
 
 namespace tessera {
-
-struct TrainOptions {
-  int epochs = 1;
-  std::int64_t batch_size = 128;  // the global batch, over all ranks
-  std::uint64_t seed = 0;
-  std::int64_t log_every = 100;  // steps between progress lines; 0 = none
-  LrSchedule schedule;           // the learning rate of every step
-  float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
-  float label_smoothing = 0.0f;  // of the softmax cross-entropy loss, in [0, 1)
-  // Data parallelism (nullptr or one rank: a single process). The model is
-  // compiled for this rank's largest shard, ceil(batch_size / ranks).
-  const Communicator* comm = nullptr;
-  std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket
-  bool overlap = true;          // start buckets during backward
-  bool sync_batchnorm = false;  // BatchNorm statistics over the global batch
-};
 
 struct Evaluation {
   double loss = 0;
@@ -77,7 +65,10 @@ struct EpochReport {
 
 class Trainer {
  public:
-  Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options);
+  // comm: the ranks training together (nullptr or one rank: this process
+  // alone). The model must be compiled for options.max_shard(ranks).
+  Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
+          const Communicator* comm = nullptr);
 
   // Trains one epoch (0-based) from its step first_step (0-based; a restart
   // resumes mid-epoch); progress lines go to `log` when set. Every rank
@@ -109,6 +100,8 @@ class Trainer {
   Model& model_;
   Optimizer& optimizer_;
   TrainOptions options_;
+  const Communicator* comm_ = nullptr;
+  std::unique_ptr<Loss> loss_;
   int rank_ = 0, ranks_ = 1;
   std::unique_ptr<GradientAverager> averager_;
   std::unique_ptr<CommunicatorSync> sync_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessera/model/parameters.hpp>
+#include <tessera/optim/params.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -51,19 +52,6 @@ class Optimizer {
   std::string region_ = "tessera::" + name_ + "::step";
   std::int64_t step_count_ = 0;
   std::int64_t state_count_ = -1;
-};
-
-// Every hyperparameter any optimizer takes; each type reads its own.
-struct OptimizerParams {
-  std::string type = "sgd";  // "sgd" | "adam" | "adamw"
-  float weight_decay = 0.0f;
-  // sgd
-  float momentum = 0.0f;
-  bool nesterov = false;
-  // adam, adamw
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
 };
 
 // The optimizer params.type names, with its hyperparameters checked.

@@ -1,0 +1,124 @@
+// A whole training run from a deck, as tessera-train performs it, on every
+// rank of a communicator: the model, the data (with a validation split),
+// the optimizer, the epoch loop with its evaluation, checkpoint and metrics
+// cadence, restarts, and the checks that keep every rank's replica the same.
+//
+// Each stage that can fail on one rank alone ends in a collective verdict:
+// every rank throws the same CollectiveError carrying the first failing
+// rank's message, so no rank is left waiting. Errors raised by one rank
+// during training (the other ranks wait in a collective) propagate as they
+// are; the caller ends the job (Communicator::abort).
+//
+// Rank 0 alone writes metrics (<run.output_dir>/metrics.jsonl, one JSON
+// object per line) and checkpoints. The Run prints nothing: the strings and
+// callbacks below give the caller what to show.
+#pragma once
+
+#include <tessera/data/dataset.hpp>
+#include <tessera/deck/deck.hpp>
+#include <tessera/io/checkpoint.hpp>
+#include <tessera/model/trainer.hpp>
+#include <tessera/parallel/communicator.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tessera {
+
+// One epoch as the run saw it.
+struct EpochSummary {
+  EpochReport report;      // training: losses, times, communication
+  int epochs = 0;          // in the whole run
+  bool evaluated = false;  // evaluated after this epoch (run.eval_every, or the last one)
+  std::string set;         // "validation" or "test"
+  Evaluation evaluation;
+};
+
+struct RunResult {
+  Evaluation test;  // on the test set, after the last epoch
+};
+
+// Hooks into a run; each may be empty.
+struct RunCallbacks {
+  // Every rank, before it reads its data files; an exception here fails the
+  // data stage like an unreadable file (tests make one rank fail).
+  std::function<void(int rank)> before_data;
+  // Every rank, after every optimizer step.
+  std::function<void(const StepReport&)> on_step;
+  // Rank 0, after every epoch (and its evaluation).
+  std::function<void(const EpochSummary&)> on_epoch;
+  // Rank 0: a progress line every training.log_every steps.
+  std::function<void(const std::string&)> log;
+};
+
+class Run {
+ public:
+  // Builds the model the deck describes and compiles it for this rank's
+  // share of a micro-batch (TrainOptions::max_shard), and checks that every
+  // rank runs the same deck and --set options. Throws CollectiveError on
+  // every rank: a shape the model cannot take is reported at its layer's
+  // file:line:column.
+  explicit Run(Deck deck, MPI_Comm comm = MPI_COMM_WORLD);
+  ~Run();
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  const Deck& deck() const { return deck_; }
+  Model& model() { return *model_; }
+  const Communicator& comm() const { return *comm_; }
+
+  // The model table, the optimizer and schedule, and the data-parallel
+  // setting: what a run states before it starts.
+  std::string description() const;
+  // Every layer with its options as the deck resolved them, one a line.
+  std::string layer_options() const;
+
+  // Reads the data files (the training file split into training and
+  // validation when data.validation_split is set), opens the metrics file,
+  // makes every rank's weights rank 0's, and with `restart` not empty
+  // resumes from the checkpoint it names: a file, a directory (its
+  // latest), or "latest" in the deck's checkpoint directory. Throws
+  // CollectiveError on every rank for a bad data file, output directory or
+  // checkpoint; a data failure's message starts with "data error: ".
+  void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {});
+
+  // "data: 60000 training, 0 validation and 10000 test samples of shape [784]"
+  std::string data_description() const;
+  std::string metrics_path() const;
+  // Where a restart resumed ("resuming from <file>: epoch 2, step 0 of 235,
+  // 235 optimizer steps taken"); empty without one.
+  const std::string& resumed_from() const { return resumed_; }
+
+  // Trains the epochs the deck has left, evaluating, checkpointing and
+  // recording metrics as it asks, and evaluates the test set at the end.
+  RunResult train(const RunCallbacks& callbacks = {});
+
+  std::int64_t steps_per_epoch() const;
+  const Dataset& training_data() const { return train_; }
+  // The epoch training resumes in (0 without a restart); the deck's epoch
+  // count or more when a checkpoint has finished them all.
+  int first_epoch() const { return cursor_.epoch; }
+
+ private:
+  void record(const std::string& json_line);
+  void save(const TrainingCursor& at);
+  bool minutes_due();
+
+  Deck deck_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Trainer> trainer_;
+  Dataset train_, validation_, test_;
+  struct Outputs;
+  std::unique_ptr<Outputs> outputs_;  // metrics file, history, checkpoint directory and clock
+  TrainingCursor cursor_;
+  std::string resumed_;
+  bool prepared_ = false;
+};
+
+// "epoch 3/10: train loss 0.3123, ..., 4.1 s, 14612 samples/s (data ..., forward ...)"
+std::string epoch_line(const EpochSummary& epoch, int ranks);
+
+}  // namespace tessera

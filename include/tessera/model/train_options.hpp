@@ -1,0 +1,46 @@
+// How a model trains, defined once: the Trainer takes these structs and the
+// deck reader fills them. Plain C++ (the deck reader includes it; GPU
+// builds compile that reader with the host compiler).
+#pragma once
+
+#include <tessera/optim/schedule.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// The loss over the model's output (model/loss.hpp builds it).
+struct LossOptions {
+  std::string type = "cross_entropy";  // softmax cross-entropy against integer labels
+  float label_smoothing = 0.0f;        // in [0, 1); training only
+};
+// Every loss type make_loss builds.
+const std::vector<std::string>& loss_types();
+
+struct TrainOptions {
+  int epochs = 1;
+  std::int64_t batch_size = 128;  // the global batch of one optimizer step, over all ranks
+  // Each global batch runs as this many micro-batches whose gradients add
+  // up before the one optimizer step (memory for large batches).
+  std::int64_t accumulation_steps = 1;
+  std::uint64_t seed = 0;        // initialisation, shuffling and dropout derive from it
+  std::int64_t log_every = 100;  // steps between progress lines; 0 = none
+  LrSchedule schedule;           // the learning rate of every step
+  float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
+  LossOptions loss;
+  // Data parallelism (several ranks).
+  std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket
+  bool overlap = true;                  // start buckets while backward runs
+  bool sync_batchnorm = false;          // BatchNorm statistics over the global (micro-)batch
+
+  // Samples one rank holds at most in one micro-batch: what the model is
+  // compiled for.
+  std::int64_t max_shard(int ranks) const {
+    const std::int64_t micro = (batch_size + accumulation_steps - 1) / accumulation_steps;
+    return (micro + ranks - 1) / ranks;
+  }
+};
+
+}  // namespace tessera

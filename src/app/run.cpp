@@ -1,0 +1,371 @@
+// A training run from a deck: the stages of tessera-train, each that can
+// fail on one rank ending in a collective verdict.
+#include <tessera/app/run.hpp>
+#include <tessera/core/runtime.hpp>
+#include <tessera/data/hdf5.hpp>
+#include <tessera/deck/build.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+namespace tessera {
+
+using json = nlohmann::json;
+
+struct Run::Outputs {
+  std::string metrics_path;
+  std::ofstream metrics;  // rank 0 only
+  std::string history;    // the metrics so far: checkpoints carry them
+  std::unique_ptr<CheckpointDirectory> checkpoints;
+  std::int64_t last_checkpoint = 0;
+  std::chrono::steady_clock::time_point last_checkpoint_time = std::chrono::steady_clock::now();
+};
+
+namespace {
+
+// Runs one stage on every rank and agrees on the outcome: a failure on any
+// rank becomes the same CollectiveError on all of them.
+void agree(const Communicator& comm, const std::function<void()>& stage) {
+  std::string failure;
+  try {
+    stage();
+  } catch (const std::exception& e) {
+    failure = e.what();
+    if (failure.empty()) failure = "unknown error";
+  }
+  comm.agree(failure);
+}
+
+std::string number_text(double value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+}  // namespace
+
+Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_unique<Outputs>()) {
+  const Communicator world(comm);
+  agree(world, [&] {
+    model_ = build_model(deck_, deck_.training.max_shard(world.size()));
+  });
+  std::string identity = deck_.text;
+  for (const auto& o : deck_.overrides) identity += "\n--set " + o;
+  require_same_on_every_rank(world, content_hash(identity), "the deck",
+                             "start every rank with the same deck file and --set options");
+  comm_ = std::make_unique<Communicator>(comm, device_mpi_from_name(deck_.gpu_aware_mpi));
+}
+
+Run::~Run() = default;
+
+std::int64_t Run::steps_per_epoch() const {
+  return (train_.size() + deck_.training.batch_size - 1) / deck_.training.batch_size;
+}
+
+std::string Run::description() const {
+  const TrainOptions& t = deck_.training;
+  std::ostringstream os;
+  os << "deck " << deck_.path << " (run '" << deck_.run.name << "')\n"
+     << model_->summary() << "optimizer " << deck_.optimizer.type << ", lr "
+     << t.schedule.base_lr << ", schedule " << schedule_name(t.schedule.type);
+  if (t.schedule.warmup_steps > 0) os << " after " << t.schedule.warmup_steps << " warmup steps";
+  if (t.clip_norm > 0) os << ", gradients clipped to norm " << t.clip_norm;
+  if (t.accumulation_steps > 1)
+    os << ", " << t.accumulation_steps << " micro-batches of gradients per step";
+  os << "\n";
+  if (comm_->size() > 1)
+    os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
+       << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
+       << ", gradients averaged over " << comm_->transport()
+       << (t.overlap ? " during backward" : " after backward") << "\n";
+  return os.str();
+}
+
+std::string Run::layer_options() const {
+  std::string out;
+  for (const auto& l : deck_.layers)
+    out += "  " + l.name + " (" + l.type + ")" +
+           (l.layer_type->keys.empty() ? "" : ": " + l.layer_type->describe(l.options)) + "\n";
+  return out;
+}
+
+void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
+  TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
+  const Communicator& comm = *comm_;
+  const bool root = comm.rank() == 0;
+  try {
+    agree(comm, [&] {
+      if (callbacks.before_data) callbacks.before_data(comm.rank());
+      const auto load = [&](const std::string& images, const std::string& labels,
+                            const std::string& file) {
+        return deck_.data_format == "hdf5"
+                   ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
+                                       deck_.normalize_mean, deck_.normalize_std)
+                   : load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+      };
+      train_ = load(deck_.train_images, deck_.train_labels, deck_.train_file);
+      test_ = load(deck_.test_images, deck_.test_labels, deck_.test_file);
+    });
+  } catch (const CollectiveError& e) {
+    throw CollectiveError(std::string("data error: ") + e.what());
+  }
+  agree(comm, [&] {
+    const std::int64_t model_values = model_->input(1).shape().inner();
+    for (const auto* set : {&train_, &test_}) {
+      if (set->sample_shape.numel() == model_values) continue;
+      throw DeckError(deck_.input_shape_location + ": model.input_shape: the model takes " +
+                      std::to_string(model_values) + " values per sample, the data's samples have shape " +
+                      to_string(set->sample_shape) + " (" + std::to_string(set->sample_shape.numel()) +
+                      " values)");
+    }
+    // A quick trial or a benchmark may train on the head of the file only.
+    if (deck_.train_samples > 0 && deck_.train_samples < train_.size())
+      train_ = slice(train_, 0, deck_.train_samples);
+    // The validation split is the tail of the training file, before shuffling.
+    if (deck_.validation_split > 0) {
+      const auto held = static_cast<std::int64_t>(std::llround(deck_.validation_split * train_.size()));
+      if (held < 1 || held >= train_.size())
+        throw DeckError(deck_.validation_split_location + ": data.validation_split: " +
+                        number_text(deck_.validation_split) + " of " + std::to_string(train_.size()) +
+                        " training samples leaves " + std::to_string(held) + " for validation and " +
+                        std::to_string(train_.size() - held) + " for training; both need at least one");
+      validation_ = slice(train_, train_.size() - held, held);
+      train_ = slice(train_, 0, train_.size() - held);
+    }
+  });
+
+  // Metrics come from rank 0 only.
+  Outputs& out = *outputs_;
+  out.metrics_path = deck_.run.output_dir + "/metrics.jsonl";
+  agree(comm, [&] {
+    if (!root) return;
+    std::error_code made;
+    std::filesystem::create_directories(deck_.run.output_dir, made);
+    if (!made) out.metrics.open(out.metrics_path, std::ios::app);
+    if (made || !out.metrics)
+      throw DeckError("tessera::Run: cannot write metrics to " + out.metrics_path + ": " +
+                      (made ? made.message() : std::string("cannot open the file")) +
+                      " (set run.output_dir to a writable directory)");
+  });
+  record(json{{"type", "run"},
+              {"deck", deck_.path},
+              {"overrides", deck_.overrides},
+              {"build", build_description()},
+              {"ranks", comm.size()},
+              {"epochs", deck_.training.epochs},
+              {"batch_size", deck_.training.batch_size},
+              {"accumulation_steps", deck_.training.accumulation_steps},
+              {"seed", deck_.training.seed}}
+             .dump());
+
+  // Every rank initialised the same weights from the seed; rank 0's are
+  // broadcast anyway and the replicas compared, so no rank starts apart.
+  comm.broadcast(model_->parameters().values());
+  comm.broadcast(model_->state().values());
+  require_same_weights_on_every_rank(comm, model_->parameters().values(), "the initial weights");
+
+  optimizer_ = make_optimizer(deck_.optimizer);
+  trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm);
+  out.checkpoints = std::make_unique<CheckpointDirectory>(deck_.run.checkpoint.directory,
+                                                          deck_.run.checkpoint.keep);
+
+  // Resume: every rank loads the same file, so the replicas stay equal.
+  if (!restart.empty()) {
+    std::string from;
+    agree(comm, [&] {
+      from = restart == "latest" ? out.checkpoints->resolve("latest") : resolve_checkpoint(restart);
+      const CheckpointInfo saved = read_checkpoint_info(from);
+      const auto mismatch = [&](const std::string& what, const std::string& then, const std::string& now) {
+        if (then != now)
+          throw Error(from + ": written with " + what + " " + then + ", the deck has " + now +
+                      "; an exact restart needs the same (tessera-inspect shows the checkpoint's deck)");
+      };
+      mismatch("training.batch_size", std::to_string(saved.global_batch),
+               std::to_string(deck_.training.batch_size));
+      mismatch("run.seed", std::to_string(saved.seed), std::to_string(deck_.training.seed));
+      load_checkpoint(from, *model_, *optimizer_);
+      cursor_ = saved.cursor;
+      if (root) out.history = saved.metrics;
+    });
+    require_same_weights_on_every_rank(comm, model_->parameters().values(),
+                                       "the weights loaded with --restart", "give every rank the same --restart");
+    trainer_->set_step(cursor_.step);
+    std::ostringstream os;
+    os << "resuming from " << from << ": epoch " << cursor_.epoch + 1 << ", step " << cursor_.batch
+       << " of " << steps_per_epoch() << " in it, " << cursor_.step << " optimizer steps taken";
+    resumed_ = os.str();
+    record(json{{"type", "restart"}, {"from", from}, {"step", cursor_.step}, {"ranks", comm.size()}}.dump());
+  }
+  out.last_checkpoint = cursor_.step;
+  prepared_ = true;
+}
+
+std::string Run::data_description() const {
+  std::ostringstream os;
+  os << "data: " << train_.size() << " training, " << validation_.size() << " validation and "
+     << test_.size() << " test samples of shape " << train_.sample_shape;
+  return os.str();
+}
+
+std::string Run::metrics_path() const { return outputs_->metrics_path; }
+
+void Run::record(const std::string& json_line) {
+  Outputs& out = *outputs_;
+  if (!out.metrics.is_open()) return;
+  out.metrics << json_line << "\n";
+  out.metrics.flush();
+  out.history += json_line + "\n";
+}
+
+// After a barrier, rank 0 writes (parameters are replicated); every rank
+// learns whether it worked.
+void Run::save(const TrainingCursor& at) {
+  Outputs& out = *outputs_;
+  if (at.step == out.last_checkpoint) return;
+  const Communicator& comm = *comm_;
+  comm.barrier();
+  std::string written;
+  try {
+    agree(comm, [&] {
+      if (comm.rank() != 0) return;
+      CheckpointInfo info;
+      info.deck_path = deck_.path;
+      info.deck_text = deck_.text;
+      info.deck_overrides = deck_.overrides;
+      info.seed = deck_.training.seed;
+      info.cursor = at;
+      info.world_size = comm.size();
+      info.global_batch = deck_.training.batch_size;
+      info.lr = trainer_->lr();
+      const LrSchedule& s = deck_.training.schedule;
+      std::ostringstream schedule;
+      schedule << "type=" << schedule_name(s.type) << " lr=" << s.base_lr
+               << " warmup_steps=" << s.warmup_steps << " steps_per_epoch=" << steps_per_epoch()
+               << " epochs=" << deck_.training.epochs;
+      info.schedule = schedule.str();
+      info.metrics = out.history;
+      written = out.checkpoints->commit(*model_, *optimizer_, info);
+    });
+  } catch (const CollectiveError& e) {
+    throw CollectiveError(std::string("cannot write a checkpoint: ") + e.what() +
+                          "; the previous checkpoints are untouched");
+  }
+  out.last_checkpoint = at.step;
+  out.last_checkpoint_time = std::chrono::steady_clock::now();
+  record(json{{"type", "checkpoint"}, {"path", written}, {"step", at.step}}.dump());
+}
+
+// Wall-clock checkpoints: rank 0's clock decides for every rank.
+bool Run::minutes_due() {
+  const float minutes = deck_.run.checkpoint.every_minutes;
+  if (minutes <= 0) return false;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                       outputs_->last_checkpoint_time)
+                             .count();
+  int due = elapsed >= 60.0 * minutes;
+  MPI_Bcast(&due, 1, MPI_INT, 0, comm_->comm());
+  return due != 0;
+}
+
+RunResult Run::train(const RunCallbacks& callbacks) {
+  TESSERA_REQUIRE(prepared_, "tessera::Run::train: call prepare() first");
+  const Communicator& comm = *comm_;
+  const bool root = comm.rank() == 0;
+  const int epochs = deck_.training.epochs;
+  const CheckpointCadence& cadence = deck_.run.checkpoint;
+  const std::int64_t steps = steps_per_epoch();
+  trainer_->on_step([&](const StepReport& r) {
+    record(json{{"type", "step"}, {"step", r.step}, {"epoch", r.epoch + 1}, {"loss", r.loss},
+                {"lr", r.lr}, {"grad_norm", r.grad_norm}}
+               .dump());
+    if (callbacks.on_step) callbacks.on_step(r);
+    const bool by_steps = cadence.every_steps > 0 && r.step % cadence.every_steps == 0;
+    if (by_steps || minutes_due()) {
+      const bool epoch_done = r.step_in_epoch + 1 == steps;
+      save(TrainingCursor{epoch_done ? r.epoch + 1 : r.epoch, epoch_done ? 0 : r.step_in_epoch + 1,
+                          r.step});
+    }
+  });
+  const std::function<void(const std::string&)> log =
+      root && callbacks.log ? callbacks.log : std::function<void(const std::string&)>{};
+
+  RunResult result;
+  if (cursor_.epoch >= epochs) result.test = trainer_->evaluate(test_);
+  for (int epoch = cursor_.epoch; epoch < epochs; ++epoch) {
+    EpochSummary summary;
+    summary.epochs = epochs;
+    summary.report = trainer_->train_epoch(train_, epoch, log, epoch == cursor_.epoch ? cursor_.batch : 0);
+    // Evaluated every eval_every epochs and after the last: on the
+    // validation split when there is one, else on the test set.
+    const bool last = epoch + 1 == epochs;
+    const int every = deck_.run.eval_every;
+    summary.evaluated = last || (every > 0 && (epoch + 1) % every == 0);
+    summary.set = validation_.size() > 0 ? "validation" : "test";
+    if (summary.evaluated) summary.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
+    if (summary.evaluated && summary.set == "test") result.test = summary.evaluation;
+    // Replicas must not drift apart (a cheap check, once an epoch).
+    require_same_weights_on_every_rank(comm, model_->parameters().values(),
+                                       "the weights after epoch " + std::to_string(epoch + 1));
+    if (root && callbacks.on_epoch) callbacks.on_epoch(summary);
+    const EpochReport& r = summary.report;
+    const PhaseTimes& t = r.time;
+    json line{{"type", "epoch"},
+              {"epoch", epoch + 1},
+              {"train_loss", r.train.loss},
+              {"train_accuracy", r.train.accuracy},
+              {"lr", r.lr},
+              {"seconds", r.seconds},
+              {"samples_per_second", r.samples_per_second},
+              {"time",
+               {{"data", t.data},
+                {"forward", t.forward},
+                {"backward", t.backward},
+                {"optimizer", t.optimizer},
+                {"communication", t.communication},
+                {"communication_overlapped", r.overlapped_seconds}}},
+              {"overlap_fraction", r.overlap_fraction}};
+    if (summary.evaluated) {
+      line[summary.set + "_loss"] = summary.evaluation.loss;
+      line[summary.set + "_accuracy"] = summary.evaluation.accuracy;
+    }
+    record(line.dump());
+    // By epochs, and at the end of any run that checkpoints at all.
+    if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) || (cadence.any() && last))
+      save(TrainingCursor{epoch + 1, 0, trainer_->step()});
+  }
+  // The test set is held back until the end when a validation split is used.
+  if (validation_.size() > 0) {
+    result.test = trainer_->evaluate(test_);
+    record(json{{"type", "test"}, {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}}
+               .dump());
+  }
+  return result;
+}
+
+std::string epoch_line(const EpochSummary& e, int ranks) {
+  const EpochReport& r = e.report;
+  const PhaseTimes& t = r.time;
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(4) << "epoch " << r.epoch + 1 << "/" << e.epochs
+     << ": train loss " << r.train.loss << ", train accuracy " << r.train.accuracy;
+  if (e.evaluated)
+    os << ", " << e.set << " loss " << e.evaluation.loss << ", " << e.set << " accuracy "
+       << e.evaluation.accuracy;
+  os << ", lr " << std::defaultfloat << std::setprecision(4) << r.lr << std::fixed << ", "
+     << std::setprecision(1) << r.seconds << " s, " << std::setprecision(0) << r.samples_per_second
+     << " samples/s" << std::setprecision(2) << " (data " << t.data << " s, forward " << t.forward
+     << " s, backward " << t.backward << " s, optimizer " << t.optimizer << " s";
+  if (ranks > 1)
+    os << ", communication " << t.communication << " s exposed + " << r.overlapped_seconds
+       << " s overlapped (" << std::setprecision(0) << 100 * r.overlap_fraction << "%)";
+  os << ")";
+  return os.str();
+}
+
+}  // namespace tessera
