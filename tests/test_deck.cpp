@@ -7,7 +7,6 @@
 #include <tessera/layers/pool.hpp>
 
 #include <filesystem>
-#include <set>
 #include <sstream>
 #include <fstream>
 #include <unistd.h>
@@ -401,7 +400,9 @@ TEST(Deck, UnknownLayerType) {
                     "unknown layer type 'relux'; allowed: " + layer_type_names());
 }
 
-// A small residual CNN naming every layer type the deck knows.
+// A small residual CNN: a graph of layers with named inputs, merges and
+// window keys in both forms. (Every registered type is parsed from its own
+// example in test_registry.cpp, so a new type needs no line here.)
 const char* graph_deck = R"([data]
 train_images = "a"
 train_labels = "b"
@@ -491,13 +492,10 @@ type = "dense"
 units = 3
 )";
 
-TEST(Deck, EveryLayerTypeParsesAndBuilds) {
+TEST(Deck, AGraphOfLayersParsesAndBuilds) {
   const std::string path = write_deck("graph", graph_deck);
   const Deck deck = load_deck(path);
   ASSERT_EQ(deck.layers.size(), 18u);
-  std::set<std::string> types;
-  for (const auto& l : deck.layers) types.insert(l.type);
-  EXPECT_EQ(types.size(), layer_types().size());
   const auto& conv = deck.layers[3].options_of<Conv2D>();
   EXPECT_EQ(conv.kernel.h, 3);
   EXPECT_EQ(conv.kernel.w, 1);
