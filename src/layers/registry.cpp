@@ -24,6 +24,7 @@
   X(gelu)                              \
   X(tanh)                              \
   X(sigmoid)                           \
+  X(softmax)                           \
   X(flatten)                           \
   X(add)                               \
   X(concat)

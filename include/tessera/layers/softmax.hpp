@@ -1,0 +1,23 @@
+// Softmax along dimension 1 (features of [N, F], channels of [N, C, H, W]
+// at every position): probabilities inside a model, e.g. attention weights
+// or a mixture. The loss applies its own softmax to the model's output, so a
+// classifier ends with logits, not with this layer.
+#pragma once
+
+#include <tessera/layers/layer.hpp>
+
+namespace tessera {
+
+class Softmax final : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Softmax"; }
+  Shape output_shape(const Shapes& inputs) const override;
+  // exp, sum and scale per element.
+  std::int64_t flops_per_sample(const Shapes& inputs) const override { return 3 * inputs.at(0).inner(); }
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override;
+};
+
+}  // namespace tessera

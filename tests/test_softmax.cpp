@@ -1,0 +1,80 @@
+// Softmax: kernel values against a naive host loop along dimension 1 of
+// feature vectors and images, numerical stability for large inputs, the
+// backward formula, layer gradients on feature vectors, and shape errors.
+#include <tessera/kernels/softmax.hpp>
+#include <tessera/layers/softmax.hpp>
+
+#include <cmath>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+template <class ExecSpace>
+class SoftmaxKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftmaxKernels, test::ExecSpaces);
+
+template <class E>
+using V = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
+
+// softmax over c of x[(n * C + c) * S + s], in double.
+std::vector<double> reference(const std::vector<float>& x, const kernels::SoftmaxLayout& l) {
+  std::vector<double> y(x.size());
+  for (std::int64_t n = 0; n < l.batch; ++n)
+    for (std::int64_t s = 0; s < l.positions; ++s) {
+      double max = -1e300, sum = 0;
+      const auto at = [&](std::int64_t c) { return (n * l.classes + c) * l.positions + s; };
+      for (std::int64_t c = 0; c < l.classes; ++c) max = std::max(max, double(x[at(c)]));
+      for (std::int64_t c = 0; c < l.classes; ++c) sum += std::exp(x[at(c)] - max);
+      for (std::int64_t c = 0; c < l.classes; ++c) y[at(c)] = std::exp(x[at(c)] - max) / sum;
+    }
+  return y;
+}
+
+TYPED_TEST(SoftmaxKernels, ForwardAndBackwardMatchReferences) {
+  using E = TypeParam;
+  for (const kernels::SoftmaxLayout l : {kernels::SoftmaxLayout{4, 5, 1}, kernels::SoftmaxLayout{2, 3, 6}}) {
+    V<E> x("x", l.size()), y("y", l.size()), dy("dy", l.size()), dx("dx", l.size());
+    auto xh = test::random_values(l.size(), 1, -3.0f, 3.0f);
+    xh[0] = 1000.0f;  // exp(1000) overflows: the maximum must be subtracted first
+    test::from_host(x, xh);
+    const auto dyh = test::random_values(l.size(), 2), start = test::random_values(l.size(), 3);
+    test::from_host(dy, dyh);
+    test::from_host(dx, start);
+    kernels::softmax_forward(E(), l, x, y);
+    kernels::softmax_backward(E(), l, y, dy, dx);
+    const auto expected = reference(xh, l);
+    const auto yh = test::to_host(y), dxh = test::to_host(dx);
+    for (std::size_t i = 0; i < yh.size(); ++i) EXPECT_NEAR(yh[i], expected[i], 1e-6) << "y " << i;
+    // dx = start + y (dy - sum_c dy y), per row.
+    for (std::int64_t n = 0; n < l.batch; ++n)
+      for (std::int64_t s = 0; s < l.positions; ++s) {
+        const auto at = [&](std::int64_t c) { return (n * l.classes + c) * l.positions + s; };
+        double dot = 0;
+        for (std::int64_t c = 0; c < l.classes; ++c) dot += dyh[at(c)] * expected[at(c)];
+        for (std::int64_t c = 0; c < l.classes; ++c)
+          EXPECT_NEAR(dxh[at(c)], start[at(c)] + expected[at(c)] * (dyh[at(c)] - dot), 1e-5) << at(c);
+      }
+  }
+}
+
+TEST(Softmax, GradientsMatchFiniteDifferences) {
+  Softmax softmax("softmax");
+  test::LayerHarness h(softmax, {Shape{3, 6}});
+  EXPECT_EQ(h.output.shape(), (Shape{3, 6}));
+  h.expect_gradients();
+}
+
+TEST(Softmax, ErrorsNameLayerAndShape) {
+  Softmax softmax("probs");
+  test::expect_error([&] { softmax.output_shape({Shape{8}}); },
+                     "tessera::Softmax 'probs': input [8] needs a batch dimension and at least one class");
+  V<Kokkos::DefaultExecutionSpace> small("x", 5), y("y", 6);
+  test::expect_error(
+      [&] { kernels::softmax_forward(Kokkos::DefaultExecutionSpace(), kernels::SoftmaxLayout{2, 3, 1}, small, y); },
+      "tessera::kernels::softmax_forward: views of 5 elements for a softmax over [2, 3, 1] (6 elements");
+}
+
+}  // namespace
