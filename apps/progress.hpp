@@ -35,11 +35,12 @@ class Progress {
     const double seconds = std::chrono::duration<double>(now - epoch_start_).count();
     const double rate = seconds > 0 ? samples_done / seconds : 0;
     const int width = 30, filled = static_cast<int>(width * in_epoch / steps_);
-    std::printf("\r\033[Kepoch %d/%d [%s%s] %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s  ETA %.1f s",
-                r.epoch + 1, epochs_, std::string(filled, '#').c_str(),
-                std::string(width - filled, '.').c_str(), static_cast<long long>(in_epoch),
-                static_cast<long long>(steps_), loss_sum_ / batches_, r.lr, rate,
-                rate > 0 ? (samples_total - samples_done) / rate : 0.0);
+    std::printf(
+        "\r\033[Kepoch %d/%d [%s%s] %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s  ETA %.1f s",
+        r.epoch + 1, epochs_, std::string(filled, '#').c_str(),
+        std::string(width - filled, '.').c_str(), static_cast<long long>(in_epoch),
+        static_cast<long long>(steps_), loss_sum_ / batches_, r.lr, rate,
+        rate > 0 ? (samples_total - samples_done) / rate : 0.0);
     std::fflush(stdout);
   }
 

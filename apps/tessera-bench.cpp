@@ -10,9 +10,9 @@
 #include <tessera/deck/build.hpp>
 #include <tessera/model/trainer.hpp>
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,7 +71,8 @@ double measure_sgemm(std::int64_t n, int repetitions) {
     const auto start = Clock::now();
     tessera::compat::gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c);
     Kokkos::fence();
-    if (r >= 0) gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
+    if (r >= 0)
+      gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
   }
   return median(gflops);
 }
@@ -268,8 +269,8 @@ tessera::Dataset synthetic_dataset(const tessera::Shape& sample, std::int64_t sa
   const auto x = data.samples;
   const auto y = data.labels;
   Kokkos::parallel_for(
-      "tessera::bench::synthetic_dataset",
-      Kokkos::RangePolicy<tessera::ExecSpace>(0, samples), KOKKOS_LAMBDA(const std::int64_t i) {
+      "tessera::bench::synthetic_dataset", Kokkos::RangePolicy<tessera::ExecSpace>(0, samples),
+      KOKKOS_LAMBDA(const std::int64_t i) {
         for (std::int64_t f = 0; f < features; ++f)
           x(i, f) = 2.0f * tessera::counter_uniform(seed, 7, i * features + f) - 1.0f;
         y(i) = static_cast<int>(tessera::counter_hash(seed, 8, i) % classes);
@@ -332,12 +333,13 @@ struct Options {
 
 void print_table(std::ostream& os, const json& report) {
   const auto& peaks = report["peaks"];
-  os << std::fixed << std::setprecision(1) << "peaks: sgemm " << peaks["sgemm"]["gflops"].get<double>()
-     << " GFLOP/s (n = " << peaks["sgemm"]["size"] << "), stream triad "
-     << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n\n";
+  os << std::fixed << std::setprecision(1) << "peaks: sgemm "
+     << peaks["sgemm"]["gflops"].get<double>() << " GFLOP/s (n = " << peaks["sgemm"]["size"]
+     << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n\n";
   os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
      << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s" << std::setw(8) << "%peak"
-     << std::setw(9) << "GB/s" << std::setw(8) << "%peak" << "\n";
+     << std::setw(9) << "GB/s" << std::setw(8) << "%peak"
+     << "\n";
   const auto row = [&](const std::string& name, const std::string& type, const std::string& pass,
                        const json& p) {
     os << std::left << std::setw(12) << name.substr(0, 11) << std::setw(12) << type.substr(0, 11)
@@ -356,8 +358,8 @@ void print_table(std::ostream& os, const json& report) {
       if (pass == std::string("step")) continue;
       for (const auto& k : layer[pass]["kernels"])
         os << "      " << std::left << std::setw(50) << k["name"].get<std::string>().substr(0, 49)
-           << std::right << std::setprecision(3) << std::setw(10) << k["seconds"].get<double>() * 1e3
-           << " ms x" << k["calls"] << "\n";
+           << std::right << std::setprecision(3) << std::setw(10)
+           << k["seconds"].get<double>() * 1e3 << " ms x" << k["calls"] << "\n";
     }
   }
   const auto& step = report["step"];
@@ -397,9 +399,8 @@ int run(const Options& opt) {
               << " (choose another --json path)\n";
     return 2;
   }
-  TESSERA_REQUIRE(out.rank() == 1 && out[0] >= 2,
-                  "tessera-bench: the model's output " << out
-                                                       << " is not a vector of class scores");
+  TESSERA_REQUIRE(out.rank() == 1 && out[0] >= 2, "tessera-bench: the model's output "
+                                                      << out << " is not a vector of class scores");
 
   std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
 
@@ -413,8 +414,8 @@ int run(const Options& opt) {
   }
 
   // One dataset of `steps` batches: a repetition is one epoch over it.
-  const auto data = synthetic_dataset(sample, batch * opt.steps,
-                                      static_cast<int>(out[0]), deck.training.seed);
+  const auto data =
+      synthetic_dataset(sample, batch * opt.steps, static_cast<int>(out[0]), deck.training.seed);
   const auto optimizer = tessera::make_optimizer(deck.optimizer);
   tessera::Trainer trainer(*model, *optimizer, options);
   int epoch = 0;
@@ -447,7 +448,8 @@ int run(const Options& opt) {
     for (std::size_t i = 0; i < layers; ++i)
       for (int p = 0; p < 2; ++p) {
         TESSERA_REQUIRE(times[i].calls[p] == opt.steps,
-                        "tessera-bench: layer '" << model->layers()[i]->name() << "' opened its "
+                        "tessera-bench: layer '"
+                            << model->layers()[i]->name() << "' opened its "
                             << (p ? "backward" : "forward") << " region " << times[i].calls[p]
                             << " times in " << opt.steps << " steps; every layer must open "
                             << "tessera::<Type>::forward/backward once per call");
@@ -479,9 +481,10 @@ int run(const Options& opt) {
                       {"steps", opt.steps},
                       {"repetitions", opt.repetitions},
                       {"statistic", "median over repetitions of the mean step"}};
-  report["peaks"] = {{"sgemm", {{"size", peaks.gemm_size}, {"gflops", peaks.gemm_gflops}}},
-                     {"stream_triad", {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}}},
-                     {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
+  report["peaks"] = {
+      {"sgemm", {{"size", peaks.gemm_size}, {"gflops", peaks.gemm_gflops}}},
+      {"stream_triad", {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}}},
+      {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
 
   json rows = json::array();
   double layers_total = 0, step_flops = 0, dense_flops = 0, dense_seconds = 0;
@@ -496,10 +499,11 @@ int run(const Options& opt) {
       input_gradient = input_gradient || node != 0;
     }
     const tessera::LayerCost cost = layer.cost(inputs, input_gradient);
-    json row = {{"index", i},
-                {"name", layer.name()},
-                {"type", layer.type()},
-                {"output_shape", shape_json(tessera::with_batch(model->layer_output_shape(i), batch))}};
+    json row = {
+        {"index", i},
+        {"name", layer.name()},
+        {"type", layer.type()},
+        {"output_shape", shape_json(tessera::with_batch(model->layer_output_shape(i), batch))}};
     double both = 0;
     for (int p = 0; p < 2; ++p) {
       const double seconds = median(layer_seconds[p][i]);
@@ -507,8 +511,8 @@ int run(const Options& opt) {
       json pass = pass_json(p ? cost.backward : cost.forward, seconds, peaks);
       json kernels = json::array();
       for (const auto& [name, samples] : kernel_seconds[p][i])
-        kernels.push_back({{"name", name}, {"seconds", median(samples)},
-                           {"calls", kernel_calls[p][i][name]}});
+        kernels.push_back(
+            {{"name", name}, {"seconds", median(samples)}, {"calls", kernel_calls[p][i][name]}});
       std::sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
         return a["seconds"].get<double>() > b["seconds"].get<double>();
       });
@@ -532,14 +536,18 @@ int run(const Options& opt) {
   report["step"] = {{"seconds", step},
                     {"samples_per_second", step > 0 ? double(batch) / step : 0},
                     {"layers_seconds", layers_total},
-                    {"phases", {{"data", median(phase[0])}, {"forward", median(phase[1])},
-                                {"backward", median(phase[2])}, {"optimizer", median(phase[3])}}},
+                    {"phases",
+                     {{"data", median(phase[0])},
+                      {"forward", median(phase[1])},
+                      {"backward", median(phase[2])},
+                      {"optimizer", median(phase[3])}}},
                     {"flops", step_flops}};
   const double dense_gflops = dense_seconds > 0 ? dense_flops / dense_seconds * 1e-9 : 0;
-  report["dense"] = {{"layers", dense_layers},
-                     {"seconds", dense_seconds},
-                     {"gflops", dense_gflops},
-                     {"flops_fraction", peaks.gemm_gflops > 0 ? dense_gflops / peaks.gemm_gflops : 0}};
+  report["dense"] = {
+      {"layers", dense_layers},
+      {"seconds", dense_seconds},
+      {"gflops", dense_gflops},
+      {"flops_fraction", peaks.gemm_gflops > 0 ? dense_gflops / peaks.gemm_gflops : 0}};
 
   std::cout << "\n";
   print_table(std::cout, report);
@@ -555,7 +563,8 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   tessera::Runtime runtime(argc, argv);
-  CLI::App app{"tessera-bench: time a deck's training step, layer by layer, against measured peaks"};
+  CLI::App app{
+      "tessera-bench: time a deck's training step, layer by layer, against measured peaks"};
   Options opt;
   app.add_option("deck", opt.deck_path, "input deck (TOML); see docs/decks.md")->required();
   app.add_option("--set", opt.overrides, "override a deck value (as tessera-train --set)")
@@ -565,7 +574,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
   app.add_option("--steps", opt.steps, "training steps per repetition (default 20)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--repetitions", opt.repetitions, "timed repetitions; the median is reported (default 5)")
+  app.add_option("--repetitions", opt.repetitions,
+                 "timed repetitions; the median is reported (default 5)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--json", opt.json_path, "report file (default: <run.output_dir>/bench.json)");
   app.add_option("--gemm-size", opt.gemm_size,

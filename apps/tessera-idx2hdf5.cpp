@@ -15,8 +15,10 @@ int main(int argc, char** argv) {
   app.add_option("images", images, "IDX file of images (raw or .gz)")->required();
   app.add_option("labels", labels, "IDX file of labels (raw or .gz)")->required();
   app.add_option("output", output, "HDF5 file to write (replaced if it exists)")->required();
-  app.add_option("--images-dataset", images_dataset, "name of the images dataset")->capture_default_str();
-  app.add_option("--labels-dataset", labels_dataset, "name of the labels dataset")->capture_default_str();
+  app.add_option("--images-dataset", images_dataset, "name of the images dataset")
+      ->capture_default_str();
+  app.add_option("--labels-dataset", labels_dataset, "name of the labels dataset")
+      ->capture_default_str();
   if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-idx2hdf5"))
     return *status;
   try {
@@ -24,8 +26,9 @@ int main(int argc, char** argv) {
     const tessera::IdxArray label_array = tessera::read_idx(labels);
     if (image_array.dims.empty() || label_array.dims.size() != 1 ||
         image_array.dims[0] != label_array.dims[0]) {
-      std::cerr << "tessera-idx2hdf5: " << images << " and " << labels
-                << " do not hold the same number of samples (or the labels are not one-dimensional)\n";
+      std::cerr
+          << "tessera-idx2hdf5: " << images << " and " << labels
+          << " do not hold the same number of samples (or the labels are not one-dimensional)\n";
       return 2;
     }
     tessera::write_hdf5_dataset(output, image_array, label_array, images_dataset, labels_dataset);

@@ -42,7 +42,8 @@ void print_tensors(const char* title, const std::vector<tessera::CheckpointTenso
   for (const auto& t : tensors) {
     const std::string name = t.layer + "/" + t.name, shape = shape_text(t.shape);
     std::cout << "  " << name << std::string(name_width - name.size() + 2, ' ') << shape
-              << std::string(shape_width - shape.size() + 2, ' ') << "norm " << number(t.norm()) << "\n";
+              << std::string(shape_width - shape.size() + 2, ' ') << "norm " << number(t.norm())
+              << "\n";
   }
 }
 
@@ -50,10 +51,11 @@ void print(const tessera::CheckpointContents& c) {
   const auto& info = c.info;
   std::cout << "checkpoint: " << c.path << "\n"
             << "format: " << tessera::checkpoint_format << " version "
-            << tessera::checkpoint_format_version << ", written by Tessera " << info.tessera_version << "\n"
+            << tessera::checkpoint_format_version << ", written by Tessera " << info.tessera_version
+            << "\n"
             << "step: " << info.cursor.step << "\n"
-            << "epoch: " << info.cursor.epoch << " (0-based, in progress), batch " << info.cursor.batch
-            << " (steps of that epoch taken)\n"
+            << "epoch: " << info.cursor.epoch << " (0-based, in progress), batch "
+            << info.cursor.batch << " (steps of that epoch taken)\n"
             << "world size: " << info.world_size << ", global batch " << info.global_batch << "\n"
             << "learning rate: " << info.lr << ", schedule: " << info.schedule << "\n"
             << "seed: " << info.seed << "\n"
@@ -67,19 +69,22 @@ void print(const tessera::CheckpointContents& c) {
   std::istringstream deck(info.deck_text);
   for (std::string line; std::getline(deck, line);) std::cout << "  | " << line << "\n";
 
-  std::cout << "layers (" << c.layers.size() << "), input shape " << shape_text(c.input_shape) << ":\n";
+  std::cout << "layers (" << c.layers.size() << "), input shape " << shape_text(c.input_shape)
+            << ":\n";
   std::size_t name_width = 4, type_width = 4;
   for (const auto& l : c.layers) {
     name_width = std::max(name_width, l.name.size());
     type_width = std::max(type_width, l.type.size());
   }
   std::size_t shape_width = 0;
-  for (const auto& l : c.layers) shape_width = std::max(shape_width, shape_text(l.output_shape).size());
+  for (const auto& l : c.layers)
+    shape_width = std::max(shape_width, shape_text(l.output_shape).size());
   for (const auto& l : c.layers) {
     const std::string shape = shape_text(l.output_shape);
     std::cout << "  " << l.name << std::string(name_width - l.name.size() + 2, ' ') << l.type
               << std::string(type_width - l.type.size() + 2, ' ') << shape
-              << std::string(shape_width - shape.size() + 2, ' ') << "<- " << join(l.inputs) << "\n";
+              << std::string(shape_width - shape.size() + 2, ' ') << "<- " << join(l.inputs)
+              << "\n";
   }
   print_tensors("parameters", c.parameters);
   print_tensors("state", c.state);
@@ -90,8 +95,9 @@ void print(const tessera::CheckpointContents& c) {
 int main(int argc, char** argv) {
   CLI::App app{"tessera-inspect: print what a Tessera checkpoint holds"};
   std::string what;
-  app.add_option("checkpoint", what,
-                 "a checkpoint file, a checkpoint directory (its newest checkpoint) or its 'latest' file")
+  app.add_option(
+         "checkpoint", what,
+         "a checkpoint file, a checkpoint directory (its newest checkpoint) or its 'latest' file")
       ->required();
   if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-inspect"))
     return *status;

@@ -9,8 +9,8 @@
 #include <tessera/core/runtime.hpp>
 #include <tessera/layers/registry.hpp>
 
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <iomanip>
@@ -23,7 +23,7 @@ namespace {
 // --inject-fault: make one rank fail on purpose, for the tests that prove a
 // failing rank brings the whole job down instead of leaving it hanging.
 struct Fault {
-  std::string what;     // "data" or "step"
+  std::string what;       // "data" or "step"
   std::int64_t step = 0;  // for "step": the optimizer step (1-based) after which to fail
   int rank = -1;
   bool here(int r) const { return rank == r; }
@@ -45,7 +45,8 @@ Fault parse_fault(const std::string& text) {
       throw std::invalid_argument(what);
     }
   } catch (const std::exception&) {
-    throw CLI::ValidationError("--inject-fault", "'" + text + "': expected data@RANK or step:N@RANK");
+    throw CLI::ValidationError("--inject-fault",
+                               "'" + text + "': expected data@RANK or step:N@RANK");
   }
   return f;
 }
@@ -57,8 +58,9 @@ int main(int argc, char** argv) {
   const tessera::Communicator world;
   const bool root = world.rank() == 0;
   // Errors seen by one rank carry its rank when there are several.
-  const std::string who =
-      world.size() > 1 ? "tessera-train: rank " + std::to_string(world.rank()) + ": " : "tessera-train: ";
+  const std::string who = world.size() > 1
+                              ? "tessera-train: rank " + std::to_string(world.rank()) + ": "
+                              : "tessera-train: ";
 
   CLI::App app{"tessera-train: train the model an input deck describes"};
   std::string deck_path;
@@ -71,8 +73,9 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check_only,
                "validate the deck and its data files, print the model summary and every "
                "layer's options, do not train");
-  app.add_flag("--list-layers", list_layers,
-               "print the layer types a deck can use, their keys and defaults (markdown), and exit");
+  app.add_flag(
+      "--list-layers", list_layers,
+      "print the layer types a deck can use, their keys and defaults (markdown), and exit");
   app.add_option("--set", overrides,
                  "override a deck value, e.g. --set training.epochs=3 or "
                  "--set model.layers[0].units=64 (repeatable; the value is TOML, or else a string)")
@@ -92,7 +95,9 @@ int main(int argc, char** argv) {
     if (root) std::cout << app.help();
     return 0;
   } catch (const CLI::ParseError& e) {
-    if (root) std::cerr << "tessera-train: " << e.what() << "\n" << "run 'tessera-train --help' for usage\n";
+    if (root)
+      std::cerr << "tessera-train: " << e.what() << "\n"
+                << "run 'tessera-train --help' for usage\n";
     return 2;
   }
   if (list_layers) {
@@ -100,7 +105,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (deck_path.empty()) {
-    if (root) std::cerr << "tessera-train: a deck is required\nrun 'tessera-train --help' for usage\n";
+    if (root)
+      std::cerr << "tessera-train: a deck is required\nrun 'tessera-train --help' for usage\n";
     return 2;
   }
 
@@ -141,8 +147,9 @@ int main(int argc, char** argv) {
     }
   } catch (const tessera::CollectiveError& e) {
     // Every rank raised it: bad input (deck, data, output, checkpoint).
-    if (root) std::cerr << (std::string(e.what()).rfind("data error: ", 0) == 0 ? "tessera-train: " : "")
-                        << e.what() << "\n";
+    if (root)
+      std::cerr << (std::string(e.what()).rfind("data error: ", 0) == 0 ? "tessera-train: " : "")
+                << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << who << "error: " << e.what() << std::endl;
@@ -158,7 +165,8 @@ int main(int argc, char** argv) {
   callbacks.on_step = [&](const tessera::StepReport& r) {
     progress.step(r, std::min(samples, (r.step_in_epoch + 1) * deck.training.batch_size), samples);
     if (fault.what == "step" && fault.here(run->comm().rank()) && r.step == fault.step)
-      throw tessera::Error("fault injected by --inject-fault after optimizer step " + std::to_string(r.step));
+      throw tessera::Error("fault injected by --inject-fault after optimizer step " +
+                           std::to_string(r.step));
   };
   // Without a terminal, a plain line every log_every steps.
   callbacks.log = [&](const std::string& line) {

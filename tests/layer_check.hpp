@@ -25,8 +25,10 @@ class LayerHarness {
     output = Tensor<float>("y", out);
     output_grad = Tensor<float>("dy", out);
     std::vector<std::size_t> slots, state_slots;
-    for (const auto& spec : layer.parameter_specs(input_shapes)) slots.push_back(params_.add(layer.name(), spec));
-    for (const auto& spec : layer.state_specs(input_shapes)) state_slots.push_back(state_.add(layer.name(), spec));
+    for (const auto& spec : layer.parameter_specs(input_shapes))
+      slots.push_back(params_.add(layer.name(), spec));
+    for (const auto& spec : layer.state_specs(input_shapes))
+      state_slots.push_back(state_.add(layer.name(), spec));
     params_.allocate();
     state_.allocate();
     Tensors values, grads, state;
@@ -58,7 +60,8 @@ class LayerHarness {
       const auto order = random_values(n, seed + i);
       std::vector<std::size_t> rank(n);
       for (std::size_t k = 0; k < n; ++k) rank[k] = k;
-      std::sort(rank.begin(), rank.end(), [&](std::size_t a, std::size_t b) { return order[a] < order[b]; });
+      std::sort(rank.begin(), rank.end(),
+                [&](std::size_t a, std::size_t b) { return order[a] < order[b]; });
       std::vector<float> values(n);
       for (std::size_t k = 0; k < n; ++k) {
         const float magnitude = 0.1f + 0.05f * static_cast<float>(k / 2);

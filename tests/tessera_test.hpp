@@ -17,8 +17,8 @@
 namespace tessera::test {
 
 // The default space, plus Serial where it is enabled beside another backend.
-#if defined(KOKKOS_ENABLE_SERIAL) &&                                                   \
-    (defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS) ||                \
+#if defined(KOKKOS_ENABLE_SERIAL) &&                                    \
+    (defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS) || \
      defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP))
 using ExecSpaces = ::testing::Types<Kokkos::DefaultExecutionSpace, Kokkos::Serial>;
 #else
@@ -79,8 +79,7 @@ void expect_gradient(const char* what, const V& v, const std::vector<float>& ana
     values[i] = saved;
     from_host(v, values);
     const double numeric = (up - down) / (2.0 * eps);
-    EXPECT_NEAR(analytic[i], numeric, atol + rtol * std::fabs(numeric))
-        << what << " element " << i;
+    EXPECT_NEAR(analytic[i], numeric, atol + rtol * std::fabs(numeric)) << what << " element " << i;
   }
 }
 

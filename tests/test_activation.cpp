@@ -31,7 +31,8 @@ TYPED_TEST(ActivationKernels, ValuesMatchReferences) {
   using E = TypeParam;
   expect_values<E>(kernels::ReluOp{}, [](double x) { return x > 0 ? x : 0.0; });
   expect_values<E>(kernels::LeakyReluOp{0.2f}, [](double x) { return x > 0 ? x : 0.2 * x; });
-  expect_values<E>(kernels::GeluOp{}, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
+  expect_values<E>(kernels::GeluOp{},
+                   [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
   expect_values<E>(kernels::TanhOp{}, [](double x) { return std::tanh(x); });
   expect_values<E>(kernels::SigmoidOp{}, [](double x) { return 1 / (1 + std::exp(-x)); });
 }

@@ -95,9 +95,11 @@ TEST_F(Checkpoint, RoundTripIsBitwise) {
 
   auto model = small_model(8, 99);  // other initial weights
   Adam adam;
-  ASSERT_NE(test::to_host(model->parameters().values()), test::to_host(a.model->parameters().values()));
+  ASSERT_NE(test::to_host(model->parameters().values()),
+            test::to_host(a.model->parameters().values()));
   const CheckpointInfo info = load_checkpoint(path("a.h5"), *model, adam);
-  EXPECT_EQ(test::to_host(model->parameters().values()), test::to_host(a.model->parameters().values()));
+  EXPECT_EQ(test::to_host(model->parameters().values()),
+            test::to_host(a.model->parameters().values()));
   EXPECT_EQ(test::to_host(model->state().values()), test::to_host(a.model->state().values()));
   ASSERT_EQ(adam.state_buffers().size(), 2u);
   EXPECT_EQ(optimizer_state(adam), optimizer_state(a.adam));
@@ -134,7 +136,8 @@ TEST_F(Checkpoint, ResumingMatchesTrainingWithoutStopping) {
 
   EXPECT_EQ(test::to_host(resumed.model->parameters().values()),
             test::to_host(straight.model->parameters().values()));
-  EXPECT_EQ(test::to_host(resumed.model->state().values()), test::to_host(straight.model->state().values()));
+  EXPECT_EQ(test::to_host(resumed.model->state().values()),
+            test::to_host(straight.model->state().values()));
   EXPECT_EQ(optimizer_state(resumed.adam), optimizer_state(straight.adam));
   EXPECT_EQ(resumed.adam.step_count(), straight.adam.step_count());
 }
@@ -159,7 +162,8 @@ TEST_F(Checkpoint, ContentsReadWithoutAModel) {
     EXPECT_EQ(c.parameters[i].layer, e.layer);
     EXPECT_EQ(c.parameters[i].name, e.spec.name);
     double sum = 0;
-    for (std::int64_t k = 0; k < e.spec.shape.numel(); ++k) sum += double(values[e.offset + k]) * values[e.offset + k];
+    for (std::int64_t k = 0; k < e.spec.shape.numel(); ++k)
+      sum += double(values[e.offset + k]) * values[e.offset + k];
     EXPECT_DOUBLE_EQ(c.parameters[i].norm(), std::sqrt(sum)) << e.layer << "." << e.spec.name;
   }
   EXPECT_EQ(c.optimizer, "Adam");
@@ -179,7 +183,8 @@ TEST_F(Checkpoint, WrittenBeforeTheFirstStepLoadsZeroOptimizerState) {
   EXPECT_EQ(a.adam.step_count(), 0);
   for (const auto& buffer : optimizer_state(a.adam))
     for (float v : buffer) ASSERT_EQ(v, 0.0f);
-  EXPECT_EQ(test::to_host(a.model->parameters().values()), test::to_host(fresh->parameters().values()));
+  EXPECT_EQ(test::to_host(a.model->parameters().values()),
+            test::to_host(fresh->parameters().values()));
 }
 
 // ---------------------------------------------------------------- bad files
@@ -198,7 +203,8 @@ class BadCheckpoint : public Checkpoint {
     Adam adam;
     const auto before = test::to_host(model->parameters().values());
     test::expect_error([&] { load_checkpoint(file_, *model, adam); }, file_ + ": " + problem);
-    EXPECT_EQ(test::to_host(model->parameters().values()), before) << "a failed load changed the model";
+    EXPECT_EQ(test::to_host(model->parameters().values()), before)
+        << "a failed load changed the model";
   }
   template <class Edit>
   void edit(Edit e) {
@@ -233,8 +239,9 @@ TEST_F(BadCheckpoint, ParameterShapeDoesNotMatchTheModel) {
   auto wider = small_model(12);
   Adam adam;
   write_checkpoint(file_, *wider, adam, info_at(0));
-  expect_load_error("dataset '/parameters/fc1/weight' has shape [12, 2]; the model's fc1 weight has "
-                    "shape [8, 2]; the checkpoint was written for a different model");
+  expect_load_error(
+      "dataset '/parameters/fc1/weight' has shape [12, 2]; the model's fc1 weight has "
+      "shape [8, 2]; the checkpoint was written for a different model");
 }
 
 TEST_F(BadCheckpoint, MissingDataset) {
@@ -249,7 +256,8 @@ TEST_F(BadCheckpoint, NotAnHdf5File) {
 
 TEST_F(BadCheckpoint, Hdf5FileThatIsNotACheckpoint) {
   write_hdf5_dataset(file_, IdxArray{{1, 2}, {0, 1}}, IdxArray{{1}, {0}});
-  expect_load_error("not a Tessera checkpoint: an HDF5 file whose root attribute 'format' is missing");
+  expect_load_error(
+      "not a Tessera checkpoint: an HDF5 file whose root attribute 'format' is missing");
 }
 
 TEST_F(BadCheckpoint, MissingFile) {
@@ -262,8 +270,9 @@ TEST_F(BadCheckpoint, OtherLayers) {
   other.add<Dense>("fc1", 8).add<ReLU>("relu").add<Dense>("fc2", 2);
   other.compile(4, 1);
   Adam adam;
-  test::expect_error([&] { load_checkpoint(file_, other, adam); },
-                     file_ + ": layer 1 is 'bn' (BatchNorm) in the checkpoint but 'relu' (ReLU) in the model");
+  test::expect_error(
+      [&] { load_checkpoint(file_, other, adam); },
+      file_ + ": layer 1 is 'bn' (BatchNorm) in the checkpoint but 'relu' (ReLU) in the model");
 }
 
 TEST_F(BadCheckpoint, OtherOptimizer) {

@@ -27,7 +27,8 @@ double host_sum_squares(const std::vector<float>& x) {
 TYPED_TEST(Reduce, SumSquaresMatchesTheHostAcrossChunkBoundaries) {
   using E = TypeParam;
   const std::int64_t chunk = kernels::deterministic_chunk;
-  for (const std::int64_t n : {std::int64_t(0), std::int64_t(1), chunk - 1, chunk, chunk + 1, 5 * chunk + 17}) {
+  for (const std::int64_t n :
+       {std::int64_t(0), std::int64_t(1), chunk - 1, chunk, chunk + 1, 5 * chunk + 17}) {
     SCOPED_TRACE("n = " + std::to_string(n));
     Kokkos::View<float*, typename E::memory_space> x("x", n);
     const auto values = test::random_values(static_cast<std::size_t>(n), 21 + n);
@@ -47,7 +48,8 @@ TYPED_TEST(Reduce, SumSquaresIsBitwiseTheSameOnEverySpace) {
   Kokkos::View<float*, Kokkos::HostSpace> x_serial("x", n);
   test::from_host(x_serial, values);
   const double here = kernels::deterministic_sum_squares(E(), x);
-  const double serial = kernels::deterministic_sum_squares(Kokkos::DefaultHostExecutionSpace(), x_serial);
+  const double serial =
+      kernels::deterministic_sum_squares(Kokkos::DefaultHostExecutionSpace(), x_serial);
   // The chunked order, written out sequentially.
   std::vector<double> chunks;
   for (std::int64_t c = 0; c * kernels::deterministic_chunk < n; ++c) {
@@ -83,9 +85,10 @@ TYPED_TEST(Reduce, SumSquaresChecksItsScratch) {
     kernels::deterministic_sum_squares(E(), x, scratch);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tessera::kernels::deterministic_sum_squares: scratch holds 3 "
-                                         "doubles; 4 needed for 2049 elements"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("tessera::kernels::deterministic_sum_squares: scratch holds 3 "
+                                   "doubles; 4 needed for 2049 elements"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -102,7 +105,8 @@ void set_entry_gradients(const ParameterStore& store, const std::vector<float>& 
   std::size_t at = 0;
   for (std::size_t i = 0; i < store.entries().size(); ++i) {
     const auto flat = store.gradient(i).flat();
-    test::from_host(flat, std::vector<float>(gradients.begin() + at, gradients.begin() + at + flat.size()));
+    test::from_host(
+        flat, std::vector<float>(gradients.begin() + at, gradients.begin() + at + flat.size()));
     at += flat.size();
   }
   ASSERT_EQ(at, gradients.size());
@@ -120,9 +124,10 @@ ParameterStore store_with_norm_five() {
 
 // The spaces that can reach a ParameterStore's buffers (not Serial beside a GPU).
 #if defined(KOKKOS_ENABLE_SERIAL)
-using StoreSpaces = std::conditional_t<
-    Kokkos::SpaceAccessibility<Kokkos::Serial, MemSpace>::accessible && !std::is_same_v<ExecSpace, Kokkos::Serial>,
-    ::testing::Types<ExecSpace, Kokkos::Serial>, ::testing::Types<ExecSpace>>;
+using StoreSpaces =
+    std::conditional_t<Kokkos::SpaceAccessibility<Kokkos::Serial, MemSpace>::accessible &&
+                           !std::is_same_v<ExecSpace, Kokkos::Serial>,
+                       ::testing::Types<ExecSpace, Kokkos::Serial>, ::testing::Types<ExecSpace>>;
 #else
 using StoreSpaces = ::testing::Types<ExecSpace>;
 #endif
@@ -166,7 +171,8 @@ TYPED_TEST(Clip, RejectsANonPositiveMaxNorm) {
     clip_grad_norm(TypeParam(), store, 0.0f);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tessera::clip_grad_norm: max_norm 0 must be positive and finite"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "tessera::clip_grad_norm: max_norm 0 must be positive and finite"),
               std::string::npos)
         << e.what();
   }

@@ -110,13 +110,15 @@ TYPED_TEST(ConvKernels, ForwardMatchesNaiveLoops) {
     for (int n = 0; n < c.batch; ++n)
       for (int o = 0; o < c.out_channels; ++o)
         for (int p = 0; p < ref.out_h() * ref.out_w(); ++p) expected[ref.y_at(n, o, 0, p)] = bh[o];
-    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) { expected[yi] += double(xh[xi]) * wh[wi]; });
+    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+      expected[yi] += double(xh[xi]) * wh[wi];
+    });
     const auto yh = test::to_host(y);
     ASSERT_EQ(yh.size(), std::size_t(c.batch * c.out_channels * ref.out_h() * ref.out_w()));
     for (std::size_t i = 0; i < yh.size(); ++i)
-      EXPECT_NEAR(yh[i], expected[i], 1e-5 * g.patch()) << "case k" << c.kernel_h << "x" << c.kernel_w
-                                                        << " s" << c.stride_h << " p" << c.pad_h
-                                                        << ", y element " << i;
+      EXPECT_NEAR(yh[i], expected[i], 1e-5 * g.patch())
+          << "case k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << " p" << c.pad_h
+          << ", y element " << i;
   }
 }
 
@@ -154,8 +156,10 @@ TYPED_TEST(ConvKernels, BackwardMatchesNaiveLoopsAndAccumulates) {
     // Without dx (the model input), and accumulating onto the first result.
     kernels::conv2d_backward(E(), g, x, w, dy, V<E>(), dw, db, two_sample_scratch<E>(g));
     const auto dw2 = test::to_host(dw), db2 = test::to_host(db);
-    for (std::size_t i = 0; i < dw2.size(); ++i) EXPECT_NEAR(dw2[i], 2 * dwh[i], 2 * tol) << "dW " << i;
-    for (std::size_t i = 0; i < db2.size(); ++i) EXPECT_NEAR(db2[i], 2 * dbh[i], 2 * tol) << "db " << i;
+    for (std::size_t i = 0; i < dw2.size(); ++i)
+      EXPECT_NEAR(dw2[i], 2 * dwh[i], 2 * tol) << "dW " << i;
+    for (std::size_t i = 0; i < db2.size(); ++i)
+      EXPECT_NEAR(db2[i], 2 * dbh[i], 2 * tol) << "db " << i;
   }
 }
 
@@ -199,7 +203,8 @@ TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
   }
   for (std::size_t run = 1; run < ys.size(); ++run) {
     for (std::size_t i = 0; i < y_scale.size(); ++i)
-      EXPECT_NEAR(ys[run][i], ys[0][i], 2 * y_terms * u * y_scale[i]) << "y " << i << ", run " << run;
+      EXPECT_NEAR(ys[run][i], ys[0][i], 2 * y_terms * u * y_scale[i])
+          << "y " << i << ", run " << run;
     for (std::size_t i = 0; i < dx_scale.size(); ++i)
       EXPECT_NEAR(dxs[run][i], dxs[0][i], 2 * dx_terms * u * dx_scale[i])
           << "dx " << i << ", run " << run;
@@ -241,12 +246,13 @@ TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
   V<E> x("x", g.input_size()), b("b", 4), y("y", g.output_size());
   M<E> wrong("w", 4, 26);
   // Every extent given and every extent expected.
-  test::expect_error([&] { kernels::conv2d_forward(E(), g, x, wrong, b, y, two_sample_scratch<E>(g)); },
-               "tessera::kernels::conv2d_forward: x has 150 elements, W [4, 26], b [4], y 72 "
-               "elements; expected x [2, 3, 5, 5], W [4, 27], b [4] or [0] (no bias), y [2, 4, 3, 3]");
+  test::expect_error(
+      [&] { kernels::conv2d_forward(E(), g, x, wrong, b, y, two_sample_scratch<E>(g)); },
+      "tessera::kernels::conv2d_forward: x has 150 elements, W [4, 26], b [4], y 72 "
+      "elements; expected x [2, 3, 5, 5], W [4, 27], b [4] or [0] (no bias), y [2, 4, 3, 3]");
   M<E> w("w", 4, 27);
   test::expect_error([&] { kernels::conv2d_forward(E(), g, x, w, b, y, V<E>("small", 10)); },
-               "scratch of 10 floats is below one sample's");
+                     "scratch of 10 floats is below one sample's");
 }
 
 TEST(Conv2D, ShapesParametersAndFlops) {
@@ -279,7 +285,9 @@ TEST(Conv2D, ForwardUsesWeightsAsOutInKernelRowsColumns) {
   std::vector<double> expected(yh.size());
   for (std::size_t i = 0; i < expected.size(); ++i)
     expected[i] = bh[(i / (ref.out_h() * ref.out_w())) % c.out_channels];
-  ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) { expected[yi] += double(xh[xi]) * wh[wi]; });
+  ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+    expected[yi] += double(xh[xi]) * wh[wi];
+  });
   for (std::size_t i = 0; i < yh.size(); ++i) EXPECT_NEAR(yh[i], expected[i], 1e-5) << "y " << i;
 }
 
@@ -317,12 +325,18 @@ TEST(Conv2D, WithoutBiasHasOnlyWeights) {
 
 TEST(Conv2D, ShapeErrorsNameLayerAndShape) {
   Conv2D conv("c1", 4, 5);
-  test::expect_error([&] { conv.output_shape({Shape{8, 28, 28}}); },
-               "tessera::Conv2D 'c1': input [8, 28, 28] is not an image batch [N, C, H, W]");
-  test::expect_error([&] { conv.output_shape({Shape{8, 1, 4, 9}}); },
-               "tessera::Conv2D 'c1': input [8, 1, 4, 9] is smaller than the kernel 5 x 5");
+  test::expect_error(
+      [&] {
+        conv.output_shape({Shape{8, 28, 28}});
+      },
+      "tessera::Conv2D 'c1': input [8, 28, 28] is not an image batch [N, C, H, W]");
+  test::expect_error(
+      [&] {
+        conv.output_shape({Shape{8, 1, 4, 9}});
+      },
+      "tessera::Conv2D 'c1': input [8, 1, 4, 9] is smaller than the kernel 5 x 5");
   test::expect_error([&] { Conv2D bad("c2", 4, 3, 0); },
-               "tessera::Conv2D 'c2': out_channels 4, kernel 3 x 3, stride 0 x 0");
+                     "tessera::Conv2D 'c2': out_channels 4, kernel 3 x 3, stride 0 x 0");
 }
 
 TEST(Conv2D, TinyCnnWithMaxPoolingLearnsBarOrientation) {

@@ -6,10 +6,10 @@
 #include <tessera/layers/dropout.hpp>
 #include <tessera/layers/pool.hpp>
 
-#include <filesystem>
-#include <sstream>
-#include <fstream>
 #include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "tessera_test.hpp"
 
@@ -102,8 +102,9 @@ TEST(Deck, BiasKeyLeavesTheBiasOut) {
   EXPECT_EQ(names, (std::vector<std::string>{"dense0.weight", "dense2.weight", "dense2.bias"}));
   expect_deck_error("bias_type", replace(valid_deck, "units = 16\n", "units = 16\nbias = 0\n"), 17,
                     8, "model.layers[0].bias", "expected a boolean");
-  expect_deck_error("bias_relu", replace(valid_deck, "type = \"relu\"\n", "type = \"relu\"\nbias = true\n"),
-                    20, 1, "model.layers[1].bias", "unknown key");
+  expect_deck_error("bias_relu",
+                    replace(valid_deck, "type = \"relu\"\n", "type = \"relu\"\nbias = true\n"), 20,
+                    1, "model.layers[1].bias", "unknown key");
 }
 
 // Decks holding every floating-point key, with valid values (two decks:
@@ -231,8 +232,8 @@ TEST(Deck, EveryFloatingPointKeyRejectsNonFiniteAndAbsurdValues) {
           ADD_FAILURE() << "accepted";
         } catch (const DeckError& e) {
           const std::string msg = e.what();
-          const std::string where = "floats.toml:" + std::to_string(number) + ":" +
-                                    std::to_string(key.size() + 4) + ": ";
+          const std::string where =
+              "floats.toml:" + std::to_string(number) + ":" + std::to_string(key.size() + 4) + ": ";
           EXPECT_EQ(msg.rfind(where, 0), 0u) << msg;
           EXPECT_NE(msg.find("." + key + ": "), std::string::npos) << msg;
         }
@@ -261,8 +262,10 @@ TEST(Deck, NormalisationOnThe0To255ScaleIsCaught) {
 TEST(Deck, EveryShippedDeckParses) {
   int decks = 0;
   for (const auto& dir : {"inputs", "tests/app"}) {
-    for (const auto& entry : std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/" + dir)) {
-      if (entry.path().extension() != ".toml" || entry.path().filename().string().rfind("bad_", 0) == 0)
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/" + dir)) {
+      if (entry.path().extension() != ".toml" ||
+          entry.path().filename().string().rfind("bad_", 0) == 0)
         continue;
       SCOPED_TRACE(entry.path().string());
       const Deck deck = load_deck(entry.path().string());
@@ -320,16 +323,20 @@ TEST(Deck, OverridesFromTheCommandLine) {
       EXPECT_EQ(std::string(e.what()), message);
     }
   };
-  expect_override_error("training.epochs=0",
-                        "--set training.epochs=0: training.epochs: value 0 is out of range [1, 1000000]");
-  expect_override_error("training.epohcs=3",
-                        "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
-                        "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, log_every, clip_norm, "
-                        "eval_every");
-  expect_override_error("model.layers[5].units=3", "--set model.layers[5].units=3: 'layers' has 3 entries");
+  expect_override_error(
+      "training.epochs=0",
+      "--set training.epochs=0: training.epochs: value 0 is out of range [1, 1000000]");
+  expect_override_error(
+      "training.epohcs=3",
+      "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
+      "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, log_every, clip_norm, "
+      "eval_every");
+  expect_override_error("model.layers[5].units=3",
+                        "--set model.layers[5].units=3: 'layers' has 3 entries");
   expect_override_error("epochs", "--set epochs: expected key.path=value");
   expect_override_error("run.seed.x=1", "--set run.seed.x=1: 'seed' is a value, not a table");
-  expect_override_error("model.layers[x].units=1", "--set model.layers[x].units=1: 'layers[x]' is not a key or key[index]");
+  expect_override_error("model.layers[x].units=1",
+                        "--set model.layers[x].units=1: 'layers[x]' is not a key or key[index]");
   std::remove(path.c_str());
 }
 
@@ -354,7 +361,8 @@ TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
 }
 
 TEST(Deck, Hdf5DataKeys) {
-  const std::string hdf5_data = "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\ntest_file = \"v.h5\"\n";
+  const std::string hdf5_data =
+      "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\ntest_file = \"v.h5\"\n";
   std::string text = valid_deck;
   text = text.substr(text.find("[model]"));
   const std::string path = write_deck("hdf5", hdf5_data + "\n" + text);
@@ -368,10 +376,13 @@ TEST(Deck, Hdf5DataKeys) {
   std::remove(path.c_str());
   expect_deck_error("hdf5_idx_key", hdf5_data + "train_images = \"a\"\n\n" + text, 5, 1,
                     "data.train_images", "does not apply to type 'hdf5'; it applies to: idx");
-  expect_deck_error("hdf5_missing_file", "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\n\n" + text,
-                    1, 1, "data.test_file", "required key is missing");
-  expect_deck_error("idx_dataset_key", replace(valid_deck, "test_labels = \"d\"", "test_labels = \"d\"\nimages_dataset = \"x\""),
-                    10, 1, "data.images_dataset", "does not apply to type 'idx'; it applies to: hdf5");
+  expect_deck_error("hdf5_missing_file",
+                    "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\n\n" + text, 1, 1,
+                    "data.test_file", "required key is missing");
+  expect_deck_error(
+      "idx_dataset_key",
+      replace(valid_deck, "test_labels = \"d\"", "test_labels = \"d\"\nimages_dataset = \"x\""), 10,
+      1, "data.images_dataset", "does not apply to type 'idx'; it applies to: hdf5");
 }
 
 TEST(Deck, SyntaxError) {
@@ -520,23 +531,28 @@ TEST(Deck, LayerErrors) {
   expect_deck_error("no_kernel", replace(graph_deck, "kernel = 3\npadding = 1", "padding = 1"), 10,
                     1, "model.layers[0].kernel", "required key is missing");
   expect_deck_error("bad_kernel", replace(graph_deck, "kernel = [3, 1]", "kernel = [3, 0]"), 28, 14,
-                    "model.layers[3].kernel", "expected an integer >= 1 or an array [rows, columns]");
-  expect_deck_error("later_input", replace(graph_deck, "inputs = [\"stem_relu\", \"gelu4\"]",
-                                           "inputs = [\"stem_relu\", \"gap\"]"),
+                    "model.layers[3].kernel",
+                    "expected an integer >= 1 or an array [rows, columns]");
+  expect_deck_error("later_input",
+                    replace(graph_deck, "inputs = [\"stem_relu\", \"gelu4\"]",
+                            "inputs = [\"stem_relu\", \"gap\"]"),
                     37, 24, "model.layers[5].inputs",
                     "'gap' is not 'input' or the name of a layer declared before this one");
-  expect_deck_error("one_input", replace(graph_deck, "inputs = [\"flat\", \"gap\"]", "inputs = [\"flat\"]"),
-                    61, 10, "model.layers[10].inputs", "a concat layer takes two or more inputs");
-  expect_deck_error("merge_without_inputs", replace(graph_deck, "name = \"residual\"\ninputs = [\"stem_relu\", \"gelu4\"]",
-                                                    "name = \"residual\""),
+  expect_deck_error("one_input",
+                    replace(graph_deck, "inputs = [\"flat\", \"gap\"]", "inputs = [\"flat\"]"), 61,
+                    10, "model.layers[10].inputs", "a concat layer takes two or more inputs");
+  expect_deck_error("merge_without_inputs",
+                    replace(graph_deck, "name = \"residual\"\ninputs = [\"stem_relu\", \"gelu4\"]",
+                            "name = \"residual\""),
                     34, 1, "model.layers[5].inputs", "required for add");
   expect_deck_error("key_of_other_type", replace(graph_deck, "slope = 0.2", "units = 2"), 73, 1,
                     "model.layers[13].units", "unknown key; allowed: type, name, inputs, slope");
   expect_deck_error("rate", replace(graph_deck, "rate = 0.3", "rate = 1.0"), 77, 8,
                     "model.layers[14].rate", "out of range [0, 1)");
-  expect_deck_error("init", replace(graph_deck, "init = \"xavier_normal\"", "init = \"glorot\""), 66,
-                    8, "model.layers[11].init",
-                    "'glorot' is not supported; allowed: he_uniform, he_normal, xavier_uniform, xavier_normal");
+  expect_deck_error(
+      "init", replace(graph_deck, "init = \"xavier_normal\"", "init = \"glorot\""), 66, 8,
+      "model.layers[11].init",
+      "'glorot' is not supported; allowed: he_uniform, he_normal, xavier_uniform, xavier_normal");
   expect_deck_error("duplicate_name", replace(graph_deck, "name = \"gap\"", "name = \"stem\""), 51,
                     8, "model.layers[8].name", "layer name 'stem' is used twice");
 }
@@ -587,7 +603,8 @@ TEST(Deck, OptimizerDefaultsDependOnTheType) {
   EXPECT_FLOAT_EQ(sgd.training.schedule.base_lr, 0.01f);
   EXPECT_EQ(sgd.training.schedule.type, ScheduleType::constant);
   EXPECT_FLOAT_EQ(sgd.training.clip_norm, 0.0f);
-  const std::string adam_path = write_deck("adam_defaults", with_tables("[optimizer]\ntype = \"adam\"\n"));
+  const std::string adam_path =
+      write_deck("adam_defaults", with_tables("[optimizer]\ntype = \"adam\"\n"));
   const Deck adam = load_deck(adam_path);
   EXPECT_FLOAT_EQ(adam.training.schedule.base_lr, 0.001f);
   EXPECT_FLOAT_EQ(adam.optimizer.weight_decay(), 0.0f);
@@ -614,22 +631,24 @@ TEST(Deck, OptimizerErrors) {
                     "does not apply to type 'sgd'; it applies to: adam, adamw");
   expect_deck_error("opt_eps_sgd", opt("type = \"sgd\"\neps = 1e-8\n"), 30, 1, "optimizer.eps",
                     "does not apply to type 'sgd'; it applies to: adam, adamw");
-  expect_deck_error("opt_lr_type", opt("lr = \"0.1\"\n"), 29, 6, "optimizer.lr", "expected a number");
-  expect_deck_error("opt_lr_range", opt("lr = -0.1\n"), 29, 6, "optimizer.lr", "out of range [0, 100]");
+  expect_deck_error("opt_lr_type", opt("lr = \"0.1\"\n"), 29, 6, "optimizer.lr",
+                    "expected a number");
+  expect_deck_error("opt_lr_range", opt("lr = -0.1\n"), 29, 6, "optimizer.lr",
+                    "out of range [0, 100]");
   expect_deck_error("opt_wd_range", opt("weight_decay = 2\n"), 29, 16, "optimizer.weight_decay",
                     "out of range [0, 1]");
-  expect_deck_error("opt_beta2_range", opt("type = \"adam\"\nbeta2 = 1.0\n"), 30, 9, "optimizer.beta2",
-                    "value 1 is out of range [0, 0.999999]");
-  expect_deck_error("opt_beta1_type", opt("type = \"adam\"\nbeta1 = true\n"), 30, 9, "optimizer.beta1",
-                    "expected a number");
+  expect_deck_error("opt_beta2_range", opt("type = \"adam\"\nbeta2 = 1.0\n"), 30, 9,
+                    "optimizer.beta2", "value 1 is out of range [0, 0.999999]");
+  expect_deck_error("opt_beta1_type", opt("type = \"adam\"\nbeta1 = true\n"), 30, 9,
+                    "optimizer.beta1", "expected a number");
   expect_deck_error("opt_eps_range", opt("type = \"adam\"\neps = 0.0\n"), 30, 7, "optimizer.eps",
                     "value 0 is out of range (0, 1]");
   expect_deck_error("opt_momentum_range", opt("momentum = 1.0\n"), 29, 12, "optimizer.momentum",
                     "out of range [0, 0.999999]");
   expect_deck_error("opt_nesterov_type", opt("momentum = 0.9\nnesterov = 1\n"), 30, 12,
                     "optimizer.nesterov", "expected a boolean");
-  expect_deck_error("opt_nesterov_no_momentum", opt("nesterov = true\n"), 29, 12, "optimizer.nesterov",
-                    "Nesterov momentum needs optimizer.momentum > 0");
+  expect_deck_error("opt_nesterov_no_momentum", opt("nesterov = true\n"), 29, 12,
+                    "optimizer.nesterov", "Nesterov momentum needs optimizer.momentum > 0");
 }
 
 TEST(Deck, ScheduleErrors) {
@@ -637,18 +656,22 @@ TEST(Deck, ScheduleErrors) {
   // Line 28 is [schedule]; the body starts on line 29.
   expect_deck_error("sch_top", with_tables("[schedul]\n"), 28, 2, "schedul",
                     "unknown key (did you mean 'schedule'?)");
-  expect_deck_error("sch_type", sch("type = \"linear\"\n"), 29, 8, "schedule.type",
-                    "'linear' is not supported; allowed: constant, step, multistep, exponential, cosine");
+  expect_deck_error(
+      "sch_type", sch("type = \"linear\"\n"), 29, 8, "schedule.type",
+      "'linear' is not supported; allowed: constant, step, multistep, exponential, cosine");
   expect_deck_error("sch_unknown", sch("type = \"cosine\"\nwarmup_step = 10\n"), 30, 1,
                     "schedule.warmup_step", "unknown key (did you mean 'schedule.warmup_steps'?)");
-  expect_deck_error("sch_gamma_cosine", sch("type = \"cosine\"\ngamma = 0.5\n"), 30, 1, "schedule.gamma",
+  expect_deck_error("sch_gamma_cosine", sch("type = \"cosine\"\ngamma = 0.5\n"), 30, 1,
+                    "schedule.gamma",
                     "does not apply to type 'cosine'; it applies to: step, multistep, exponential");
-  expect_deck_error("sch_min_lr_step", sch("type = \"step\"\nstep_size = 2\nmin_lr = 0.001\n"), 31, 1,
-                    "schedule.min_lr", "does not apply to type 'step'; it applies to: cosine");
-  expect_deck_error("sch_milestones_constant", sch("milestones = [2]\n"), 29, 1, "schedule.milestones",
+  expect_deck_error("sch_min_lr_step", sch("type = \"step\"\nstep_size = 2\nmin_lr = 0.001\n"), 31,
+                    1, "schedule.min_lr", "does not apply to type 'step'; it applies to: cosine");
+  expect_deck_error("sch_milestones_constant", sch("milestones = [2]\n"), 29, 1,
+                    "schedule.milestones",
                     "does not apply to type 'constant'; it applies to: multistep");
-  expect_deck_error("sch_step_size_multistep", sch("type = \"multistep\"\nmilestones = [2]\nstep_size = 2\n"),
-                    31, 1, "schedule.step_size", "does not apply to type 'multistep'; it applies to: step");
+  expect_deck_error(
+      "sch_step_size_multistep", sch("type = \"multistep\"\nmilestones = [2]\nstep_size = 2\n"), 31,
+      1, "schedule.step_size", "does not apply to type 'multistep'; it applies to: step");
   expect_deck_error("sch_step_size_missing", sch("type = \"step\"\n"), 28, 1, "schedule.step_size",
                     "required for type 'step'");
   expect_deck_error("sch_step_size_range", sch("type = \"step\"\nstep_size = 0\n"), 30, 13,
@@ -661,30 +684,33 @@ TEST(Deck, ScheduleErrors) {
                     "schedule.gamma", "value 1.5 is out of range (0, 1]");
   expect_deck_error("sch_gamma_zero", sch("type = \"step\"\nstep_size = 1\ngamma = 0\n"), 31, 9,
                     "schedule.gamma", "value 0 is out of range (0, 1]");
-  expect_deck_error("sch_milestones_missing", sch("type = \"multistep\"\n"), 28, 1, "schedule.milestones",
-                    "required for type 'multistep'");
+  expect_deck_error("sch_milestones_missing", sch("type = \"multistep\"\n"), 28, 1,
+                    "schedule.milestones", "required for type 'multistep'");
   expect_deck_error("sch_milestones_type", sch("type = \"multistep\"\nmilestones = 3\n"), 30, 14,
                     "schedule.milestones", "expected a non-empty array of increasing epochs");
   expect_deck_error("sch_milestones_empty", sch("type = \"multistep\"\nmilestones = []\n"), 30, 14,
                     "schedule.milestones", "expected a non-empty array of increasing epochs");
-  expect_deck_error("sch_milestones_order", sch("type = \"multistep\"\nmilestones = [5, 5]\n"), 30, 18,
-                    "schedule.milestones", "epoch 5 does not follow 5; milestones must increase");
-  expect_deck_error("sch_milestones_value", sch("type = \"multistep\"\nmilestones = [2, 0]\n"), 30, 18,
-                    "schedule.milestones", "expected integers >= 1 (epochs)");
-  expect_deck_error("sch_milestones_float", sch("type = \"multistep\"\nmilestones = [2.5]\n"), 30, 15,
-                    "schedule.milestones", "expected integers >= 1 (epochs)");
-  expect_deck_error("sch_min_lr_range", sch("type = \"cosine\"\nmin_lr = 0.5\n"), 30, 10, "schedule.min_lr",
-                    "value 0.5 is out of range [0, optimizer.lr = 0.01]");
+  expect_deck_error("sch_milestones_order", sch("type = \"multistep\"\nmilestones = [5, 5]\n"), 30,
+                    18, "schedule.milestones",
+                    "epoch 5 does not follow 5; milestones must increase");
+  expect_deck_error("sch_milestones_value", sch("type = \"multistep\"\nmilestones = [2, 0]\n"), 30,
+                    18, "schedule.milestones", "expected integers >= 1 (epochs)");
+  expect_deck_error("sch_milestones_float", sch("type = \"multistep\"\nmilestones = [2.5]\n"), 30,
+                    15, "schedule.milestones", "expected integers >= 1 (epochs)");
+  expect_deck_error("sch_min_lr_range", sch("type = \"cosine\"\nmin_lr = 0.5\n"), 30, 10,
+                    "schedule.min_lr", "value 0.5 is out of range [0, optimizer.lr = 0.01]");
   expect_deck_error("sch_min_lr_type", sch("type = \"cosine\"\nmin_lr = \"0\"\n"), 30, 10,
                     "schedule.min_lr", "expected a number");
   expect_deck_error("sch_warmup_range", sch("warmup_steps = -1\n"), 29, 16, "schedule.warmup_steps",
                     "out of range");
   expect_deck_error("sch_warmup_type", sch("warmup_steps = 1.5\n"), 29, 16, "schedule.warmup_steps",
                     "expected an integer");
-  expect_deck_error("sch_warmup_factor_range", sch("warmup_steps = 10\nwarmup_start_factor = 1.5\n"), 30,
-                    23, "schedule.warmup_start_factor", "out of range [0, 1]");
+  expect_deck_error("sch_warmup_factor_range",
+                    sch("warmup_steps = 10\nwarmup_start_factor = 1.5\n"), 30, 23,
+                    "schedule.warmup_start_factor", "out of range [0, 1]");
   expect_deck_error("sch_warmup_factor_alone", sch("warmup_start_factor = 0.5\n"), 29, 23,
-                    "schedule.warmup_start_factor", "has no effect without schedule.warmup_steps > 0");
+                    "schedule.warmup_start_factor",
+                    "has no effect without schedule.warmup_steps > 0");
 }
 
 TEST(Deck, ClipNormErrors) {
@@ -734,17 +760,18 @@ TEST(Deck, CheckpointErrors) {
                     "unknown key (did you mean 'checkpoint.every_epochs'?)");
   expect_deck_error("ckpt_keep_zero", ckpt("keep = 0\n"), 29, 8, "checkpoint.keep",
                     "value 0 is out of range [1, 1000000]");
-  expect_deck_error("ckpt_keep_type", ckpt("keep = 2.5\n"), 29, 8, "checkpoint.keep", "expected an integer");
-  expect_deck_error("ckpt_epochs_negative", ckpt("every_epochs = -1\n"), 29, 16, "checkpoint.every_epochs",
-                    "out of range [0, 1000000]");
-  expect_deck_error("ckpt_steps_negative", ckpt("every_steps = -5\n"), 29, 15, "checkpoint.every_steps",
-                    "out of range");
+  expect_deck_error("ckpt_keep_type", ckpt("keep = 2.5\n"), 29, 8, "checkpoint.keep",
+                    "expected an integer");
+  expect_deck_error("ckpt_epochs_negative", ckpt("every_epochs = -1\n"), 29, 16,
+                    "checkpoint.every_epochs", "out of range [0, 1000000]");
+  expect_deck_error("ckpt_steps_negative", ckpt("every_steps = -5\n"), 29, 15,
+                    "checkpoint.every_steps", "out of range");
   expect_deck_error("ckpt_minutes_negative", ckpt("every_minutes = -0.5\n"), 29, 17,
                     "checkpoint.every_minutes", "value -0.5 is out of range [0, 1e+06]");
-  expect_deck_error("ckpt_minutes_type", ckpt("every_minutes = \"5\"\n"), 29, 17, "checkpoint.every_minutes",
-                    "expected a number");
-  expect_deck_error("ckpt_directory_empty", ckpt("directory = \"\"\n"), 29, 13, "checkpoint.directory",
-                    "must not be empty");
+  expect_deck_error("ckpt_minutes_type", ckpt("every_minutes = \"5\"\n"), 29, 17,
+                    "checkpoint.every_minutes", "expected a number");
+  expect_deck_error("ckpt_directory_empty", ckpt("directory = \"\"\n"), 29, 13,
+                    "checkpoint.directory", "must not be empty");
   expect_deck_error("ckpt_directory_type", ckpt("directory = 3\n"), 29, 13, "checkpoint.directory",
                     "expected a string");
 }
@@ -767,11 +794,11 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   EXPECT_EQ(defaults.run.eval_every, 1);
   EXPECT_EQ(defaults.training.accumulation_steps, 1);
 
-  const Deck deck = load_deck(defaults_path, {"parallel.bucket_mb=0.5", "parallel.overlap=false",
-                                              "parallel.batchnorm=\"sync\"",
-                                              "parallel.gpu_aware_mpi=\"off\"",
-                                              "loss.label_smoothing=0.1", "data.validation_split=0.1",
-                                              "training.eval_every=0"});
+  const Deck deck =
+      load_deck(defaults_path,
+                {"parallel.bucket_mb=0.5", "parallel.overlap=false", "parallel.batchnorm=\"sync\"",
+                 "parallel.gpu_aware_mpi=\"off\"", "loss.label_smoothing=0.1",
+                 "data.validation_split=0.1", "training.eval_every=0"});
   const TrainOptions& options = deck.training;
   EXPECT_EQ(options.bucket_bytes, 1 << 19);
   EXPECT_FALSE(options.overlap);
@@ -784,8 +811,8 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
 
   // The appended table starts on line 28, its first key on line 29.
   const auto parallel = [](const std::string& body) { return with_tables("[parallel]\n" + body); };
-  expect_deck_error("parallel_bn", parallel("batchnorm = \"global\"\n"), 29, 13, "parallel.batchnorm",
-                    "'global' is not supported; allowed: local, sync");
+  expect_deck_error("parallel_bn", parallel("batchnorm = \"global\"\n"), 29, 13,
+                    "parallel.batchnorm", "'global' is not supported; allowed: local, sync");
   expect_deck_error("parallel_bucket", parallel("bucket_mb = 0\n"), 29, 13, "parallel.bucket_mb",
                     "out of range");
   expect_deck_error("parallel_unknown", parallel("overlab = true\n"), 29, 1, "parallel.overlab",

@@ -2,9 +2,9 @@
 // dataset as from IDX, and errors that name the file and the dataset.
 #include <tessera/data/hdf5.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 
 #include "tessera_test.hpp"
 
@@ -46,7 +46,8 @@ TEST(Hdf5, RoundTripMatchesIdx) {
 }
 
 TEST(Hdf5, ErrorsNameTheFileAndDataset) {
-  const std::string h5 = scratch("errors.h5"), text = scratch("text.h5"), missing = scratch("missing.h5");
+  const std::string h5 = scratch("errors.h5"), text = scratch("text.h5"),
+                    missing = scratch("missing.h5");
   write_hdf5_dataset(h5, images(), IdxArray{{4}, {1, 0, 4, 2}});
   std::ofstream(text) << "not HDF5";
   test::expect_error([&] { read_hdf5_bytes(missing, "images"); }, missing + " is not an HDF5 file");

@@ -3,10 +3,10 @@
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/idx.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "tessera_test.hpp"
 

@@ -1,8 +1,8 @@
 // Seeded initialisers: the statistics each kind promises, identical values
 // on every execution space, and per-layer overrides in a model.
-#include <tessera/layers/registry.hpp>
 #include <tessera/kernels/init.hpp>
 #include <tessera/layers/dense.hpp>
+#include <tessera/layers/registry.hpp>
 #include <tessera/model/model.hpp>
 
 #include "tessera_test.hpp"
@@ -64,8 +64,10 @@ TEST(Init, StatisticsOfEveryKind) {
     const Moments w = moments(test::to_host(model.parameters().value(0).flat()));
     EXPECT_NEAR(w.mean, 0.0, 0.01 * c.stddev);
     EXPECT_NEAR(w.stddev, c.stddev, 0.01 * c.stddev);
-    if (c.bounded) EXPECT_LE(w.max_abs, std::sqrt(3.0) * c.stddev);
-    else EXPECT_GT(w.max_abs, 3.5 * c.stddev);  // normal tails reach far out
+    if (c.bounded)
+      EXPECT_LE(w.max_abs, std::sqrt(3.0) * c.stddev);
+    else
+      EXPECT_GT(w.max_abs, 3.5 * c.stddev);  // normal tails reach far out
     for (float b : test::to_host(model.parameters().value(1).flat())) EXPECT_EQ(b, 0.0f);
   }
 }
@@ -77,8 +79,10 @@ TEST(Init, OverridesAndErrors) {
   a.compile(1, 5);
   b.compile(1, 5);
   // Only fc2's weights change.
-  EXPECT_EQ(test::to_host(a.parameters().value(0).flat()), test::to_host(b.parameters().value(0).flat()));
-  EXPECT_NE(test::to_host(a.parameters().value(2).flat()), test::to_host(b.parameters().value(2).flat()));
+  EXPECT_EQ(test::to_host(a.parameters().value(0).flat()),
+            test::to_host(b.parameters().value(0).flat()));
+  EXPECT_NE(test::to_host(a.parameters().value(2).flat()),
+            test::to_host(b.parameters().value(2).flat()));
 
   Model unknown(Shape{8});
   unknown.add<Dense>("fc1", 8).set_initializer("fc9", Init::he_normal);
@@ -90,7 +94,8 @@ TEST(Init, OverridesAndErrors) {
                      "unknown initializer 'he'; allowed: zeros, ones, he_uniform, he_normal, "
                      "xavier_uniform, xavier_normal");
   // Every name a deck accepts is one the engine knows.
-  for (const auto& name : weight_initializer_names()) EXPECT_STREQ(init_name(init_from_name(name)), name.c_str());
+  for (const auto& name : weight_initializer_names())
+    EXPECT_STREQ(init_name(init_from_name(name)), name.c_str());
 }
 
 }  // namespace

@@ -17,7 +17,10 @@ template <class ExecSpace>
 struct Buffers {
   using Mem = typename ExecSpace::memory_space;
   Buffers(int n, int c)
-      : logits("logits", n, c), dlogits("dlogits", n, c), labels("labels", n), loss("loss", n),
+      : logits("logits", n, c),
+        dlogits("dlogits", n, c),
+        labels("labels", n),
+        loss("loss", n),
         correct("correct", n) {}
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits, dlogits;
   Kokkos::View<int*, Mem> labels;
@@ -65,8 +68,9 @@ TYPED_TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
   test::from_host(buf.labels, std::vector<int>{4, 0, 2});
   buf.mean_loss(1.0f / n);
   const auto analytic = test::to_host(buf.dlogits);
-  test::expect_gradient("dlogits", buf.logits, analytic, [&]() { return buf.mean_loss(1.0f / n); },
-                        1e-2f, 2e-3, 1e-4);
+  test::expect_gradient(
+      "dlogits", buf.logits, analytic, [&]() { return buf.mean_loss(1.0f / n); }, 1e-2f, 2e-3,
+      1e-4);
 }
 
 TYPED_TEST(SoftmaxCrossEntropy, LabelSmoothingMatchesReferenceAndFiniteDifferences) {
@@ -92,10 +96,11 @@ TYPED_TEST(SoftmaxCrossEntropy, LabelSmoothingMatchesReferenceAndFiniteDifferenc
     }
     EXPECT_NEAR(loss[i], expected, 1e-5) << "sample " << i;
   }
-  test::expect_gradient("dlogits", buf.logits, grad, [&]() { return buf.mean_loss(1.0f / n, s); },
-                        1e-2f, 2e-3, 1e-4);
-  test::expect_error([&] { buf.mean_loss(1.0f, 1.0f); },
-                     "tessera::kernels::softmax_cross_entropy: label smoothing 1 is outside [0, 1)");
+  test::expect_gradient(
+      "dlogits", buf.logits, grad, [&]() { return buf.mean_loss(1.0f / n, s); }, 1e-2f, 2e-3, 1e-4);
+  test::expect_error(
+      [&] { buf.mean_loss(1.0f, 1.0f); },
+      "tessera::kernels::softmax_cross_entropy: label smoothing 1 is outside [0, 1)");
 }
 
 TYPED_TEST(SoftmaxCrossEntropy, StableForLargeLogits) {
@@ -134,7 +139,8 @@ TYPED_TEST(MeanSquaredError, ValuesAndGradient) {
   const auto l = test::to_host(loss);
   for (int i = 0; i < n; ++i) {
     double sample = 0;
-    for (int k = 0; k < f; ++k) sample += double(p[i * f + k] - t[i * f + k]) * (p[i * f + k] - t[i * f + k]);
+    for (int k = 0; k < f; ++k)
+      sample += double(p[i * f + k] - t[i * f + k]) * (p[i * f + k] - t[i * f + k]);
     EXPECT_NEAR(l[i], sample / f, 1e-6) << "sample " << i;
   }
   test::expect_gradient("dpred", pred, test::to_host(grad), mean_loss, 1e-2f, 2e-3, 1e-5);

@@ -34,8 +34,11 @@ TEST(MemoryEventCounter, SeesAllocationsAndCopies) {
 
 TEST(MemoryEventCounter, WarmForwardBackwardAllocatesNothing) {
   auto model = std::make_unique<Model>(Shape{6});
-  model->add<Dense>("fc1", 8).add<ReLU>("relu").add<Dense>("fc2", 8)
-      .add<Add>("add", std::vector<std::string>{"relu", "fc2"}).add<Dense>("out", 3);
+  model->add<Dense>("fc1", 8)
+      .add<ReLU>("relu")
+      .add<Dense>("fc2", 8)
+      .add<Add>("add", std::vector<std::string>{"relu", "fc2"})
+      .add<Dense>("out", 3);
   model->compile(5, 1);
   test::from_host(model->input(5).flat(), test::random_values(30, 3));
   model->forward(5, StepContext{});

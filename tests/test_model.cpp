@@ -28,7 +28,6 @@ std::unique_ptr<Model> small_mlp(std::int64_t inputs, std::int64_t hidden, std::
   return model;
 }
 
-
 TEST(Model, ShapeInferenceAndSummary) {
   auto model = small_mlp(784, 32, 10);
   model->compile(16, 1);
@@ -39,7 +38,8 @@ TEST(Model, ShapeInferenceAndSummary) {
   EXPECT_EQ(model->flops_per_sample(), 2 * 784 * 32 + 32 + 32 + 2 * 32 * 10 + 10);
   const std::string summary = model->summary();
   EXPECT_NE(summary.find("fc1"), std::string::npos) << summary;
-  EXPECT_NE(summary.find(std::to_string(784 * 32 + 32 + 32 * 10 + 10)), std::string::npos) << summary;
+  EXPECT_NE(summary.find(std::to_string(784 * 32 + 32 + 32 * 10 + 10)), std::string::npos)
+      << summary;
 }
 
 TEST(Model, ParametersLiveInOneBufferAndInitialiseFromSeed) {
@@ -55,7 +55,8 @@ TEST(Model, ParametersLiveInOneBufferAndInitialiseFromSeed) {
   EXPECT_NE(test::to_host(a->parameters().values()), test::to_host(c->parameters().values()));
   // Biases start at zero; weights within the He bound sqrt(6 / fan_in).
   for (float v : test::to_host(a->parameters().value(1).flat())) EXPECT_EQ(v, 0.0f);
-  for (float v : test::to_host(a->parameters().value(0).flat())) EXPECT_LE(std::fabs(v), std::sqrt(6.0f / 5));
+  for (float v : test::to_host(a->parameters().value(0).flat()))
+    EXPECT_LE(std::fabs(v), std::sqrt(6.0f / 5));
 }
 
 TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
@@ -122,7 +123,8 @@ std::vector<double> train_accumulating(std::int64_t accumulation) {
   const std::int64_t n = 300;
   std::vector<int> labels(n);
   for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>((i * 7) % 3);
-  const Dataset data = test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 23), labels);
+  const Dataset data =
+      test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 23), labels);
   auto model = accumulation_cnn();
   TrainOptions options;
   options.batch_size = 128;
@@ -154,8 +156,9 @@ TEST(Model, GradientAccumulationEqualsOneLargeBatch) {
     worst = std::max(worst, std::fabs(whole[i] - micro[i]) / scale);
     EXPECT_NEAR(micro[i], whole[i], 1e-5 * scale) << (i < 9 ? "loss of step " : "value ") << i;
   }
-  std::printf("accumulation: 4 x 32 against 1 x 128 agree to %.2g relative at worst over %zu numbers\n",
-              worst, whole.size());
+  std::printf(
+      "accumulation: 4 x 32 against 1 x 128 agree to %.2g relative at worst over %zu numbers\n",
+      worst, whole.size());
   // Three micro-batches: shares of 43, 43 and 42 samples, the last batch 44 = 15 + 15 + 14.
   const auto three = train_accumulating(3);
   for (std::size_t i = 0; i < whole.size(); ++i)
@@ -181,8 +184,10 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
       model->forward(batch, ctx, LayerRange{0, 4});
       model->forward(batch, ctx, LayerRange{4, 8});
       std::vector<std::size_t> order;
-      model->backward(batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{4, 8});
-      model->backward(batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{0, 4});
+      model->backward(
+          batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{4, 8});
+      model->backward(
+          batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{0, 4});
       EXPECT_EQ(order, (std::vector<std::size_t>{7, 6, 5, 4, 3, 2, 1, 0}));
     }
     results[split] = {test::to_host(model->activation(7, batch).flat()),
@@ -191,8 +196,11 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
   EXPECT_EQ(results[0], results[1]);
   auto model = accumulation_cnn();
   model->compile(2, 1);
-  test::expect_error([&] { model->forward(2, StepContext{}, LayerRange{3, 3}); },
-                     "tessera::Model::forward: layer range [3, 3) of a model of 8 layers is empty");
+  test::expect_error(
+      [&] {
+        model->forward(2, StepContext{}, LayerRange{3, 3});
+      },
+      "tessera::Model::forward: layer range [3, 3) of a model of 8 layers is empty");
 }
 
 // Parameter gradients add up over backward passes until zero_gradients().

@@ -93,7 +93,8 @@ void expect_batchnorm_values(const Shape& shape, int n, int c, int s) {
   const auto rv = test::to_host(h.state().value(1).flat());
   h.forward(inference());
   expect_close(test::to_host(h.output.flat()),
-               batchnorm_reference(x, n, c, s, ChannelMoments{{rm.begin(), rm.end()}, {rv.begin(), rv.end()}},
+               batchnorm_reference(x, n, c, s,
+                                   ChannelMoments{{rm.begin(), rm.end()}, {rv.begin(), rv.end()}},
                                    eps, gamma, beta),
                2e-5, "inference");
   // Inference leaves the running statistics alone.
@@ -270,7 +271,8 @@ using D = Kokkos::View<double*, Kokkos::LayoutRight, typename E::memory_space>;
 template <class E>
 std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels::Affine affine) {
   const std::size_t size = layout.size();
-  const std::size_t params = affine == kernels::Affine::per_group ? layout.groups : layout.group_size();
+  const std::size_t params =
+      affine == kernels::Affine::per_group ? layout.groups : layout.group_size();
   V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), gamma("gamma", params),
       beta("beta", params), dgamma("dgamma", params), dbeta("dbeta", params),
       mean("mean", layout.groups), invstd("invstd", layout.groups);
@@ -299,8 +301,9 @@ TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
   const kernels::GroupLayout batchnorm{16, 5, 37}, layernorm{1, 9, 70};
   EXPECT_EQ(run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
             run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
-  EXPECT_EQ(run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
-            run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+  EXPECT_EQ(
+      run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
+      run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
 }
 
 TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {
@@ -311,8 +314,9 @@ TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {
     kernels::group_sums(E(), kernels::GroupLayout{2, 3, 2}, x, sums);
     FAIL() << "expected tessera::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tessera::kernels::group_sums: x has 10 elements, expected 12"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("tessera::kernels::group_sums: x has 10 elements, expected 12"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -322,11 +326,8 @@ TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {
 TEST(NormModel, GradientsThroughNormLayersMatchFiniteDifferences) {
   const std::int64_t batch = 6;
   Model model(Shape{3});
-  model.add<Dense>("fc1", 4)
-      .add<BatchNorm>("bn")
-      .add<Tanh>("tanh")
-      .add<LayerNorm>("ln")
-      .add<Dense>("fc2", 3);
+  model.add<Dense>("fc1", 4).add<BatchNorm>("bn").add<Tanh>("tanh").add<LayerNorm>("ln").add<Dense>(
+      "fc2", 3);
   model.compile(batch, 3);
   test::from_host(model.input(batch).flat(), test::random_values(batch * 3, 91));
   test::expect_model_gradients(model, std::vector<int>{0, 2, 1, 1, 0, 2});

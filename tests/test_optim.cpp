@@ -117,7 +117,8 @@ TYPED_TEST(OptimKernel, AdamEpsIsOutsideTheSquareRoot) {
   hp.beta1 = 0.5f;
   hp.beta2 = 0.75f;
   hp.eps = 0.5f;
-  const auto p = adam_trajectory<TypeParam>(hp, kernels::WeightDecay::l2, 0.01f, 2.0f, {-1.0f, 0.0f});
+  const auto p =
+      adam_trajectory<TypeParam>(hp, kernels::WeightDecay::l2, 0.01f, 2.0f, {-1.0f, 0.0f});
   EXPECT_NEAR(p[0], 2.0066667, 1e-6);
   EXPECT_NEAR(p[1], 2.0095535, 1e-6);
 }
@@ -131,7 +132,8 @@ TYPED_TEST(OptimKernel, AdamL2WeightDecayGoesThroughTheGradient) {
   //        = 0.9 - 0.5263158 * 0.088 / 0.4875847 = 0.9 - 0.0949902 = 0.8050098
   kernels::AdamParams hp;
   hp.weight_decay = 0.1f;
-  const auto p = adam_trajectory<TypeParam>(hp, kernels::WeightDecay::l2, 0.1f, 1.0f, {0.5f, 0.25f});
+  const auto p =
+      adam_trajectory<TypeParam>(hp, kernels::WeightDecay::l2, 0.1f, 1.0f, {0.5f, 0.25f});
   EXPECT_NEAR(p[0], 0.9000000017, 1e-6);
   EXPECT_NEAR(p[1], 0.8050098, 1e-6);
 }
@@ -159,7 +161,8 @@ TYPED_TEST(OptimKernel, ElementsAreIndependentAndSizesAreChecked) {
   EXPECT_NEAR(ph[0], 0.900000002, 1e-6);
   EXPECT_NEAR(ph[1], 1.099999998, 1e-6);
   try {
-    kernels::adam_step(E(), kernels::AdamParams{}, kernels::WeightDecay::l2, 0.1f, 1, p, g, m, short_v);
+    kernels::adam_step(E(), kernels::AdamParams{}, kernels::WeightDecay::l2, 0.1f, 1, p, g, m,
+                       short_v);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tessera::kernels::adam_step: parameters 2, gradients 2, "
@@ -167,9 +170,9 @@ TYPED_TEST(OptimKernel, ElementsAreIndependentAndSizesAreChecked) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(kernels::adam_step(E(), kernels::AdamParams{}, kernels::WeightDecay::l2, 0.1f, 0, p,
-                                  g, m, v),
-               Error);
+  EXPECT_THROW(
+      kernels::adam_step(E(), kernels::AdamParams{}, kernels::WeightDecay::l2, 0.1f, 0, p, g, m, v),
+      Error);
   EXPECT_THROW(kernels::sgd_step(E(), kernels::SgdParams{}, 0.1f, p, g, short_v), Error);
 }
 
@@ -234,7 +237,8 @@ void expect_resume_is_exact() {
   const auto saved = original.state_buffers();
   const auto fresh = resumed.state_buffers();
   ASSERT_EQ(saved.size(), fresh.size());
-  for (std::size_t i = 0; i < saved.size(); ++i) Kokkos::deep_copy(fresh[i].second, saved[i].second);
+  for (std::size_t i = 0; i < saved.size(); ++i)
+    Kokkos::deep_copy(fresh[i].second, saved[i].second);
   resumed.set_step_count(original.step_count());
   original.step(a, 0.03f);
   resumed.step(b, 0.03f);
@@ -298,7 +302,8 @@ TEST(Optimizer, RejectsBadLearningRatesAndForeignStores) {
     adamw.step(store, -1.0f);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tessera::AdamW::step: learning rate -1 must be finite and >= 0"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "tessera::AdamW::step: learning rate -1 must be finite and >= 0"),
               std::string::npos)
         << e.what();
   }
@@ -339,7 +344,8 @@ TEST(Optimizer, EachStepIsANamedProfilingRegion) {
 // linear model can draw.
 Dataset disc_dataset(std::int64_t n, std::uint64_t seed) {
   const float radius_squared = static_cast<float>(2.0 / 3.14159265358979323846);
-  return test::plane_dataset(n, seed, [=](float x, float y) { return x * x + y * y < radius_squared; });
+  return test::plane_dataset(n, seed,
+                             [=](float x, float y) { return x * x + y * y < radius_squared; });
 }
 
 // Trains a small MLP on the disc with `optimizer`, warmup into a cosine schedule

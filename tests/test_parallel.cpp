@@ -38,7 +38,8 @@ TEST(Parallel, ShardsCoverTheGlobalBatchInOrder) {
 
 std::unique_ptr<Model> mlp() {
   auto m = std::make_unique<Model>(Shape{20});
-  m->add<Dense>("fc1", 30).add<BatchNorm>("bn").add<ReLU>("relu").add<Dense>("fc2", 10).add<Dense>("fc3", 4);
+  m->add<Dense>("fc1", 30).add<BatchNorm>("bn").add<ReLU>("relu").add<Dense>("fc2", 10).add<Dense>(
+      "fc3", 4);
   m->compile(4, 1);
   return m;
 }

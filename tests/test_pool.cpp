@@ -130,9 +130,7 @@ TYPED_TEST(PoolKernels, MaxTiesGoToTheFirstAndPaddingNeverWins) {
   V<E> x("x", g.input_size()), y("y", g.output_size()), dy("dy", g.output_size()),
       dx("dx", g.input_size());
   Index<E> argmax("argmax", g.output_size());
-  test::from_host(x, {-5, -2, -2, -7,
-                      -3, -3, -3, -3,
-                      -4, -1, -6, -1});
+  test::from_host(x, {-5, -2, -2, -7, -3, -3, -3, -3, -4, -1, -6, -1});
   kernels::max_pool2d_forward(E(), g, x, y, argmax);
   EXPECT_EQ(test::to_host(y), (std::vector<float>{-5, -2, -7, -3, -1, -1}));
   // Window (0, 1) holds x(0, 1) and x(0, 2), both -2: the first wins.
@@ -148,9 +146,10 @@ TYPED_TEST(PoolKernels, ErrorsNameFunctionAndShapes) {
   const PoolCase c{2, 4, 4, 2, 2, 2, 2, 0, 0};
   const auto g = c.geometry();
   V<E> x("x", g.input_size()), y("y", 5);
-  test::expect_error([&] { kernels::avg_pool2d_forward(E(), g, x, y); },
-               "tessera::kernels::avg_pool2d_forward: input has 32 elements, output 5; expected 2 "
-               "planes of 4 x 4 -> 2 x 2");
+  test::expect_error(
+      [&] { kernels::avg_pool2d_forward(E(), g, x, y); },
+      "tessera::kernels::avg_pool2d_forward: input has 32 elements, output 5; expected 2 "
+      "planes of 4 x 4 -> 2 x 2");
   Index<E> small("argmax", 3);
   EXPECT_THROW(kernels::max_pool2d_forward(E(), g, x, V<E>("y", 8), small), Error);
 }
@@ -163,7 +162,8 @@ std::vector<float> distinct_values(std::size_t n, std::uint64_t seed) {
   const auto keys = test::random_values(n, seed);
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
   std::vector<float> shuffled(n);
   for (std::size_t i = 0; i < n; ++i) shuffled[i] = values[order[i]];
   return shuffled;
@@ -208,16 +208,26 @@ TEST(GlobalAvgPool, ValuesAndGradients) {
 
 TEST(Pooling, ErrorsNameLayerAndShape) {
   MaxPool2D pool("p1", 3);
-  test::expect_error([&] { pool.output_shape({Shape{2, 16}}); },
-               "tessera::MaxPool2D 'p1': input [2, 16] is not an image batch [N, C, H, W]");
-  test::expect_error([&] { pool.output_shape({Shape{2, 1, 2, 8}}); },
-               "tessera::MaxPool2D 'p1': input [2, 1, 2, 8] is smaller than the kernel 3 x 3");
-  test::expect_error([] { AvgPool2D("p2", 2, 2, 2); },
-               "tessera::AvgPool2D 'p2': kernel 2 x 2, stride 2 x 2, padding 2 x 2: expected a "
-               "positive kernel, stride >= 0 (0: the kernel), and padding between 0 and half the kernel");
+  test::expect_error(
+      [&] {
+        pool.output_shape({Shape{2, 16}});
+      },
+      "tessera::MaxPool2D 'p1': input [2, 16] is not an image batch [N, C, H, W]");
+  test::expect_error(
+      [&] {
+        pool.output_shape({Shape{2, 1, 2, 8}});
+      },
+      "tessera::MaxPool2D 'p1': input [2, 1, 2, 8] is smaller than the kernel 3 x 3");
+  test::expect_error(
+      [] { AvgPool2D("p2", 2, 2, 2); },
+      "tessera::AvgPool2D 'p2': kernel 2 x 2, stride 2 x 2, padding 2 x 2: expected a "
+      "positive kernel, stride >= 0 (0: the kernel), and padding between 0 and half the kernel");
   GlobalAvgPool gap("gap");
-  test::expect_error([&] { gap.output_shape({Shape{2, 3, 4}}); },
-               "tessera::GlobalAvgPool 'gap': input [2, 3, 4] is not an image batch");
+  test::expect_error(
+      [&] {
+        gap.output_shape({Shape{2, 3, 4}});
+      },
+      "tessera::GlobalAvgPool 'gap': input [2, 3, 4] is not an image batch");
 }
 
 }  // namespace

@@ -13,11 +13,11 @@
 #include <tessera/layers/structural.hpp>
 #include <tessera/optim/sgd.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "layer_check.hpp"
 #include "model_check.hpp"
@@ -29,10 +29,18 @@ using namespace tessera;
 Shape shape_of(const std::vector<std::int64_t>& dims) {
   Shape s;
   switch (dims.size()) {
-    case 2: s = Shape{dims[0], dims[1]}; break;
-    case 3: s = Shape{dims[0], dims[1], dims[2]}; break;
-    case 4: s = Shape{dims[0], dims[1], dims[2], dims[3]}; break;
-    default: ADD_FAILURE() << "example shapes have 2 to 4 dimensions"; break;
+    case 2:
+      s = Shape{dims[0], dims[1]};
+      break;
+    case 3:
+      s = Shape{dims[0], dims[1], dims[2]};
+      break;
+    case 4:
+      s = Shape{dims[0], dims[1], dims[2], dims[3]};
+      break;
+    default:
+      ADD_FAILURE() << "example shapes have 2 to 4 dimensions";
+      break;
   }
   return s;
 }
@@ -72,7 +80,8 @@ TEST(Registry, DeckReferenceListsEveryLayerTypeAsRegistered) {
   std::ifstream file(std::string(TESSERA_SOURCE_DIR) + "/docs/decks.md");
   ASSERT_TRUE(file) << "docs/decks.md";
   const std::string doc{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  const std::string begin = "<!-- layer types: generated from the layer registry", end = "<!-- end of layer types -->";
+  const std::string begin = "<!-- layer types: generated from the layer registry",
+                    end = "<!-- end of layer types -->";
   const auto a = doc.find(begin), b = doc.find(end);
   ASSERT_NE(a, std::string::npos) << "docs/decks.md lacks the marker " << begin;
   ASSERT_NE(b, std::string::npos) << "docs/decks.md lacks the marker " << end;
@@ -126,9 +135,9 @@ std::unique_ptr<Model> model_around(const LayerType& type) {
   auto model = std::make_unique<Model>(Shape{1, 8, 8});
   model->add<Conv2D>("stem", 8, 3, 1, 1).add<ReLU>("act");
   const LayerDeck entry = example_entry(type);
-  model->add(type.build("under_test", entry.options,
-                        type.arity == 1 ? std::vector<std::string>{}
-                                        : std::vector<std::string>{"stem", "act"}));
+  model->add(type.build(
+      "under_test", entry.options,
+      type.arity == 1 ? std::vector<std::string>{} : std::vector<std::string>{"stem", "act"}));
   model->add<Flatten>("flat").add<Dense>("out", 2);
   return model;
 }
@@ -163,7 +172,8 @@ TEST(Registry, EveryLayerTypeSurvivesACheckpointRoundTrip) {
     fresh->compile(16, 99);  // other initial weights
     SGD restored(SGD::Params{0.9f});
     load_checkpoint(path, *fresh, restored);
-    EXPECT_EQ(test::to_host(fresh->parameters().values()), test::to_host(trained->parameters().values()));
+    EXPECT_EQ(test::to_host(fresh->parameters().values()),
+              test::to_host(trained->parameters().values()));
     EXPECT_EQ(test::to_host(fresh->state().values()), test::to_host(trained->state().values()));
     StepContext eval;
     eval.training = false;

@@ -33,10 +33,10 @@ TEST(Schedule, StepDecaysEveryStepSizeEpochs) {
   auto s = schedule(ScheduleType::step);
   s.step_size = 2;
   s.gamma = 0.5f;
-  EXPECT_FLOAT_EQ(at(s, 0), 0.1f);    // epoch 0
-  EXPECT_FLOAT_EQ(at(s, 19), 0.1f);   // epoch 1: 1 / 2 = 0 decays
-  EXPECT_FLOAT_EQ(at(s, 20), 0.05f);  // epoch 2: one decay, 0.1 * 0.5
-  EXPECT_FLOAT_EQ(at(s, 45), 0.025f);  // epoch 4: two, 0.1 * 0.25
+  EXPECT_FLOAT_EQ(at(s, 0), 0.1f);       // epoch 0
+  EXPECT_FLOAT_EQ(at(s, 19), 0.1f);      // epoch 1: 1 / 2 = 0 decays
+  EXPECT_FLOAT_EQ(at(s, 20), 0.05f);     // epoch 2: one decay, 0.1 * 0.5
+  EXPECT_FLOAT_EQ(at(s, 45), 0.025f);    // epoch 4: two, 0.1 * 0.25
   EXPECT_FLOAT_EQ(at(s, 99), 0.00625f);  // epoch 9: four, 0.1 * 0.0625
 }
 
@@ -53,9 +53,9 @@ TEST(Schedule, MultistepDecaysAtEachMilestone) {
 TEST(Schedule, ExponentialDecaysEveryEpoch) {
   auto s = schedule(ScheduleType::exponential);
   s.gamma = 0.9f;
-  EXPECT_FLOAT_EQ(at(s, 9), 0.1f);       // epoch 0
-  EXPECT_FLOAT_EQ(at(s, 10), 0.09f);     // epoch 1
-  EXPECT_FLOAT_EQ(at(s, 35), 0.0729f);   // epoch 3: 0.1 * 0.9^3
+  EXPECT_FLOAT_EQ(at(s, 9), 0.1f);      // epoch 0
+  EXPECT_FLOAT_EQ(at(s, 10), 0.09f);    // epoch 1
+  EXPECT_FLOAT_EQ(at(s, 35), 0.0729f);  // epoch 3: 0.1 * 0.9^3
 }
 
 TEST(Schedule, CosineRunsFromBaseToMinOverTheRunPerStep) {
@@ -63,9 +63,9 @@ TEST(Schedule, CosineRunsFromBaseToMinOverTheRunPerStep) {
   s.min_lr = 0.001f;
   // lr = 0.001 + 0.099 * (1 + cos(pi * step / 100)) / 2
   EXPECT_FLOAT_EQ(at(s, 0), 0.1f);
-  EXPECT_NEAR(at(s, 25), 0.0855018, 1e-7);  // 0.001 + 0.099 * (1 + 0.7071068) / 2
-  EXPECT_NEAR(at(s, 26), 0.0843851, 1e-7);  // per step, not per epoch: cos(0.26 pi) = 0.6845471
-  EXPECT_FLOAT_EQ(at(s, 50), 0.0505f);     // 0.001 + 0.099 / 2
+  EXPECT_NEAR(at(s, 25), 0.0855018, 1e-7);   // 0.001 + 0.099 * (1 + 0.7071068) / 2
+  EXPECT_NEAR(at(s, 26), 0.0843851, 1e-7);   // per step, not per epoch: cos(0.26 pi) = 0.6845471
+  EXPECT_FLOAT_EQ(at(s, 50), 0.0505f);       // 0.001 + 0.099 / 2
   EXPECT_NEAR(at(s, 99), 0.00102443, 1e-8);  // 0.001 + 0.099 * (1 - 0.9995066) / 2
   EXPECT_FLOAT_EQ(at(s, 100), 0.001f);
   EXPECT_FLOAT_EQ(at(s, 150), 0.001f);  // past the end it stays at min_lr
@@ -78,11 +78,11 @@ TEST(Schedule, WarmupCombinedWithStep) {
   s.warmup_steps = 25;
   s.warmup_start_factor = 0.2f;
   // factor = 0.2 + 0.8 * step / 25 multiplies the step schedule before step 25.
-  EXPECT_FLOAT_EQ(at(s, 0), 0.02f);    // 0.1 * 0.2
-  EXPECT_FLOAT_EQ(at(s, 10), 0.052f);  // 0.1 * (0.2 + 0.32)
-  EXPECT_FLOAT_EQ(at(s, 20), 0.042f);  // decayed by then: 0.05 * (0.2 + 0.64)
+  EXPECT_FLOAT_EQ(at(s, 0), 0.02f);     // 0.1 * 0.2
+  EXPECT_FLOAT_EQ(at(s, 10), 0.052f);   // 0.1 * (0.2 + 0.32)
+  EXPECT_FLOAT_EQ(at(s, 20), 0.042f);   // decayed by then: 0.05 * (0.2 + 0.64)
   EXPECT_FLOAT_EQ(at(s, 24), 0.0484f);  // 0.05 * (0.2 + 0.768)
-  EXPECT_FLOAT_EQ(at(s, 25), 0.05f);   // warmup over
+  EXPECT_FLOAT_EQ(at(s, 25), 0.05f);    // warmup over
 }
 
 TEST(Schedule, WarmupCombinedWithCosine) {
@@ -114,9 +114,10 @@ TEST(Schedule, NamesRoundTrip) {
     schedule_type("linear");
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tessera::schedule_type: unknown schedule 'linear'; allowed: "
-                                         "constant, step, multistep, exponential, cosine"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("tessera::schedule_type: unknown schedule 'linear'; allowed: "
+                                   "constant, step, multistep, exponential, cosine"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -35,7 +35,8 @@ std::vector<double> reference(const std::vector<float>& x, const kernels::Softma
 
 TYPED_TEST(SoftmaxKernels, ForwardAndBackwardMatchReferences) {
   using E = TypeParam;
-  for (const kernels::SoftmaxLayout l : {kernels::SoftmaxLayout{4, 5, 1}, kernels::SoftmaxLayout{2, 3, 6}}) {
+  for (const kernels::SoftmaxLayout l :
+       {kernels::SoftmaxLayout{4, 5, 1}, kernels::SoftmaxLayout{2, 3, 6}}) {
     V<E> x("x", l.size()), y("y", l.size()), dy("dy", l.size()), dx("dx", l.size());
     auto xh = test::random_values(l.size(), 1, -3.0f, 3.0f);
     xh[0] = 1000.0f;  // exp(1000) overflows: the maximum must be subtracted first
@@ -55,7 +56,8 @@ TYPED_TEST(SoftmaxKernels, ForwardAndBackwardMatchReferences) {
         double dot = 0;
         for (std::int64_t c = 0; c < l.classes; ++c) dot += dyh[at(c)] * expected[at(c)];
         for (std::int64_t c = 0; c < l.classes; ++c)
-          EXPECT_NEAR(dxh[at(c)], start[at(c)] + expected[at(c)] * (dyh[at(c)] - dot), 1e-5) << at(c);
+          EXPECT_NEAR(dxh[at(c)], start[at(c)] + expected[at(c)] * (dyh[at(c)] - dot), 1e-5)
+              << at(c);
       }
   }
 }
@@ -69,12 +71,17 @@ TEST(Softmax, GradientsMatchFiniteDifferences) {
 
 TEST(Softmax, ErrorsNameLayerAndShape) {
   Softmax softmax("probs");
-  test::expect_error([&] { softmax.output_shape({Shape{8}}); },
-                     "tessera::Softmax 'probs': input [8] needs a batch dimension and at least one class");
+  test::expect_error(
+      [&] { softmax.output_shape({Shape{8}}); },
+      "tessera::Softmax 'probs': input [8] needs a batch dimension and at least one class");
   V<Kokkos::DefaultExecutionSpace> small("x", 5), y("y", 6);
   test::expect_error(
-      [&] { kernels::softmax_forward(Kokkos::DefaultExecutionSpace(), kernels::SoftmaxLayout{2, 3, 1}, small, y); },
-      "tessera::kernels::softmax_forward: views of 5 elements for a softmax over [2, 3, 1] (6 elements");
+      [&] {
+        kernels::softmax_forward(Kokkos::DefaultExecutionSpace(), kernels::SoftmaxLayout{2, 3, 1},
+                                 small, y);
+      },
+      "tessera::kernels::softmax_forward: views of 5 elements for a softmax over [2, 3, 1] (6 "
+      "elements");
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <tessera/kernels/loss.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
-#include <tessera/layers/structural.hpp>
 #include <tessera/layers/norm.hpp>
+#include <tessera/layers/structural.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
 
@@ -40,8 +40,10 @@ TEST(Add, RejectsDifferentShapes) {
     add.output_shape({Shape{2, 5}, Shape{2, 6}});
     FAIL() << "expected tessera::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tessera::Add 'sum': inputs must have one shape, got [2, 5], [2, 6]"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "tessera::Add 'sum': inputs must have one shape, got [2, 5], [2, 6]"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -94,8 +96,10 @@ TEST(ResidualModel, GraphSummaryAndErrors) {
     unknown.compile(2, 0);
     FAIL() << "expected tessera::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 'add' reads 'later', which is not 'input' or a layer declared before it"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "layer 'add' reads 'later', which is not 'input' or a layer declared before it"),
+              std::string::npos)
+        << e.what();
   }
   Model single(Shape{3});
   single.add<Add>("add", std::vector<std::string>{"input"});

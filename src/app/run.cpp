@@ -52,9 +52,7 @@ std::string number_text(double value) {
 
 Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_unique<Outputs>()) {
   const Communicator world(comm);
-  agree(world, [&] {
-    model_ = build_model(deck_, deck_.training.max_shard(world.size()));
-  });
+  agree(world, [&] { model_ = build_model(deck_, deck_.training.max_shard(world.size())); });
   std::string identity = deck_.text;
   for (const auto& o : deck_.overrides) identity += "\n--set " + o;
   require_same_on_every_rank(world, content_hash(identity), "the deck",
@@ -72,8 +70,8 @@ std::string Run::description() const {
   const TrainOptions& t = deck_.training;
   std::ostringstream os;
   os << "deck " << deck_.path << " (run '" << deck_.run.name << "')\n"
-     << model_->summary() << "optimizer " << deck_.optimizer.type << ", lr "
-     << t.schedule.base_lr << ", schedule " << schedule_name(t.schedule.type);
+     << model_->summary() << "optimizer " << deck_.optimizer.type << ", lr " << t.schedule.base_lr
+     << ", schedule " << schedule_name(t.schedule.type);
   if (t.schedule.warmup_steps > 0) os << " after " << t.schedule.warmup_steps << " warmup steps";
   if (t.clip_norm > 0) os << ", gradients clipped to norm " << t.clip_norm;
   if (t.accumulation_steps > 1)
@@ -120,21 +118,25 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
     for (const auto* set : {&train_, &test_}) {
       if (set->sample_shape.numel() == model_values) continue;
       throw DeckError(deck_.input_shape_location + ": model.input_shape: the model takes " +
-                      std::to_string(model_values) + " values per sample, the data's samples have shape " +
-                      to_string(set->sample_shape) + " (" + std::to_string(set->sample_shape.numel()) +
-                      " values)");
+                      std::to_string(model_values) +
+                      " values per sample, the data's samples have shape " +
+                      to_string(set->sample_shape) + " (" +
+                      std::to_string(set->sample_shape.numel()) + " values)");
     }
     // A quick trial or a benchmark may train on the head of the file only.
     if (deck_.train_samples > 0 && deck_.train_samples < train_.size())
       train_ = slice(train_, 0, deck_.train_samples);
     // The validation split is the tail of the training file, before shuffling.
     if (deck_.validation_split > 0) {
-      const auto held = static_cast<std::int64_t>(std::llround(deck_.validation_split * train_.size()));
+      const auto held =
+          static_cast<std::int64_t>(std::llround(deck_.validation_split * train_.size()));
       if (held < 1 || held >= train_.size())
-        throw DeckError(deck_.validation_split_location + ": data.validation_split: " +
-                        number_text(deck_.validation_split) + " of " + std::to_string(train_.size()) +
-                        " training samples leaves " + std::to_string(held) + " for validation and " +
-                        std::to_string(train_.size() - held) + " for training; both need at least one");
+        throw DeckError(deck_.validation_split_location +
+                        ": data.validation_split: " + number_text(deck_.validation_split) + " of " +
+                        std::to_string(train_.size()) + " training samples leaves " +
+                        std::to_string(held) + " for validation and " +
+                        std::to_string(train_.size() - held) +
+                        " for training; both need at least one");
       validation_ = slice(train_, train_.size() - held, held);
       train_ = slice(train_, 0, train_.size() - held);
     }
@@ -181,10 +183,12 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
     agree(comm, [&] {
       from = restart == "latest" ? out.checkpoints->resolve("latest") : resolve_checkpoint(restart);
       const CheckpointInfo saved = read_checkpoint_info(from);
-      const auto mismatch = [&](const std::string& what, const std::string& then, const std::string& now) {
+      const auto mismatch = [&](const std::string& what, const std::string& then,
+                                const std::string& now) {
         if (then != now)
-          throw Error(from + ": written with " + what + " " + then + ", the deck has " + now +
-                      "; an exact restart needs the same (tessera-inspect shows the checkpoint's deck)");
+          throw Error(
+              from + ": written with " + what + " " + then + ", the deck has " + now +
+              "; an exact restart needs the same (tessera-inspect shows the checkpoint's deck)");
       };
       mismatch("training.batch_size", std::to_string(saved.global_batch),
                std::to_string(deck_.training.batch_size));
@@ -194,13 +198,15 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
       if (root) out.history = saved.metrics;
     });
     require_same_weights_on_every_rank(comm, model_->parameters().values(),
-                                       "the weights loaded with --restart", "give every rank the same --restart");
+                                       "the weights loaded with --restart",
+                                       "give every rank the same --restart");
     trainer_->set_step(cursor_.step);
     std::ostringstream os;
     os << "resuming from " << from << ": epoch " << cursor_.epoch + 1 << ", step " << cursor_.batch
        << " of " << steps_per_epoch() << " in it, " << cursor_.step << " optimizer steps taken";
     resumed_ = os.str();
-    record(json{{"type", "restart"}, {"from", from}, {"step", cursor_.step}, {"ranks", comm.size()}}.dump());
+    record(json{{"type", "restart"}, {"from", from}, {"step", cursor_.step}, {"ranks", comm.size()}}
+               .dump());
   }
   out.last_checkpoint = cursor_.step;
   prepared_ = true;
@@ -281,8 +287,12 @@ RunResult Run::train(const RunCallbacks& callbacks) {
   const CheckpointCadence& cadence = deck_.run.checkpoint;
   const std::int64_t steps = steps_per_epoch();
   trainer_->on_step([&](const StepReport& r) {
-    record(json{{"type", "step"}, {"step", r.step}, {"epoch", r.epoch + 1}, {"loss", r.loss},
-                {"lr", r.lr}, {"grad_norm", r.grad_norm}}
+    record(json{{"type", "step"},
+                {"step", r.step},
+                {"epoch", r.epoch + 1},
+                {"loss", r.loss},
+                {"lr", r.lr},
+                {"grad_norm", r.grad_norm}}
                .dump());
     if (callbacks.on_step) callbacks.on_step(r);
     const bool by_steps = cadence.every_steps > 0 && r.step % cadence.every_steps == 0;
@@ -300,14 +310,16 @@ RunResult Run::train(const RunCallbacks& callbacks) {
   for (int epoch = cursor_.epoch; epoch < epochs; ++epoch) {
     EpochSummary summary;
     summary.epochs = epochs;
-    summary.report = trainer_->train_epoch(train_, epoch, log, epoch == cursor_.epoch ? cursor_.batch : 0);
+    summary.report =
+        trainer_->train_epoch(train_, epoch, log, epoch == cursor_.epoch ? cursor_.batch : 0);
     // Evaluated every eval_every epochs and after the last: on the
     // validation split when there is one, else on the test set.
     const bool last = epoch + 1 == epochs;
     const int every = deck_.run.eval_every;
     summary.evaluated = last || (every > 0 && (epoch + 1) % every == 0);
     summary.set = validation_.size() > 0 ? "validation" : "test";
-    if (summary.evaluated) summary.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
+    if (summary.evaluated)
+      summary.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
     if (summary.evaluated && summary.set == "test") result.test = summary.evaluation;
     // Replicas must not drift apart (a cheap check, once an epoch).
     require_same_weights_on_every_rank(comm, model_->parameters().values(),
@@ -336,13 +348,15 @@ RunResult Run::train(const RunCallbacks& callbacks) {
     }
     record(line.dump());
     // By epochs, and at the end of any run that checkpoints at all.
-    if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) || (cadence.any() && last))
+    if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) ||
+        (cadence.any() && last))
       save(TrainingCursor{epoch + 1, 0, trainer_->step()});
   }
   // The test set is held back until the end when a validation split is used.
   if (validation_.size() > 0) {
     result.test = trainer_->evaluate(test_);
-    record(json{{"type", "test"}, {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}}
+    record(json{
+        {"type", "test"}, {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}}
                .dump());
   }
   return result;

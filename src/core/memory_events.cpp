@@ -49,7 +49,8 @@ MemoryEventCounter::MemoryEventCounter() {
   Events& e = events();
   {
     std::lock_guard<std::mutex> lock(e.mutex);
-    TESSERA_REQUIRE(!e.active, "tessera::MemoryEventCounter: only one counter may be alive at a time");
+    TESSERA_REQUIRE(!e.active,
+                    "tessera::MemoryEventCounter: only one counter may be alive at a time");
     e.active = true;
   }
   reset();
@@ -67,7 +68,9 @@ MemoryEventCounter::~MemoryEventCounter() {
 std::int64_t MemoryEventCounter::allocations() const { return events().allocations; }
 std::uint64_t MemoryEventCounter::bytes_allocated() const { return events().bytes; }
 std::vector<std::string> MemoryEventCounter::allocation_labels() const { return events().labels; }
-const std::vector<DeepCopyEvent>& MemoryEventCounter::deep_copies() const { return events().copies; }
+const std::vector<DeepCopyEvent>& MemoryEventCounter::deep_copies() const {
+  return events().copies;
+}
 
 std::int64_t MemoryEventCounter::host_to_device_copies() const {
   std::int64_t count = 0;

@@ -2,8 +2,8 @@
 #include <tessera/core/runtime.hpp>
 #include <tessera/core/version.hpp>
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <sstream>
 
@@ -35,8 +35,8 @@ std::string build_description() {
   std::ostringstream os;
   os << "Tessera " << TESSERA_VERSION_STRING << ", Kokkos " << KOKKOS_VERSION / 10000 << "."
      << (KOKKOS_VERSION / 100) % 100 << "." << KOKKOS_VERSION % 100 << " ("
-     << Kokkos::DefaultExecutionSpace::name() << ", " << Kokkos::DefaultExecutionSpace::concurrency()
-     << " threads), " << TESSERA_CXX_COMPILER;
+     << Kokkos::DefaultExecutionSpace::name() << ", "
+     << Kokkos::DefaultExecutionSpace::concurrency() << " threads), " << TESSERA_CXX_COMPILER;
   return os.str();
 }
 

@@ -15,8 +15,9 @@ Dataset load_idx_dataset(const std::string& images_path, const std::string& labe
 Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
                           const std::string& images_source, const std::string& labels_source,
                           float mean, float stddev) {
-  TESSERA_REQUIRE(stddev > 0, "tessera::make_byte_dataset: normalisation stddev must be positive, got "
-                                  << stddev);
+  TESSERA_REQUIRE(
+      stddev > 0,
+      "tessera::make_byte_dataset: normalisation stddev must be positive, got " << stddev);
   TESSERA_REQUIRE(images.dims.size() >= 2 && images.dims.size() <= 4,
                   images_source << ": images need 2 to 4 dimensions (N, then one sample), found "
                                 << images.dims.size());
@@ -29,12 +30,17 @@ Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
   const std::int64_t features = n == 0 ? 0 : static_cast<std::int64_t>(images.data.size()) / n;
 
   Dataset data;
-  if (images.dims.size() == 2) data.sample_shape = Shape{images.dims[1]};
-  else if (images.dims.size() == 3) data.sample_shape = Shape{1, images.dims[1], images.dims[2]};
-  else data.sample_shape = Shape{images.dims[1], images.dims[2], images.dims[3]};
+  if (images.dims.size() == 2)
+    data.sample_shape = Shape{images.dims[1]};
+  else if (images.dims.size() == 3)
+    data.sample_shape = Shape{1, images.dims[1], images.dims[2]};
+  else
+    data.sample_shape = Shape{images.dims[1], images.dims[2], images.dims[3]};
 
-  data.samples = Matrix<float>(Kokkos::view_alloc("tessera::Dataset::samples", Kokkos::WithoutInitializing), n, features);
-  data.labels = Vector<int>(Kokkos::view_alloc("tessera::Dataset::labels", Kokkos::WithoutInitializing), n);
+  data.samples = Matrix<float>(
+      Kokkos::view_alloc("tessera::Dataset::samples", Kokkos::WithoutInitializing), n, features);
+  data.labels =
+      Vector<int>(Kokkos::view_alloc("tessera::Dataset::labels", Kokkos::WithoutInitializing), n);
   auto samples_host = Kokkos::create_mirror_view(data.samples);
   auto labels_host = Kokkos::create_mirror_view(data.labels);
   const float scale = 1.0f / (255.0f * stddev);
@@ -80,8 +86,8 @@ void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::
 
 Dataset slice(const Dataset& data, std::int64_t first, std::int64_t count) {
   TESSERA_REQUIRE(first >= 0 && count >= 0 && first + count <= data.size(),
-                  "tessera::slice: samples [" << first << ", " << first + count << ") of a dataset of "
-                                              << data.size());
+                  "tessera::slice: samples [" << first << ", " << first + count
+                                              << ") of a dataset of " << data.size());
   Dataset part = data;
   const std::pair<std::int64_t, std::int64_t> rows(first, first + count);
   part.samples = Kokkos::subview(data.samples, rows, Kokkos::ALL());

@@ -20,25 +20,27 @@ void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 IdxArray read_hdf5_bytes(const std::string& path, const std::string& dataset) {
   silence_hdf5();
-  TESSERA_REQUIRE(H5Fis_hdf5(path.c_str()) > 0,
-                  "tessera::read_hdf5_bytes: " << path << " is not an HDF5 file (or cannot be read)");
+  TESSERA_REQUIRE(
+      H5Fis_hdf5(path.c_str()) > 0,
+      "tessera::read_hdf5_bytes: " << path << " is not an HDF5 file (or cannot be read)");
   const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   TESSERA_REQUIRE(file.ok(), "tessera::read_hdf5_bytes: cannot open " << path);
   TESSERA_REQUIRE(H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT) > 0,
                   "tessera::read_hdf5_bytes: " << path << " has no dataset '" << dataset
                                                << "' (list them with h5ls " << path << ")");
   const Handle data(H5Dopen2(file.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
-  TESSERA_REQUIRE(data.ok(), "tessera::read_hdf5_bytes: " << path << ": '" << dataset
-                                                          << "' is not a dataset");
+  TESSERA_REQUIRE(data.ok(),
+                  "tessera::read_hdf5_bytes: " << path << ": '" << dataset << "' is not a dataset");
   const Handle type(H5Dget_type(data.get()), H5Tclose);
-  TESSERA_REQUIRE(H5Tget_class(type.get()) == H5T_INTEGER,
-                  "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
-                                               << "' must hold integers 0 to 255 (as IDX files do)");
+  TESSERA_REQUIRE(
+      H5Tget_class(type.get()) == H5T_INTEGER,
+      "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
+                                   << "' must hold integers 0 to 255 (as IDX files do)");
   const Handle space(H5Dget_space(data.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  TESSERA_REQUIRE(rank >= 1 && rank <= 4, "tessera::read_hdf5_bytes: " << path << ": dataset '"
-                                                                      << dataset << "' has " << rank
-                                                                      << " dimensions; expected 1 to 4");
+  TESSERA_REQUIRE(rank >= 1 && rank <= 4,
+                  "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset << "' has "
+                                               << rank << " dimensions; expected 1 to 4");
   std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   IdxArray array;
@@ -67,8 +69,9 @@ IdxArray read_hdf5_bytes(const std::string& path, const std::string& dataset) {
 Dataset load_hdf5_dataset(const std::string& path, const std::string& images_dataset,
                           const std::string& labels_dataset, float mean, float stddev) {
   ScopedRegion region("tessera::load_hdf5_dataset");
-  return make_byte_dataset(read_hdf5_bytes(path, images_dataset), read_hdf5_bytes(path, labels_dataset),
-                           path + ":" + images_dataset, path + ":" + labels_dataset, mean, stddev);
+  return make_byte_dataset(read_hdf5_bytes(path, images_dataset),
+                           read_hdf5_bytes(path, labels_dataset), path + ":" + images_dataset,
+                           path + ":" + labels_dataset, mean, stddev);
 }
 
 void write_hdf5_dataset(const std::string& path, const IdxArray& images, const IdxArray& labels,
@@ -78,7 +81,8 @@ void write_hdf5_dataset(const std::string& path, const IdxArray& images, const I
   TESSERA_REQUIRE(file.ok(), "tessera::write_hdf5_dataset: cannot create " << path);
   const auto write = [&](const std::string& name, const IdxArray& array) {
     std::vector<hsize_t> dims(array.dims.begin(), array.dims.end());
-    const Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+    const Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                       H5Sclose);
     // Chunks of whole samples, about 64 KiB each, so the file compresses
     // and a reader can take slices of samples.
     std::vector<hsize_t> chunk = dims;
@@ -92,11 +96,10 @@ void write_hdf5_dataset(const std::string& path, const IdxArray& images, const I
     const Handle data(H5Dcreate2(file.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT,
                                  props.get(), H5P_DEFAULT),
                       H5Dclose);
-    TESSERA_REQUIRE(data.ok() && (array.data.empty() ||
-                                  H5Dwrite(data.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL,
-                                           H5P_DEFAULT, array.data.data()) >= 0),
-                    "tessera::write_hdf5_dataset: writing dataset '" << name << "' to " << path
-                                                                     << " failed");
+    TESSERA_REQUIRE(
+        data.ok() && (array.data.empty() || H5Dwrite(data.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL,
+                                                     H5P_DEFAULT, array.data.data()) >= 0),
+        "tessera::write_hdf5_dataset: writing dataset '" << name << "' to " << path << " failed");
   };
   write(images_dataset, images);
   write(labels_dataset, labels);

@@ -28,7 +28,8 @@ void read_exact(gzFile f, void* buffer, std::size_t bytes, const std::string& pa
     if (got < 0) {
       int err = 0;
       const char* msg = gzerror(f, &err);
-      TESSERA_REQUIRE(false, "tessera::read_idx: " << path << ": corrupt or unreadable while reading "
+      TESSERA_REQUIRE(false, "tessera::read_idx: " << path
+                                                   << ": corrupt or unreadable while reading "
                                                    << what << " (" << msg << ")");
     }
     TESSERA_REQUIRE(got > 0, "tessera::read_idx: " << path << ": file is truncated: " << what
@@ -41,17 +42,18 @@ void read_exact(gzFile f, void* buffer, std::size_t bytes, const std::string& pa
 
 IdxArray read_idx(const std::string& path) {
   GzFile f(gzopen(path.c_str(), "rb"));
-  TESSERA_REQUIRE(f != nullptr, "tessera::read_idx: cannot open " << path
-                                                                   << " (does the file exist and is it readable?)");
+  TESSERA_REQUIRE(f != nullptr, "tessera::read_idx: cannot open "
+                                    << path << " (does the file exist and is it readable?)");
   unsigned char magic[4];
   read_exact(f.get(), magic, 4, path, "the 4-byte magic number");
   TESSERA_REQUIRE(magic[0] == 0 && magic[1] == 0,
                   "tessera::read_idx: " << path << ": not an IDX file (magic starts with bytes "
                                         << int(magic[0]) << ", " << int(magic[1])
                                         << "; expected 0, 0)");
-  TESSERA_REQUIRE(magic[2] == 0x08, "tessera::read_idx: " << path << ": element type code 0x"
-                                                          << std::hex << int(magic[2])
-                                                          << " is not supported; expected 0x08 (unsigned byte)");
+  TESSERA_REQUIRE(magic[2] == 0x08,
+                  "tessera::read_idx: " << path << ": element type code 0x" << std::hex
+                                        << int(magic[2])
+                                        << " is not supported; expected 0x08 (unsigned byte)");
   const int rank = magic[3];
   TESSERA_REQUIRE(rank >= 1 && rank <= 4,
                   "tessera::read_idx: " << path << ": " << rank << " dimensions; expected 1 to 4");
@@ -80,14 +82,16 @@ void write_idx(const std::string& path, const IdxArray& array) {
   TESSERA_REQUIRE(f != nullptr, "tessera::write_idx: cannot create " << path);
   std::vector<unsigned char> header = {0, 0, 0x08, static_cast<unsigned char>(array.dims.size())};
   for (auto d : array.dims)
-    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<unsigned char>(d >> shift));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      header.push_back(static_cast<unsigned char>(d >> shift));
   const bool ok =
       gzwrite(f.get(), header.data(), static_cast<unsigned>(header.size())) == int(header.size()) &&
       (array.data.empty() ||
        gzwrite(f.get(), array.data.data(), static_cast<unsigned>(array.data.size())) ==
            int(array.data.size()));
   TESSERA_REQUIRE(ok, "tessera::write_idx: write to " << path << " failed");
-  TESSERA_REQUIRE(gzclose(f.release()) == Z_OK, "tessera::write_idx: closing " << path << " failed");
+  TESSERA_REQUIRE(gzclose(f.release()) == Z_OK,
+                  "tessera::write_idx: closing " << path << " failed");
 }
 
 }  // namespace tessera

@@ -6,9 +6,15 @@ namespace tessera {
 std::unique_ptr<Model> build_model(const Deck& deck) {
   Shape input;
   switch (deck.input_shape.size()) {
-    case 1: input = Shape{deck.input_shape[0]}; break;
-    case 2: input = Shape{deck.input_shape[0], deck.input_shape[1]}; break;
-    default: input = Shape{deck.input_shape[0], deck.input_shape[1], deck.input_shape[2]}; break;
+    case 1:
+      input = Shape{deck.input_shape[0]};
+      break;
+    case 2:
+      input = Shape{deck.input_shape[0], deck.input_shape[1]};
+      break;
+    default:
+      input = Shape{deck.input_shape[0], deck.input_shape[1], deck.input_shape[2]};
+      break;
   }
   auto model = std::make_unique<Model>(input);
   for (std::size_t i = 0; i < deck.layers.size(); ++i) {
@@ -27,8 +33,8 @@ std::unique_ptr<Model> build_model(const Deck& deck, std::int64_t max_batch) {
   try {
     model->compile(max_batch, deck.training.seed);
   } catch (const LayerError& e) {
-    throw DeckError(deck.layers.at(e.layer()).location + ": model.layers[" + std::to_string(e.layer()) +
-                    "]: " + e.what());
+    throw DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
+                    std::to_string(e.layer()) + "]: " + e.what());
   }
   return model;
 }

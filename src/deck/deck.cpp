@@ -21,11 +21,13 @@ using impl::Reader;
 void read_optimizer(const Reader& r, const toml::table& opt, OptimizerParams& out, float& lr) {
   const std::string p = "optimizer.";
   const std::vector<std::string> sgd{"sgd"}, adam{"adam", "adamw"};
-  r.only_keys(opt, p, {"type", "lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2", "eps"});
+  r.only_keys(opt, p,
+              {"type", "lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2", "eps"});
   // The type's own defaults (optim/params.hpp), then the deck's keys over them.
   out = OptimizerParams::for_type(r.choice(opt, p, "type", out.type, {"sgd", "adam", "adamw"}));
-  r.keys_for_type(opt, p, out.type,
-                  {{"momentum", sgd}, {"nesterov", sgd}, {"beta1", adam}, {"beta2", adam}, {"eps", adam}});
+  r.keys_for_type(
+      opt, p, out.type,
+      {{"momentum", sgd}, {"nesterov", sgd}, {"beta1", adam}, {"beta2", adam}, {"eps", adam}});
   lr = r.get<float>(opt, p, "lr", OptimizerParams::default_lr(out.type));
   r.require_range(opt, p, "lr", lr, 0.0f, 100.0f);
   float& weight_decay = out.type == "sgd" ? out.sgd.weight_decay : out.adam.weight_decay;
@@ -51,8 +53,9 @@ void read_optimizer(const Reader& r, const toml::table& opt, OptimizerParams& ou
 // out.base_lr is the optimizer's lr, already read.
 void read_schedule(const Reader& r, const toml::table& sch, LrSchedule& out) {
   const std::string p = "schedule.";
-  r.only_keys(sch, p, {"type", "step_size", "gamma", "milestones", "min_lr", "warmup_steps",
-                       "warmup_start_factor"});
+  r.only_keys(sch, p,
+              {"type", "step_size", "gamma", "milestones", "min_lr", "warmup_steps",
+               "warmup_start_factor"});
   const std::string type = r.choice(sch, p, "type", schedule_name(out.type),
                                     {"constant", "step", "multistep", "exponential", "cosine"});
   out.type = schedule_type(type);
@@ -61,7 +64,8 @@ void read_schedule(const Reader& r, const toml::table& sch, LrSchedule& out) {
                    {"gamma", {"step", "multistep", "exponential"}},
                    {"milestones", {"multistep"}},
                    {"min_lr", {"cosine"}}});
-  r.check(type != "exponential" || sch.get("gamma"), sch, p, "gamma", "required for type 'exponential'");
+  r.check(type != "exponential" || sch.get("gamma"), sch, p, "gamma",
+          "required for type 'exponential'");
   out.gamma = r.get<float>(sch, p, "gamma", out.gamma);
   r.check(out.gamma > 0.0f && out.gamma <= 1.0f, sch, p, "gamma",
           "value " + Reader::number(out.gamma) + " is out of range (0, 1]");
@@ -70,7 +74,8 @@ void read_schedule(const Reader& r, const toml::table& sch, LrSchedule& out) {
   r.require_range<std::int64_t>(sch, p, "step_size", out.step_size, 1, 1000000);
   if (type == "multistep") {
     const toml::node* node = sch.get("milestones");
-    r.check(node, sch, p, "milestones", "required for type 'multistep': an array of increasing epochs, e.g. [30, 60]");
+    r.check(node, sch, p, "milestones",
+            "required for type 'multistep': an array of increasing epochs, e.g. [30, 60]");
     const toml::array* milestones = node->as_array();
     r.check(milestones && !milestones->empty(), sch, p, "milestones",
             "expected a non-empty array of increasing epochs, e.g. [30, 60]");
@@ -79,15 +84,15 @@ void read_schedule(const Reader& r, const toml::table& sch, LrSchedule& out) {
       if (!v || *v < 1) r.fail(m.source(), p + "milestones", "expected integers >= 1 (epochs)");
       if (!out.milestones.empty() && *v <= out.milestones.back())
         r.fail(m.source(), p + "milestones",
-               "epoch " + std::to_string(*v) + " does not follow " + std::to_string(out.milestones.back()) +
-                   "; milestones must increase");
+               "epoch " + std::to_string(*v) + " does not follow " +
+                   std::to_string(out.milestones.back()) + "; milestones must increase");
       out.milestones.push_back(*v);
     }
   }
   out.min_lr = r.get<float>(sch, p, "min_lr", out.min_lr);
   r.check(out.min_lr >= 0.0f && out.min_lr <= out.base_lr, sch, p, "min_lr",
-          "value " + Reader::number(out.min_lr) + " is out of range [0, optimizer.lr = " +
-              Reader::number(out.base_lr) + "]");
+          "value " + Reader::number(out.min_lr) +
+              " is out of range [0, optimizer.lr = " + Reader::number(out.base_lr) + "]");
   out.warmup_steps = r.get<std::int64_t>(sch, p, "warmup_steps", out.warmup_steps);
   r.require_range<std::int64_t>(sch, p, "warmup_steps", out.warmup_steps, 0, INT64_MAX);
   out.warmup_start_factor = r.get<float>(sch, p, "warmup_start_factor", out.warmup_start_factor);
@@ -257,8 +262,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
   }
   for (const auto& o : overrides) impl::apply_override(root, o);
   const Reader r(path);
-  r.only_keys(root, "", {"run", "data", "model", "loss", "optimizer", "schedule", "training",
-                         "parallel", "checkpoint"});
+  r.only_keys(root, "",
+              {"run", "data", "model", "loss", "optimizer", "schedule", "training", "parallel",
+               "checkpoint"});
 
   const auto& run = r.table(root, "run", false);
   r.only_keys(run, "run.", {"name", "seed", "output_dir"});
@@ -272,16 +278,21 @@ Deck parse_deck(const std::string& text, const std::string& path,
   deck.training.seed = static_cast<std::uint64_t>(seed);
 
   const auto& data = r.table(root, "data", true);
-  r.only_keys(data, "data.", {"format", "train_images", "train_labels", "test_images", "test_labels",
-                              "train_file", "test_file", "images_dataset", "labels_dataset",
-                              "normalize_mean", "normalize_std", "validation_split",
-                              "train_samples"});
+  r.only_keys(data, "data.",
+              {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
+               "test_file", "images_dataset", "labels_dataset", "normalize_mean", "normalize_std",
+               "validation_split", "train_samples"});
   deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5"});
   const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
-                  {{"train_images", idx}, {"train_labels", idx}, {"test_images", idx},
-                   {"test_labels", idx}, {"train_file", hdf5}, {"test_file", hdf5},
-                   {"images_dataset", hdf5}, {"labels_dataset", hdf5}});
+                  {{"train_images", idx},
+                   {"train_labels", idx},
+                   {"test_images", idx},
+                   {"test_labels", idx},
+                   {"train_file", hdf5},
+                   {"test_file", hdf5},
+                   {"images_dataset", hdf5},
+                   {"labels_dataset", hdf5}});
   using FileKey = std::pair<const char*, std::string*>;
   const std::vector<FileKey> files =
       deck.data_format == "idx"
@@ -306,9 +317,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
           "normalize_mean",
           "value " + Reader::number(deck.normalize_mean) + " is out of range [0, 1]" + scale_hint);
   deck.normalize_std = r.get<float>(data, "data.", "normalize_std", 1.0f);
-  r.check(deck.normalize_std >= 1e-3f && deck.normalize_std <= 1.0f, data, "data.",
-          "normalize_std",
-          "value " + Reader::number(deck.normalize_std) + " is out of range [0.001, 1]" + scale_hint);
+  r.check(
+      deck.normalize_std >= 1e-3f && deck.normalize_std <= 1.0f, data, "data.", "normalize_std",
+      "value " + Reader::number(deck.normalize_std) + " is out of range [0.001, 1]" + scale_hint);
   deck.validation_split = r.get<float>(data, "data.", "validation_split", 0.0f);
   r.require_range(data, "data.", "validation_split", deck.validation_split, 0.0f, 0.9f);
   if (const toml::node* split = data.get("validation_split"))
@@ -319,7 +330,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
   const auto& model = r.table(root, "model", true);
   r.only_keys(model, "model.", {"input_shape", "layers"});
   const toml::array* shape = model.get_as<toml::array>("input_shape");
-  if (!shape) r.fail(model.source(), "model.input_shape", "required array of 1 to 3 positive integers, e.g. [784]");
+  if (!shape)
+    r.fail(model.source(), "model.input_shape",
+           "required array of 1 to 3 positive integers, e.g. [784]");
   for (const auto& d : *shape) {
     auto v = d.value_exact<std::int64_t>();
     if (!v || *v <= 0) r.fail(d.source(), "model.input_shape", "expected positive integers");
@@ -334,7 +347,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
   std::set<std::string> names{"input"};
   for (std::size_t i = 0; i < layers->size(); ++i) {
     const toml::table* lt = (*layers)[i].as_table();
-    if (!lt) r.fail((*layers)[i].source(), "model.layers[" + std::to_string(i) + "]", "expected a table");
+    if (!lt)
+      r.fail((*layers)[i].source(), "model.layers[" + std::to_string(i) + "]", "expected a table");
     deck.layers.push_back(read_layer(r, *lt, i, names));
   }
 
@@ -342,7 +356,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
   const auto& loss = r.table(root, "loss", false);
   r.only_keys(loss, "loss.", {"type", "label_smoothing"});
   training.loss.type = r.choice(loss, "loss.", "type", training.loss.type, loss_types());
-  training.loss.label_smoothing = r.get<float>(loss, "loss.", "label_smoothing", training.loss.label_smoothing);
+  training.loss.label_smoothing =
+      r.get<float>(loss, "loss.", "label_smoothing", training.loss.label_smoothing);
   r.require_range(loss, "loss.", "label_smoothing", training.loss.label_smoothing, 0.0f, 0.99f);
 
   read_optimizer(r, r.table(root, "optimizer", false), deck.optimizer, training.schedule.base_lr);
@@ -350,16 +365,18 @@ Deck parse_deck(const std::string& text, const std::string& path,
 
   const auto& t = r.table(root, "training", false);
   const std::string p = "training.";
-  r.only_keys(t, p, {"epochs", "batch_size", "accumulation_steps", "log_every", "clip_norm", "eval_every"});
+  r.only_keys(
+      t, p, {"epochs", "batch_size", "accumulation_steps", "log_every", "clip_norm", "eval_every"});
   training.epochs = r.get<int>(t, p, "epochs", training.epochs);
   r.require_range(t, p, "epochs", training.epochs, 1, 1000000);
   training.batch_size = r.get<std::int64_t>(t, p, "batch_size", training.batch_size);
   r.require_range<std::int64_t>(t, p, "batch_size", training.batch_size, 1, 1 << 20);
-  training.accumulation_steps = r.get<std::int64_t>(t, p, "accumulation_steps", training.accumulation_steps);
-  r.check(training.accumulation_steps >= 1 && training.accumulation_steps <= training.batch_size, t, p,
-          "accumulation_steps",
-          "value " + std::to_string(training.accumulation_steps) + " is out of range [1, batch_size = " +
-              std::to_string(training.batch_size) + "]");
+  training.accumulation_steps =
+      r.get<std::int64_t>(t, p, "accumulation_steps", training.accumulation_steps);
+  r.check(training.accumulation_steps >= 1 && training.accumulation_steps <= training.batch_size, t,
+          p, "accumulation_steps",
+          "value " + std::to_string(training.accumulation_steps) +
+              " is out of range [1, batch_size = " + std::to_string(training.batch_size) + "]");
   training.log_every = r.get<std::int64_t>(t, p, "log_every", training.log_every);
   r.require_range<std::int64_t>(t, p, "log_every", training.log_every, 0, INT64_MAX);
   training.clip_norm = r.get<float>(t, p, "clip_norm", training.clip_norm);
@@ -372,7 +389,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
   const float bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb",
                                        static_cast<float>(training.bucket_bytes) / (1 << 20));
   r.require_range(parallel, "parallel.", "bucket_mb", bucket_mb, 1e-6f, 4096.0f);
-  training.bucket_bytes = std::max<std::int64_t>(1, static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0));
+  training.bucket_bytes =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0));
   training.overlap = r.get<bool>(parallel, "parallel.", "overlap", training.overlap);
   training.sync_batchnorm =
       r.choice(parallel, "parallel.", "batchnorm", training.sync_batchnorm ? "sync" : "local",
@@ -387,8 +405,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
 void check_data_files(const Deck& deck) {
   for (const auto& f : deck.data_files)
     if (!std::ifstream(f.path))
-      throw DeckError(f.location + ": data." + f.key + ": cannot read '" + f.path + "': " +
-                      std::strerror(errno));
+      throw DeckError(f.location + ": data." + f.key + ": cannot read '" + f.path +
+                      "': " + std::strerror(errno));
 }
 
 }  // namespace tessera

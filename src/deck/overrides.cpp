@@ -20,7 +20,8 @@ void apply_override(toml::table& root, const std::string& spec) {
     parsed = toml::parse("value = " + text, origin);
   } catch (const toml::parse_error&) {
     std::string quoted = "\"";
-    for (char c : text) quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    for (char c : text)
+      quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
     try {
       parsed = toml::parse("value = " + quoted + "\"", origin);
     } catch (const toml::parse_error& e) {
@@ -34,11 +35,13 @@ void apply_override(toml::table& root, const std::string& spec) {
   std::size_t start = 0;
   while (true) {
     const auto dot = key.find('.', start);
-    std::string segment = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string segment =
+        key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     long index = -1;
     if (const auto bracket = segment.find('['); bracket != std::string::npos) {
       const auto close = segment.find(']', bracket);
-      const std::string digits = segment.substr(bracket + 1, close == std::string::npos ? 0 : close - bracket - 1);
+      const std::string digits =
+          segment.substr(bracket + 1, close == std::string::npos ? 0 : close - bracket - 1);
       if (close != segment.size() - 1 || digits.empty() ||
           digits.find_first_not_of("0123456789") != std::string::npos)
         fail("'" + segment + "' is not a key or key[index]");

@@ -42,7 +42,8 @@ class Reader {
   std::string location(const toml::source_region& where) const {
     if (where.path && where.path->rfind("--set ", 0) == 0) return *where.path;
     std::ostringstream os;
-    os << (where.path ? *where.path : path_) << ":" << where.begin.line << ":" << where.begin.column;
+    os << (where.path ? *where.path : path_) << ":" << where.begin.line << ":"
+       << where.begin.column;
     return os.str();
   }
 
@@ -159,7 +160,8 @@ class Reader {
                      const std::vector<KeyUse>& uses) const {
     for (const auto& [key, node] : t) {
       const std::string k(key.str());
-      const auto use = std::find_if(uses.begin(), uses.end(), [&](const KeyUse& u) { return u.key == k; });
+      const auto use =
+          std::find_if(uses.begin(), uses.end(), [&](const KeyUse& u) { return u.key == k; });
       if (use == uses.end() || use->types.empty() ||
           std::find(use->types.begin(), use->types.end(), type) != use->types.end())
         continue;

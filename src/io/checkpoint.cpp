@@ -86,7 +86,8 @@ class Writer {
     const char* data = value.c_str();
     write_attribute(object, name, string_type().get(), string_type().get(), {}, &data);
   }
-  void attribute(hid_t object, const std::string& name, const std::vector<std::string>& values) const {
+  void attribute(hid_t object, const std::string& name,
+                 const std::vector<std::string>& values) const {
     std::vector<const char*> data;
     for (const auto& v : values) data.push_back(v.c_str());
     write_attribute(object, name, string_type().get(), string_type().get(),
@@ -101,7 +102,8 @@ class Writer {
   void attribute(hid_t object, const std::string& name, float value) const {
     write_attribute(object, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {}, &value);
   }
-  void attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values) const {
+  void attribute(hid_t object, const std::string& name,
+                 const std::vector<std::int64_t>& values) const {
     write_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64,
                     {static_cast<std::int64_t>(values.size())}, values.data());
   }
@@ -133,18 +135,21 @@ class Writer {
   void write_attribute(hid_t object, const std::string& name, hid_t file_type, hid_t memory_type,
                        const std::vector<std::int64_t>& dims, const void* data) const {
     const Hdf5Handle space = simple_space(dims);
-    const Hdf5Handle a(H5Acreate2(object, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                       H5Aclose);
+    const Hdf5Handle a(
+        H5Acreate2(object, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+        H5Aclose);
     if (!a.ok() || (!empty(dims) && H5Awrite(a.get(), memory_type, data) < 0))
       fail("attribute '" + name + "'");
   }
-  void write_dataset(hid_t parent, const std::string& name, const std::string& label, hid_t file_type,
-                     hid_t memory_type, const std::vector<std::int64_t>& dims, const void* data) const {
+  void write_dataset(hid_t parent, const std::string& name, const std::string& label,
+                     hid_t file_type, hid_t memory_type, const std::vector<std::int64_t>& dims,
+                     const void* data) const {
     const Hdf5Handle space = simple_space(dims);
     const Hdf5Handle d(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT,
                                   H5P_DEFAULT, H5P_DEFAULT),
                        H5Dclose);
-    if (!d.ok() || (!empty(dims) && H5Dwrite(d.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0))
+    if (!d.ok() ||
+        (!empty(dims) && H5Dwrite(d.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0))
       fail("dataset '" + label + "'");
   }
 
@@ -221,12 +226,14 @@ void write_contents(const Writer& w, const Model& model, const Optimizer& optimi
   const Hdf5Handle topology = w.group(root, "model", "/model");
   // One sample's shape: the model's input for a batch of one, without the batch.
   const auto batch_of_one = dims_of(model.input(1).shape());
-  w.attribute(topology.get(), "input_shape", std::vector<std::int64_t>(batch_of_one.begin() + 1, batch_of_one.end()));
+  w.attribute(topology.get(), "input_shape",
+              std::vector<std::int64_t>(batch_of_one.begin() + 1, batch_of_one.end()));
   std::vector<std::string> order;
   for (const auto& l : layers) order.push_back(l->name());
   w.attribute(topology.get(), "layers", order);
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const Hdf5Handle layer = w.group(topology.get(), layers[i]->name(), "/model/" + layers[i]->name());
+    const Hdf5Handle layer =
+        w.group(topology.get(), layers[i]->name(), "/model/" + layers[i]->name());
     std::vector<std::string> inputs;
     for (const std::size_t node : model.layer_inputs(i))
       inputs.push_back(node == 0 ? "input" : layers[node - 1]->name());
@@ -254,7 +261,8 @@ void write_contents(const Writer& w, const Model& model, const Optimizer& optimi
 
 void fsync_path(const std::string& path, bool directory, const std::string& function) {
   const int fd = ::open(path.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
-  TESSERA_REQUIRE(fd >= 0, function << ": cannot open " << path << " to sync it: " << system_error());
+  TESSERA_REQUIRE(fd >= 0,
+                  function << ": cannot open " << path << " to sync it: " << system_error());
   const int status = ::fsync(fd);
   const std::string error = system_error();
   ::close(fd);
@@ -273,8 +281,8 @@ void pause_before_rename(const std::string& temporary) {
   if (!value) return;
   const double seconds = std::atof(value);
   if (!(seconds > 0)) return;
-  std::cerr << "tessera::write_checkpoint: pausing " << seconds << " s before renaming " << temporary
-            << " into place (TESSERA_CHECKPOINT_PAUSE_SECONDS)" << std::endl;
+  std::cerr << "tessera::write_checkpoint: pausing " << seconds << " s before renaming "
+            << temporary << " into place (TESSERA_CHECKPOINT_PAUSE_SECONDS)" << std::endl;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
@@ -285,15 +293,16 @@ template <class WriteFile>
 void publish_atomically(const std::string& path, const std::string& function, WriteFile write_file,
                         bool pause = false) {
   const fs::path target(path);
-  const std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".tmp." +
-                                                          std::to_string(::getpid())))
+  const std::string temporary = (target.parent_path() / ("." + target.filename().string() +
+                                                         ".tmp." + std::to_string(::getpid())))
                                     .string();
   try {
     write_file(temporary);
     fsync_path(temporary, false, function);
     if (pause) pause_before_rename(temporary);
-    TESSERA_REQUIRE(std::rename(temporary.c_str(), path.c_str()) == 0,
-                    function << ": cannot rename " << temporary << " to " << path << ": " << system_error());
+    TESSERA_REQUIRE(
+        std::rename(temporary.c_str(), path.c_str()) == 0,
+        function << ": cannot rename " << temporary << " to " << path << ": " << system_error());
   } catch (...) {
     std::remove(temporary.c_str());
     throw;
@@ -334,8 +343,9 @@ class Reader {
     std::error_code ec;
     if (!fs::exists(path_, ec)) fail("no such file");
     if (fs::is_directory(path_, ec))
-      fail("is a directory, not a checkpoint file (tessera-inspect and resume take a directory "
-           "and read its 'latest')");
+      fail(
+          "is a directory, not a checkpoint file (tessera-inspect and resume take a directory "
+          "and read its 'latest')");
     const htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
     if (is_hdf5 == 0) fail("not an HDF5 file, so not a Tessera checkpoint");
     if (is_hdf5 < 0) fail("cannot be read: " + reason_or("permission denied or I/O error"));
@@ -406,7 +416,8 @@ class Reader {
   }
   std::string string(const Object& o) const {
     const auto values = strings(o);
-    if (values.size() != 1) fail(o.label + " holds " + std::to_string(values.size()) + " strings; expected one");
+    if (values.size() != 1)
+      fail(o.label + " holds " + std::to_string(values.size()) + " strings; expected one");
     return values[0];
   }
   std::vector<std::int64_t> integers(const Object& o) const {
@@ -417,7 +428,8 @@ class Reader {
   }
   std::int64_t integer(const Object& o) const {
     const auto values = integers(o);
-    if (values.size() != 1) fail(o.label + " holds " + std::to_string(values.size()) + " integers; expected one");
+    if (values.size() != 1)
+      fail(o.label + " holds " + std::to_string(values.size()) + " integers; expected one");
     return values[0];
   }
   std::uint64_t unsigned_integer(const Object& o) const {
@@ -428,7 +440,8 @@ class Reader {
     return value;
   }
   float real(const Object& o) const {
-    if (H5Tget_class(o.type().get()) != H5T_FLOAT || elements(o) != 1) fail(o.label + " is not one number");
+    if (H5Tget_class(o.type().get()) != H5T_FLOAT || elements(o) != 1)
+      fail(o.label + " is not one number");
     float value = 0;
     if (!o.read(H5T_NATIVE_FLOAT, &value)) fail(read_failure(o));
     return value;
@@ -444,14 +457,17 @@ class Reader {
   std::int64_t attr_integer(const std::string& object, const std::string& name) const {
     return with_attribute(object, name, [&](const Object& o) { return integer(o); });
   }
-  std::vector<std::int64_t> attr_integers(const std::string& object, const std::string& name) const {
+  std::vector<std::int64_t> attr_integers(const std::string& object,
+                                          const std::string& name) const {
     return with_attribute(object, name, [&](const Object& o) { return integers(o); });
   }
 
-  CheckpointTensor tensor(const std::string& group, const std::string& layer, const std::string& name) const {
+  CheckpointTensor tensor(const std::string& group, const std::string& layer,
+                          const std::string& name) const {
     CheckpointTensor t{layer, name, {}, {}};
     with_dataset(group + "/" + layer + "/" + name, [&](const Object& o) {
-      if (H5Tget_class(o.type().get()) != H5T_FLOAT) fail(o.label + " does not hold floating-point values");
+      if (H5Tget_class(o.type().get()) != H5T_FLOAT)
+        fail(o.label + " does not hold floating-point values");
       const Hdf5Handle space = o.space();
       const int rank = H5Sget_simple_extent_ndims(space.get());
       std::vector<hsize_t> dims(std::max(rank, 0));
@@ -466,9 +482,9 @@ class Reader {
 
   // Once the format version is known to be ours, a missing object means damage.
   std::string incomplete_note() const {
-    return version_ == checkpoint_format_version
-               ? " (the file is incomplete or was edited; checkpoints written by Tessera always have it)"
-               : "";
+    return version_ == checkpoint_format_version ? " (the file is incomplete or was edited; "
+                                                   "checkpoints written by Tessera always have it)"
+                                                 : "";
   }
   void set_version(std::int64_t version) { version_ = version; }
 
@@ -501,7 +517,8 @@ CheckpointInfo read_info(Reader& r) {
   const std::string format = has_format ? r.attr_string("/", "format") : "";
   if (format != checkpoint_format)
     r.fail(std::string("not a Tessera checkpoint: an HDF5 file whose root attribute 'format' is ") +
-           (has_format ? "'" + format + "'" : "missing") + "; expected '" + checkpoint_format + "'");
+           (has_format ? "'" + format + "'" : "missing") + "; expected '" + checkpoint_format +
+           "'");
   const std::int64_t version = r.attr_integer("/", "format_version");
   if (version != checkpoint_format_version)
     r.fail("checkpoint format version " + std::to_string(version) + "; this Tessera (" +
@@ -518,10 +535,12 @@ CheckpointInfo read_info(Reader& r) {
   info.cursor.step = r.attr_integer("/training", "step");
   info.lr = r.with_attribute("/training", "lr", [&](const Object& o) { return r.real(o); });
   info.schedule = r.attr_string("/training", "schedule");
-  info.seed = r.with_attribute("/rng", "seed", [&](const Object& o) { return r.unsigned_integer(o); });
+  info.seed =
+      r.with_attribute("/rng", "seed", [&](const Object& o) { return r.unsigned_integer(o); });
   info.deck_path = r.attr_string("/deck", "path");
   info.deck_text = r.with_dataset("/deck/text", [&](const Object& o) { return r.string(o); });
-  info.deck_overrides = r.with_dataset("/deck/overrides", [&](const Object& o) { return r.strings(o); });
+  info.deck_overrides =
+      r.with_dataset("/deck/overrides", [&](const Object& o) { return r.strings(o); });
   info.metrics = r.with_dataset("/metrics", [&](const Object& o) { return r.string(o); });
   return info;
 }
@@ -551,7 +570,8 @@ CheckpointContents read_all(const std::string& path) {
   c.optimizer_steps = r.attr_integer("/optimizer", "step_count");
   for (const auto& buffer : r.attr_strings("/optimizer", "buffers")) {
     CheckpointOptimizerBuffer b{buffer, {}};
-    for (const auto& p : c.parameters) b.tensors.push_back(r.tensor("/optimizer/" + buffer, p.layer, p.name));
+    for (const auto& p : c.parameters)
+      b.tensors.push_back(r.tensor("/optimizer/" + buffer, p.layer, p.name));
     c.optimizer_buffers.push_back(std::move(b));
   }
   // A dataset whose size disagrees with its shape cannot come from HDF5, but
@@ -565,7 +585,8 @@ void check_tensors(const CheckpointContents& c, const std::string& group,
   const auto fail = [&](const std::string& problem) {
     throw Error("tessera::load_checkpoint: " + c.path + ": " + problem +
                 "; the checkpoint was written for a different model (compare its deck: "
-                "tessera-inspect " + c.path + ")");
+                "tessera-inspect " +
+                c.path + ")");
   };
   const auto& entries = store.entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -576,15 +597,16 @@ void check_tensors(const CheckpointContents& c, const std::string& group,
     });
     if (found == stored.end()) fail("has no dataset '" + object + "', which the model needs");
     if (found->shape != dims_of(e.spec.shape))
-      fail("dataset '" + object + "' has shape " + shape_text(found->shape) + "; the model's " + e.layer +
-           " " + e.spec.name + " has shape " + to_string(e.spec.shape));
+      fail("dataset '" + object + "' has shape " + shape_text(found->shape) + "; the model's " +
+           e.layer + " " + e.spec.name + " has shape " + to_string(e.spec.shape));
   }
   if (stored.size() != entries.size()) {
     for (const auto& t : stored) {
       const bool known = std::any_of(entries.begin(), entries.end(), [&](const ParameterEntry& e) {
         return t.layer == e.layer && t.name == e.spec.name;
       });
-      if (!known) fail("holds dataset '" + group + "/" + t.layer + "/" + t.name + "', which the model lacks");
+      if (!known)
+        fail("holds dataset '" + group + "/" + t.layer + "/" + t.name + "', which the model lacks");
     }
   }
 }
@@ -608,21 +630,24 @@ void copy_into(const std::vector<CheckpointTensor>& stored, const ParameterStore
 void write_checkpoint(const std::string& path, const Model& model, const Optimizer& optimizer,
                       const CheckpointInfo& info) {
   ScopedRegion region("tessera::write_checkpoint");
-  TESSERA_REQUIRE(model.compiled(), "tessera::write_checkpoint: " << path << ": the model is not compiled");
+  TESSERA_REQUIRE(model.compiled(),
+                  "tessera::write_checkpoint: " << path << ": the model is not compiled");
   for (const auto& layer : model.layers())
-    TESSERA_REQUIRE(layer->name().find('/') == std::string::npos && layer->name() != "." &&
-                        !layer->name().empty(),
-                    "tessera::write_checkpoint: " << path << ": layer name '" << layer->name()
-                                                  << "' cannot name an HDF5 group; rename the layer "
-                                                     "without '/'");
+    TESSERA_REQUIRE(
+        layer->name().find('/') == std::string::npos && layer->name() != "." &&
+            !layer->name().empty(),
+        "tessera::write_checkpoint: " << path << ": layer name '" << layer->name()
+                                      << "' cannot name an HDF5 group; rename the layer "
+                                         "without '/'");
   const impl::QuietHdf5 quiet;
   publish_atomically(
       path, "tessera::write_checkpoint",
       [&](const std::string& temporary) {
-        Hdf5Handle file(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+        Hdf5Handle file(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                        H5Fclose);
         if (!file.ok())
-          throw Error("tessera::write_checkpoint: cannot create " + temporary + " (" + impl::hdf5_reason() +
-                      "); check that the directory exists and is writable");
+          throw Error("tessera::write_checkpoint: cannot create " + temporary + " (" +
+                      impl::hdf5_reason() + "); check that the directory exists and is writable");
         const Writer w(path, file.get());
         write_contents(w, model, optimizer, info);
         if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0 || file.close() < 0) w.fail("the file");
@@ -644,8 +669,8 @@ CheckpointContents read_checkpoint(const std::string& path) {
 
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer) {
   ScopedRegion region("tessera::load_checkpoint");
-  TESSERA_REQUIRE(model.compiled(), "tessera::load_checkpoint: " << path
-                                                                  << ": compile the model before loading into it");
+  TESSERA_REQUIRE(model.compiled(), "tessera::load_checkpoint: "
+                                        << path << ": compile the model before loading into it");
   const CheckpointContents c = read_all(path);
   const auto fail = [&](const std::string& problem) {
     throw Error("tessera::load_checkpoint: " + path + ": " + problem);
@@ -656,12 +681,15 @@ CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer&
     const auto describe = [](const std::string& name, const std::string& type) {
       return "'" + name + "' (" + type + ")";
     };
-    const std::string stored = i < c.layers.size() ? describe(c.layers[i].name, c.layers[i].type) : "missing";
-    const std::string wanted = i < layers.size() ? describe(layers[i]->name(), layers[i]->type()) : "missing";
+    const std::string stored =
+        i < c.layers.size() ? describe(c.layers[i].name, c.layers[i].type) : "missing";
+    const std::string wanted =
+        i < layers.size() ? describe(layers[i]->name(), layers[i]->type()) : "missing";
     if (stored != wanted)
       fail("layer " + std::to_string(i) + " is " + stored + " in the checkpoint but " + wanted +
            " in the model; the checkpoint was written for a different model (compare its deck: "
-           "tessera-inspect " + path + ")");
+           "tessera-inspect " +
+           path + ")");
   }
   check_tensors(c, "/parameters", c.parameters, model.parameters());
   check_tensors(c, "/state", c.state, model.state());
@@ -672,7 +700,8 @@ CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer&
   const auto buffers = optimizer.state_buffers();
   if (!c.optimizer_buffers.empty()) {
     std::string stored_names, wanted_names;
-    for (const auto& b : c.optimizer_buffers) stored_names += (stored_names.empty() ? "" : ", ") + b.name;
+    for (const auto& b : c.optimizer_buffers)
+      stored_names += (stored_names.empty() ? "" : ", ") + b.name;
     for (const auto& b : buffers) wanted_names += (wanted_names.empty() ? "" : ", ") + b.first;
     if (stored_names != wanted_names)
       fail("optimizer state buffers are [" + stored_names + "]; " + optimizer.name() + " has [" +
@@ -698,9 +727,10 @@ std::string resolve_checkpoint(const std::string& what) {
   const std::string function = "tessera::resolve_checkpoint";
   std::error_code ec;
   TESSERA_REQUIRE(!what.empty(), function << ": no checkpoint named");
-  TESSERA_REQUIRE(fs::exists(what, ec), function << ": " << what
-                                                 << " does not exist (expected a checkpoint file, a "
-                                                    "checkpoint directory or its 'latest' file)");
+  TESSERA_REQUIRE(fs::exists(what, ec), function
+                                            << ": " << what
+                                            << " does not exist (expected a checkpoint file, a "
+                                               "checkpoint directory or its 'latest' file)");
   fs::path pointer(what);
   if (fs::is_directory(pointer, ec)) {
     pointer /= "latest";
@@ -713,12 +743,13 @@ std::string resolve_checkpoint(const std::string& what) {
   std::ifstream in(pointer);
   std::string name;
   std::getline(in, name);
-  TESSERA_REQUIRE(in && !name.empty() && name.find('/') == std::string::npos,
-                  function << ": " << pointer.string()
-                           << " does not name a checkpoint file (expected one file name on its first line)");
+  TESSERA_REQUIRE(
+      in && !name.empty() && name.find('/') == std::string::npos,
+      function << ": " << pointer.string()
+               << " does not name a checkpoint file (expected one file name on its first line)");
   const std::string target = (pointer.parent_path() / name).string();
-  TESSERA_REQUIRE(fs::exists(target, ec),
-                  function << ": " << pointer.string() << " names " << name << ", which does not exist");
+  TESSERA_REQUIRE(fs::exists(target, ec), function << ": " << pointer.string() << " names " << name
+                                                   << ", which does not exist");
   return target;
 }
 
@@ -759,7 +790,8 @@ std::string CheckpointDirectory::resolve(const std::string& what) const {
   if (what.empty() || what == "latest") return resolve_checkpoint(directory_);
   std::error_code ec;
   const fs::path inside = fs::path(directory_) / what;
-  if (fs::path(what).is_relative() && fs::exists(inside, ec)) return resolve_checkpoint(inside.string());
+  if (fs::path(what).is_relative() && fs::exists(inside, ec))
+    return resolve_checkpoint(inside.string());
   return resolve_checkpoint(what);
 }
 
@@ -769,17 +801,19 @@ std::string CheckpointDirectory::commit(const Model& model, const Optimizer& opt
   const std::string function = "tessera::CheckpointDirectory::commit";
   std::error_code ec;
   fs::create_directories(directory_, ec);
-  TESSERA_REQUIRE(!ec, function << ": cannot create directory " << directory_ << ": " << ec.message());
+  TESSERA_REQUIRE(!ec,
+                  function << ": cannot create directory " << directory_ << ": " << ec.message());
   const std::string name = file_name(info.cursor.step);
   const std::string path = (fs::path(directory_) / name).string();
   write_checkpoint(path, model, optimizer, info);
 
-  publish_atomically((fs::path(directory_) / "latest").string(), function, [&](const std::string& temporary) {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << name << "\n";
-    out.close();
-    TESSERA_REQUIRE(out, function << ": cannot write " << temporary << ": " << system_error());
-  });
+  publish_atomically(
+      (fs::path(directory_) / "latest").string(), function, [&](const std::string& temporary) {
+        std::ofstream out(temporary, std::ios::trunc);
+        out << name << "\n";
+        out.close();
+        TESSERA_REQUIRE(out, function << ": cannot write " << temporary << ": " << system_error());
+      });
 
   // The checkpoint just written stays even when older files carry larger
   // steps (a run resumed from an earlier checkpoint).

@@ -48,9 +48,10 @@ std::vector<ParameterSpec> Conv2D::parameter_specs(const Shapes& inputs) const {
   const std::int64_t in_channels = inputs.at(0)[1], taps = o.kernel.h * o.kernel.w;
   const std::int64_t fan_in = in_channels * taps, fan_out = o.out_channels * taps;
   std::vector<ParameterSpec> specs{
-      ParameterSpec{"weight", Shape{o.out_channels, in_channels, o.kernel.h, o.kernel.w},
-                    o.init, fan_in, fan_out}};
-  if (o.bias) specs.push_back(ParameterSpec{"bias", Shape{o.out_channels}, Init::zeros, fan_in, fan_out});
+      ParameterSpec{"weight", Shape{o.out_channels, in_channels, o.kernel.h, o.kernel.w}, o.init,
+                    fan_in, fan_out}};
+  if (o.bias)
+    specs.push_back(ParameterSpec{"bias", Shape{o.out_channels}, Init::zeros, fan_in, fan_out});
   return specs;
 }
 
@@ -98,8 +99,9 @@ LayerType conv2d_layer_type() {
       .extent2("padding", &O::padding, Range::closed(0, 4096))
       .boolean("bias", &O::bias)
       .initializer("init", &O::init)
-      .output("`[N, out_channels, (H + 2p - k) / s + 1, (W + 2p - k) / s + 1]`; weights "
-              "`[out, in, kh, kw]`")
+      .output(
+          "`[N, out_channels, (H + 2p - k) / s + 1, (W + 2p - k) / s + 1]`; weights "
+          "`[out, in, kh, kw]`")
       .example({{2, 2, 4, 3}}, "out_channels = 2\nkernel = [3, 2]\npadding = 1");
 }
 

@@ -17,10 +17,11 @@ Dropout::Dropout(std::string name, const Options& options, std::vector<std::stri
 LayerType dropout_layer_type() {
   return impl::LayerTypeBuilder<Dropout>("dropout")
       .number("rate", &Dropout::Options::rate, Range::half_open(0, 1), impl::required)
-      .output("same shape; in training zeroes each element with probability `rate` and scales "
-              "the rest by 1 / (1 − rate); the identity in evaluation. The mask depends only on "
-              "the run's seed, the layer name, the step and the element, not on threads or "
-              "backend")
+      .output(
+          "same shape; in training zeroes each element with probability `rate` and scales "
+          "the rest by 1 / (1 − rate); the identity in evaluation. The mask depends only on "
+          "the run's seed, the layer name, the step and the element, not on threads or "
+          "backend")
       .example({{3, 2, 4}}, "rate = 0.25");
 }
 
@@ -33,9 +34,9 @@ Shape Dropout::output_shape(const Shapes& inputs) const {
 void Dropout::allocate(const Shapes& inputs) { max_elements_ = inputs.at(0).numel(); }
 
 std::uint64_t Dropout::first_counter(const Tensor<float>& x, const StepContext& ctx) const {
-  TESSERA_REQUIRE(x.numel() <= max_elements_,
-                  where() << ": input " << x.shape() << " has more than the " << max_elements_
-                          << " elements allocate() was given");
+  TESSERA_REQUIRE(x.numel() <= max_elements_, where() << ": input " << x.shape()
+                                                      << " has more than the " << max_elements_
+                                                      << " elements allocate() was given");
   TESSERA_REQUIRE(ctx.step >= 0 && ctx.sample_offset >= 0,
                   where() << ": step " << ctx.step << " and sample offset " << ctx.sample_offset
                           << " must not be negative");

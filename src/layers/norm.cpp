@@ -80,9 +80,12 @@ namespace {
 // The per-sample shape: dims 1.. of a batched shape.
 Shape sample_shape(const Shape& s) {
   switch (s.rank()) {
-    case 2: return Shape{s[1]};
-    case 3: return Shape{s[1], s[2]};
-    default: return Shape{s[1], s[2], s[3]};
+    case 2:
+      return Shape{s[1]};
+    case 3:
+      return Shape{s[1], s[2]};
+    default:
+      return Shape{s[1], s[2], s[3]};
   }
 }
 
@@ -107,25 +110,27 @@ LayerType batchnorm_layer_type() {
   return impl::LayerTypeBuilder<BatchNorm>("batchnorm")
       .number("momentum", &O::momentum, Range::closed(0, 1))
       .number("eps", &O::eps, Range::open_closed(0, 1))
-      .output("same shape; per feature for `[N, F]`, per channel for `[N, C, H, W]`; training "
-              "uses batch statistics and updates the running ones, evaluation uses the running "
-              "ones")
+      .output(
+          "same shape; per feature for `[N, F]`, per channel for `[N, C, H, W]`; training "
+          "uses batch statistics and updates the running ones, evaluation uses the running "
+          "ones")
       .example({{4, 2, 2, 2}});
 }
 
 LayerType layernorm_layer_type() {
   return impl::LayerTypeBuilder<LayerNorm>("layernorm")
       .number("eps", &LayerNorm::Options::eps, Range::open_closed(0, 1))
-      .output("same shape; normalises each sample over all its elements, with an elementwise "
-              "scale and shift")
+      .output(
+          "same shape; normalises each sample over all its elements, with an elementwise "
+          "scale and shift")
       .example({{3, 2, 2, 2}});
 }
 
 Shape BatchNorm::output_shape(const Shapes& inputs) const {
   const Shape& in = inputs.at(0);
-  TESSERA_REQUIRE(in.rank() == 2 || in.rank() == 4,
-                  where() << ": input " << in
-                          << " must be [N, F] (per feature) or [N, C, H, W] (per channel)");
+  TESSERA_REQUIRE(
+      in.rank() == 2 || in.rank() == 4,
+      where() << ": input " << in << " must be [N, F] (per feature) or [N, C, H, W] (per channel)");
   return in;
 }
 
@@ -133,7 +138,8 @@ kernels::GroupLayout BatchNorm::layout(const Shape& input) const {
   return kernels::GroupLayout{input[0], input[1], input.rank() == 4 ? input[2] * input[3] : 1};
 }
 
-std::int64_t BatchNorm::statistics_count(const kernels::GroupLayout& l, const StepContext& ctx) const {
+std::int64_t BatchNorm::statistics_count(const kernels::GroupLayout& l,
+                                         const StepContext& ctx) const {
   if (ctx.sync == nullptr) return l.group_size();
   TESSERA_REQUIRE(ctx.global_batch >= l.outer,
                   where() << ": synchronised statistics over a global batch of " << ctx.global_batch
@@ -200,8 +206,8 @@ LayerNorm::LayerNorm(std::string name, const Options& options, std::vector<std::
 
 Shape LayerNorm::output_shape(const Shapes& inputs) const {
   const Shape& in = inputs.at(0);
-  TESSERA_REQUIRE(in.rank() >= 2, where() << ": input " << in
-                                          << " needs a batch dimension and at least one more");
+  TESSERA_REQUIRE(in.rank() >= 2,
+                  where() << ": input " << in << " needs a batch dimension and at least one more");
   return in;
 }
 

@@ -6,10 +6,12 @@
 namespace tessera {
 
 namespace {
-const std::pair<Init, const char*> init_names[] = {
-    {Init::zeros, "zeros"},           {Init::ones, "ones"},
-    {Init::he_uniform, "he_uniform"}, {Init::he_normal, "he_normal"},
-    {Init::xavier_uniform, "xavier_uniform"}, {Init::xavier_normal, "xavier_normal"}};
+const std::pair<Init, const char*> init_names[] = {{Init::zeros, "zeros"},
+                                                   {Init::ones, "ones"},
+                                                   {Init::he_uniform, "he_uniform"},
+                                                   {Init::he_normal, "he_normal"},
+                                                   {Init::xavier_uniform, "xavier_uniform"},
+                                                   {Init::xavier_normal, "xavier_normal"}};
 }  // namespace
 
 Init init_from_name(const std::string& name) {
@@ -18,7 +20,8 @@ Init init_from_name(const std::string& name) {
     if (name == text) return init;
     known += (known.empty() ? "" : ", ") + std::string(text);
   }
-  TESSERA_REQUIRE(false, "tessera::init_from_name: unknown initializer '" << name << "'; allowed: " << known);
+  TESSERA_REQUIRE(
+      false, "tessera::init_from_name: unknown initializer '" << name << "'; allowed: " << known);
 }
 
 const char* init_name(Init init) {

@@ -8,7 +8,8 @@ namespace tessera {
 
 namespace {
 void require_images(const std::string& where, const Shape& in) {
-  TESSERA_REQUIRE(in.rank() == 4, where << ": input " << in << " is not an image batch [N, C, H, W]");
+  TESSERA_REQUIRE(in.rank() == 4,
+                  where << ": input " << in << " is not an image batch [N, C, H, W]");
 }
 
 kernels::Pool2dGeometry pool_geometry(const Shape& input, Extent2 kernel, Extent2 stride,
@@ -49,8 +50,9 @@ Shape Pool2D::output_shape(const Shapes& inputs) const {
   require_images(where(), in);
   const auto g = pool_geometry(in, kernel_, stride_, padding_);
   TESSERA_REQUIRE(g.rows.out >= 1 && g.cols.out >= 1,
-                  where() << ": input " << in << " is smaller than the kernel " << kernel_.h << " x "
-                          << kernel_.w << " with padding " << padding_.h << " x " << padding_.w);
+                  where() << ": input " << in << " is smaller than the kernel " << kernel_.h
+                          << " x " << kernel_.w << " with padding " << padding_.h << " x "
+                          << padding_.w);
   return Shape{in[0], in[1], g.rows.out, g.cols.out};
 }
 
@@ -84,8 +86,9 @@ LayerType maxpool2d_layer_type() {
 
 LayerType avgpool2d_layer_type() {
   return windowed_pool<AvgPool2D>("avgpool2d")
-      .output("`[N, C, Ho, Wo]`; padded cells count in the divisor (PyTorch's "
-              "`count_include_pad = true`)")
+      .output(
+          "`[N, C, Ho, Wo]`; padded cells count in the divisor (PyTorch's "
+          "`count_include_pad = true`)")
       .example({{2, 2, 5, 4}}, "kernel = 3\nstride = 2\npadding = 1");
 }
 
@@ -103,7 +106,8 @@ void MaxPool2D::allocate(const Shapes& inputs) {
 
 void MaxPool2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::MaxPool2D::forward");
-  kernels::max_pool2d_forward(ExecSpace(), pool_geometry(x[0].shape(), kernel(), stride(), padding()),
+  kernels::max_pool2d_forward(ExecSpace(),
+                              pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                               x[0].flat(), y.flat(), argmax_);
 }
 
@@ -118,7 +122,8 @@ void MaxPool2D::backward(const Tensors& x, const Tensor<float>& /*y*/, const Ten
 
 void AvgPool2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::AvgPool2D::forward");
-  kernels::avg_pool2d_forward(ExecSpace(), pool_geometry(x[0].shape(), kernel(), stride(), padding()),
+  kernels::avg_pool2d_forward(ExecSpace(),
+                              pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                               x[0].flat(), y.flat());
 }
 

@@ -37,7 +37,8 @@ TESSERA_FOR_EACH_LAYER_TYPE(TESSERA_DECLARE_LAYER_TYPE)
 
 const std::vector<LayerType>& layer_types() {
 #define TESSERA_LAYER_TYPE_ENTRY(name) name##_layer_type(),
-  static const std::vector<LayerType> types = {TESSERA_FOR_EACH_LAYER_TYPE(TESSERA_LAYER_TYPE_ENTRY)};
+  static const std::vector<LayerType> types = {
+      TESSERA_FOR_EACH_LAYER_TYPE(TESSERA_LAYER_TYPE_ENTRY)};
 #undef TESSERA_LAYER_TYPE_ENTRY
   return types;
 }

@@ -33,7 +33,8 @@ void Softmax::backward(const Tensors& x, const Tensor<float>& y, const Tensor<fl
                        const Tensors& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Softmax::backward");
   if (dx[0].numel() == 0) return;
-  kernels::softmax_backward(ExecSpace(), layout_of(x[0].shape()), y.flat(), dy.flat(), dx[0].flat());
+  kernels::softmax_backward(ExecSpace(), layout_of(x[0].shape()), y.flat(), dy.flat(),
+                            dx[0].flat());
 }
 
 }  // namespace tessera

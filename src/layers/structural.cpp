@@ -27,8 +27,9 @@ LayerType add_layer_type() {
 
 LayerType concat_layer_type() {
   return impl::LayerTypeBuilder<Concat>("concat")
-      .output("concatenation along dimension 1 (channels, or features); the other dimensions "
-              "must agree")
+      .output(
+          "concatenation along dimension 1 (channels, or features); the other dimensions "
+          "must agree")
       .example({{2, 2, 3, 2}, {2, 3, 3, 2}});
 }
 
@@ -51,7 +52,8 @@ void Flatten::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const T
 
 Shape Add::output_shape(const Shapes& inputs) const {
   for (const auto& s : inputs)
-    TESSERA_REQUIRE(s == inputs[0], where() << ": inputs must have one shape, got " << shapes_text(inputs));
+    TESSERA_REQUIRE(s == inputs[0],
+                    where() << ": inputs must have one shape, got " << shapes_text(inputs));
   return inputs[0];
 }
 
@@ -61,7 +63,8 @@ std::int64_t Add::flops_per_sample(const Shapes& inputs) const {
 
 void Add::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Add::forward");
-  for (std::size_t i = 0; i < x.size(); ++i) kernels::copy_into(ExecSpace(), x[i].flat(), y.flat(), i > 0);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    kernels::copy_into(ExecSpace(), x[i].flat(), y.flat(), i > 0);
 }
 
 void Add::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tensor<float>& dy,
@@ -73,8 +76,8 @@ void Add::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tenso
 
 Shape Concat::output_shape(const Shapes& inputs) const {
   const Shape& first = inputs.at(0);
-  TESSERA_REQUIRE(first.rank() >= 2, where() << ": inputs need a channel dimension, got "
-                                             << shapes_text(inputs));
+  TESSERA_REQUIRE(first.rank() >= 2,
+                  where() << ": inputs need a channel dimension, got " << shapes_text(inputs));
   Shape out = first;
   std::int64_t channels = 0;
   for (const auto& s : inputs) {

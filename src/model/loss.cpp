@@ -5,10 +5,11 @@
 
 namespace tessera {
 
-SoftmaxCrossEntropy::SoftmaxCrossEntropy(float label_smoothing) : label_smoothing_(label_smoothing) {
-  TESSERA_REQUIRE(label_smoothing >= 0 && label_smoothing < 1,
-                  "tessera::SoftmaxCrossEntropy: label smoothing " << label_smoothing
-                                                                   << " must be in [0, 1)");
+SoftmaxCrossEntropy::SoftmaxCrossEntropy(float label_smoothing)
+    : label_smoothing_(label_smoothing) {
+  TESSERA_REQUIRE(
+      label_smoothing >= 0 && label_smoothing < 1,
+      "tessera::SoftmaxCrossEntropy: label smoothing " << label_smoothing << " must be in [0, 1)");
 }
 
 void SoftmaxCrossEntropy::evaluate(const ExecSpace& exec, const Tensor<float>& output,
@@ -26,7 +27,8 @@ const std::vector<std::string>& loss_types() {
 }
 
 std::unique_ptr<Loss> make_loss(const LossOptions& options) {
-  if (options.type == "cross_entropy") return std::make_unique<SoftmaxCrossEntropy>(options.label_smoothing);
+  if (options.type == "cross_entropy")
+    return std::make_unique<SoftmaxCrossEntropy>(options.label_smoothing);
   TESSERA_REQUIRE(false, "tessera::make_loss: unknown loss type '" << options.type
                                                                    << "'; allowed: cross_entropy");
   return nullptr;

@@ -8,24 +8,22 @@
 
 namespace tessera {
 
-
 Model::Model(const Shape& sample_shape) : sample_shape_(sample_shape) {
-  TESSERA_REQUIRE(sample_shape.rank() >= 1 && sample_shape.rank() < Shape::max_rank &&
-                      sample_shape.numel() > 0,
-                  "tessera::Model: input shape " << sample_shape
-                                                 << " must have 1 to 3 positive dimensions");
+  TESSERA_REQUIRE(
+      sample_shape.rank() >= 1 && sample_shape.rank() < Shape::max_rank && sample_shape.numel() > 0,
+      "tessera::Model: input shape " << sample_shape << " must have 1 to 3 positive dimensions");
 }
 
 Model& Model::add(std::unique_ptr<Layer> layer) {
-  TESSERA_REQUIRE(!compiled_, "tessera::Model::add: layer '" << layer->name()
-                                                             << "' added after compile()");
+  TESSERA_REQUIRE(!compiled_,
+                  "tessera::Model::add: layer '" << layer->name() << "' added after compile()");
   layers_.push_back(std::move(layer));
   return *this;
 }
 
 Model& Model::set_initializer(const std::string& layer, Init init) {
-  TESSERA_REQUIRE(!compiled_, "tessera::Model::set_initializer: layer '" << layer
-                                                                         << "' after compile()");
+  TESSERA_REQUIRE(!compiled_,
+                  "tessera::Model::set_initializer: layer '" << layer << "' after compile()");
   TESSERA_REQUIRE(is_fan_based(init), "tessera::Model::set_initializer: layer '"
                                           << layer << "': '" << init_name(init)
                                           << "' is not a weight initializer");
@@ -37,8 +35,8 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
   ScopedRegion region("tessera::Model::compile");
   TESSERA_REQUIRE(!compiled_, "tessera::Model::compile: called twice");
   TESSERA_REQUIRE(!layers_.empty(), "tessera::Model::compile: the model has no layers");
-  TESSERA_REQUIRE(max_batch > 0, "tessera::Model::compile: batch size must be positive, got "
-                                     << max_batch);
+  TESSERA_REQUIRE(max_batch > 0,
+                  "tessera::Model::compile: batch size must be positive, got " << max_batch);
   max_batch_ = max_batch;
 
   // Resolve names to nodes and infer shapes, in declaration order: a layer
@@ -51,8 +49,8 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
     TESSERA_REQUIRE(node_of.count(layer.name()) == 0,
-                    "tessera::Model::compile: layer name '" << layer.name()
-                        << "' is used twice (or is the reserved name 'input')");
+                    "tessera::Model::compile: layer name '"
+                        << layer.name() << "' is used twice (or is the reserved name 'input')");
     std::vector<std::size_t> inputs;
     if (layer.input_names().empty()) {
       inputs.push_back(i);  // the previous node
@@ -60,16 +58,19 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
       for (const auto& name : layer.input_names()) {
         const auto found = node_of.find(name);
         TESSERA_REQUIRE(found != node_of.end(),
-                        "tessera::Model::compile: layer '" << layer.name() << "' reads '" << name
+                        "tessera::Model::compile: layer '"
+                            << layer.name() << "' reads '" << name
                             << "', which is not 'input' or a layer declared before it");
         inputs.push_back(found->second);
       }
     }
     const int arity = layer.arity();
-    TESSERA_REQUIRE(arity < 0 ? inputs.size() >= 2 : inputs.size() == static_cast<std::size_t>(arity),
-                    "tessera::Model::compile: layer '" << layer.name() << "' (" << layer.type()
-                        << ") takes " << (arity < 0 ? std::string("two or more") : std::to_string(arity))
-                        << " inputs, got " << inputs.size());
+    TESSERA_REQUIRE(
+        arity < 0 ? inputs.size() >= 2 : inputs.size() == static_cast<std::size_t>(arity),
+        "tessera::Model::compile: layer '"
+            << layer.name() << "' (" << layer.type() << ") takes "
+            << (arity < 0 ? std::string("two or more") : std::to_string(arity)) << " inputs, got "
+            << inputs.size());
     for (auto node : inputs) input_shapes[i].push_back(with_batch(sample_shapes_[node], max_batch));
     Shape out;
     try {
@@ -96,8 +97,8 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
 
   for (const auto& [target, init] : initializers_)
     TESSERA_REQUIRE(node_of.count(target) && target != "input",
-                    "tessera::Model::compile: an initializer names layer '" << target
-                        << "', which is not in the model");
+                    "tessera::Model::compile: an initializer names layer '"
+                        << target << "', which is not in the model");
   parameters_.allocate();
   state_.allocate();
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -158,9 +159,9 @@ Tensors Model::gather(const std::vector<Tensor<float>>& nodes, std::size_t layer
 LayerRange Model::clamp(LayerRange range, const char* fn) const {
   TESSERA_REQUIRE(compiled_, fn << ": compile() the model first");
   if (range.last > layers_.size()) range.last = layers_.size();
-  TESSERA_REQUIRE(range.first < range.last,
-                  fn << ": layer range [" << range.first << ", " << range.last << ") of a model of "
-                     << layers_.size() << " layers is empty");
+  TESSERA_REQUIRE(range.first < range.last, fn << ": layer range [" << range.first << ", "
+                                               << range.last << ") of a model of " << layers_.size()
+                                               << " layers is empty");
   return range;
 }
 
@@ -175,7 +176,8 @@ Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx, LayerRa
 void Model::zero_gradients() { parameters_.zero_gradients(); }
 
 void Model::zero_activation_gradients() {
-  TESSERA_REQUIRE(compiled_, "tessera::Model::zero_activation_gradients: compile() the model first");
+  TESSERA_REQUIRE(compiled_,
+                  "tessera::Model::zero_activation_gradients: compile() the model first");
   // Every activation gradient but the output's, which the loss fills.
   const std::int64_t output_elements = activation_grads_.back().numel();
   Kokkos::deep_copy(ExecSpace(),
@@ -192,8 +194,8 @@ Tensor<float> Model::activation(std::size_t layer, std::int64_t batch) const {
 }
 
 Tensor<float> Model::activation_gradient(std::size_t layer, std::int64_t batch) const {
-  TESSERA_REQUIRE(compiled_ && layer < layers_.size(),
-                  "tessera::Model::activation_gradient: layer " << layer << " of " << layers_.size());
+  TESSERA_REQUIRE(compiled_ && layer < layers_.size(), "tessera::Model::activation_gradient: layer "
+                                                           << layer << " of " << layers_.size());
   return activation_grads_[layer + 1].leading(batch);
 }
 
@@ -204,8 +206,8 @@ void Model::backward(std::int64_t batch, const StepContext& ctx,
   if (range.last == layers_.size()) zero_activation_gradients();
   for (std::size_t i = range.last; i-- > range.first;) {
     layers_[i]->backward(gather(activations_, i, batch), activations_[i + 1].leading(batch),
-                         activation_grads_[i + 1].leading(batch), gather(activation_grads_, i, batch),
-                         ctx);
+                         activation_grads_[i + 1].leading(batch),
+                         gather(activation_grads_, i, batch), ctx);
     if (after_layer) after_layer(i);
   }
 }
@@ -226,7 +228,8 @@ std::int64_t Model::flops_per_sample() const {
 std::string Model::summary() const {
   std::ostringstream os;
   os << std::left << std::setw(16) << "layer" << std::setw(14) << "type" << std::setw(18)
-     << "output" << std::right << std::setw(12) << "parameters" << "  inputs\n";
+     << "output" << std::right << std::setw(12) << "parameters"
+     << "  inputs\n";
   os << std::left << std::setw(16) << "input" << std::setw(14) << "" << std::setw(18)
      << to_string(sample_shape_) << "\n";
   std::int64_t total = 0;
@@ -237,7 +240,8 @@ std::string Model::summary() const {
     total += count;
     std::string inputs;
     for (auto node : layer_inputs_[i])
-      inputs += (inputs.empty() ? "" : ", ") + (node == 0 ? std::string("input") : layers_[node - 1]->name());
+      inputs += (inputs.empty() ? "" : ", ") +
+                (node == 0 ? std::string("input") : layers_[node - 1]->name());
     os << std::left << std::setw(16) << layers_[i]->name() << std::setw(14) << layers_[i]->type()
        << std::setw(18) << to_string(sample_shapes_[i + 1]) << std::right << std::setw(12) << count
        << "  " << inputs << "\n";

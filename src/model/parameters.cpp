@@ -27,13 +27,14 @@ void ParameterStore::allocate() {
 }
 
 Tensor<float> ParameterStore::slice(const Vector<float>& buffer, std::size_t index) const {
-  TESSERA_REQUIRE(index < entries_.size(), "tessera::ParameterStore: entry " << index << " of "
-                                                                              << entries_.size());
+  TESSERA_REQUIRE(index < entries_.size(),
+                  "tessera::ParameterStore: entry " << index << " of " << entries_.size());
   TESSERA_REQUIRE(buffer.size() > 0 || count_ == 0,
                   "tessera::ParameterStore: parameters used before allocate()");
   const auto& e = entries_[index];
   const std::int64_t n = e.spec.shape.numel();
-  return Tensor<float>(Kokkos::subview(buffer, std::make_pair(e.offset, e.offset + n)), e.spec.shape);
+  return Tensor<float>(Kokkos::subview(buffer, std::make_pair(e.offset, e.offset + n)),
+                       e.spec.shape);
 }
 
 void ParameterStore::initialize(std::uint64_t seed) {
@@ -45,15 +46,24 @@ void ParameterStore::initialize(std::uint64_t seed) {
     const double xavier = 2.0 / static_cast<double>(spec.fan_in + spec.fan_out);
     const auto v = value(i).flat();
     switch (spec.init) {
-      case Init::zeros: break;
-      case Init::ones: Kokkos::deep_copy(v, 1.0f); break;
+      case Init::zeros:
+        break;
+      case Init::ones:
+        Kokkos::deep_copy(v, 1.0f);
+        break;
       // A uniform [-b, b) has variance b^2 / 3: b = sqrt(3 * variance).
-      case Init::he_uniform: kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * he)), seed, i); break;
-      case Init::he_normal: kernels::init_normal(ExecSpace(), v, float(std::sqrt(he)), seed, i); break;
+      case Init::he_uniform:
+        kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * he)), seed, i);
+        break;
+      case Init::he_normal:
+        kernels::init_normal(ExecSpace(), v, float(std::sqrt(he)), seed, i);
+        break;
       case Init::xavier_uniform:
         kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * xavier)), seed, i);
         break;
-      case Init::xavier_normal: kernels::init_normal(ExecSpace(), v, float(std::sqrt(xavier)), seed, i); break;
+      case Init::xavier_normal:
+        kernels::init_normal(ExecSpace(), v, float(std::sqrt(xavier)), seed, i);
+        break;
     }
   }
   Kokkos::fence();

@@ -63,7 +63,8 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
   const auto& store = model_.parameters();
   std::string culprit = "unknown";
   for (std::size_t i = 0; i < store.entries().size(); ++i) {
-    const double sum = kernels::deterministic_sum_squares(ExecSpace(), store.gradient(i).flat(), norm_scratch_);
+    const double sum =
+        kernels::deterministic_sum_squares(ExecSpace(), store.gradient(i).flat(), norm_scratch_);
     if (!std::isfinite(sum)) {
       culprit = store.entries()[i].layer + "." + store.entries()[i].spec.name;
       break;
@@ -86,24 +87,28 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     rank_ = comm->rank();
     ranks_ = comm->size();
   }
-  TESSERA_REQUIRE(options.accumulation_steps >= 1 && options.batch_size >= options.accumulation_steps,
-                  "tessera::Trainer: accumulation steps " << options.accumulation_steps
-                      << " must be between 1 and the batch size " << options.batch_size);
+  TESSERA_REQUIRE(
+      options.accumulation_steps >= 1 && options.batch_size >= options.accumulation_steps,
+      "tessera::Trainer: accumulation steps " << options.accumulation_steps
+                                              << " must be between 1 and the batch size "
+                                              << options.batch_size);
   const std::int64_t shard = options.max_shard(ranks_);
   TESSERA_REQUIRE(options.batch_size >= 1 && shard <= model.max_batch(),
-                  "tessera::Trainer: batch size " << options.batch_size << " in "
-                      << options.accumulation_steps << " micro-batch(es) over " << ranks_
-                      << " rank(s) needs shards of up to " << shard
-                      << " samples; the model was compiled for " << model.max_batch()
+                  "tessera::Trainer: batch size "
+                      << options.batch_size << " in " << options.accumulation_steps
+                      << " micro-batch(es) over " << ranks_ << " rank(s) needs shards of up to "
+                      << shard << " samples; the model was compiled for " << model.max_batch()
                       << " (compile it for TrainOptions::max_shard(ranks))");
-  TESSERA_REQUIRE(options.epochs >= 1, "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
+  TESSERA_REQUIRE(options.epochs >= 1,
+                  "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
   TESSERA_REQUIRE(std::isfinite(options.clip_norm) && options.clip_norm >= 0,
                   "tessera::Trainer: clip_norm " << options.clip_norm
                                                  << " must be finite and >= 0 (0 = no clipping)");
   options.schedule.validate();
   loss_ = make_loss(options.loss);
   if (ranks_ > 1) {
-    averager_ = std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes, options.overlap);
+    averager_ =
+        std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes, options.overlap);
     GradientAverager* averager = averager_.get();
     after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
     if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm);
@@ -111,7 +116,8 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
   norm_scratch_ = Kokkos::View<double*, MemSpace>(
-      "tessera::Trainer::norm_scratch", kernels::deterministic_sum_scratch(model.parameters().count()));
+      "tessera::Trainer::norm_scratch",
+      kernels::deterministic_sum_scratch(model.parameters().count()));
   batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", shard);
   sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", shard);
   sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", shard);
@@ -140,8 +146,9 @@ void Trainer::ensure_buffers(const Dataset& data) {
   TESSERA_REQUIRE(data.size() > 0, "tessera::Trainer: the dataset is empty");
   const Shape input = model_.input(1).shape();
   TESSERA_REQUIRE(static_cast<std::int64_t>(data.samples.extent(1)) == input.inner(),
-                  "tessera::Trainer: dataset samples have " << data.samples.extent(1)
-                      << " features, the model's input " << input << " takes " << input.inner());
+                  "tessera::Trainer: dataset samples have "
+                      << data.samples.extent(1) << " features, the model's input " << input
+                      << " takes " << input.inner());
   if (static_cast<std::int64_t>(order_.extent(0)) < data.size())
     order_ = Vector<std::int64_t>("tessera::Trainer::order", data.size());
   if (static_cast<std::int64_t>(identity_order_.extent(0)) != data.size()) {
@@ -168,12 +175,13 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     const std::int64_t last = n % batch_size ? n % batch_size : batch_size;
     const std::int64_t smallest = std::min(batch_size, last) / micro_steps;
     if (smallest < ranks_)
-      throw CollectiveError("tessera::Trainer: synchronised BatchNorm needs at least one sample per "
-                            "rank in every micro-batch; batch size " + std::to_string(batch_size) +
-                            " in " + std::to_string(micro_steps) + " micro-batch(es) over " +
-                            std::to_string(n) + " samples leaves micro-batches of " +
-                            std::to_string(smallest) + " for " + std::to_string(ranks_) +
-                            " ranks; choose another batch size");
+      throw CollectiveError(
+          "tessera::Trainer: synchronised BatchNorm needs at least one sample per "
+          "rank in every micro-batch; batch size " +
+          std::to_string(batch_size) + " in " + std::to_string(micro_steps) +
+          " micro-batch(es) over " + std::to_string(n) + " samples leaves micro-batches of " +
+          std::to_string(smallest) + " for " + std::to_string(ranks_) +
+          " ranks; choose another batch size");
   }
   // Sums over the samples seen so far: loss, correct predictions.
   double totals[2] = {0, 0};
@@ -194,7 +202,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       const Shard part = shard_of(micro.count, rank_, ranks_);
       const std::int64_t batch = part.count, offset = micro.offset + part.offset;
       const bool last_micro = m + 1 == micro_steps;
-      const StepContext ctx{train, options_.seed, step_, offset, sync ? sync_.get() : nullptr,
+      const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
                             micro.count};
       if (batch > 0) {
         const auto labels =
@@ -234,9 +242,9 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     }
     const double batch_loss = sums[0];
     if (!std::isfinite(batch_loss))
-      throw CollectiveError("tessera::Trainer: non-finite loss at epoch " + std::to_string(epoch + 1) +
-                            ", step " + std::to_string(s + 1) + " (optimizer step " +
-                            std::to_string(step_ + 1) +
+      throw CollectiveError("tessera::Trainer: non-finite loss at epoch " +
+                            std::to_string(epoch + 1) + ", step " + std::to_string(s + 1) +
+                            " (optimizer step " + std::to_string(step_ + 1) +
                             "); the weights were not updated with it; lower the learning rate, "
                             "clip gradients or check the data");
     totals[0] += sums[0];
@@ -302,7 +310,8 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
     report.overlap_fraction = averager_->overlap_fraction();
   }
   report.lr = lr_;
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;
   return report;
 }

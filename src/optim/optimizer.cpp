@@ -10,16 +10,18 @@ namespace tessera {
 
 void Optimizer::step(ParameterStore& params, float lr) {
   ScopedRegion region(region_);
-  TESSERA_REQUIRE(params.allocated(), "tessera::" << name_ << "::step: the parameter store is not allocated");
-  TESSERA_REQUIRE(std::isfinite(lr) && lr >= 0,
-                  "tessera::" << name_ << "::step: learning rate " << lr << " must be finite and >= 0");
+  TESSERA_REQUIRE(params.allocated(),
+                  "tessera::" << name_ << "::step: the parameter store is not allocated");
+  TESSERA_REQUIRE(std::isfinite(lr) && lr >= 0, "tessera::" << name_ << "::step: learning rate "
+                                                            << lr << " must be finite and >= 0");
   allocate(params);
   update(params, lr, step_count_ + 1);
   ++step_count_;
 }
 
 void Optimizer::set_step_count(std::int64_t steps) {
-  TESSERA_REQUIRE(steps >= 0, "tessera::" << name_ << "::set_step_count: " << steps << " must be >= 0");
+  TESSERA_REQUIRE(steps >= 0,
+                  "tessera::" << name_ << "::set_step_count: " << steps << " must be >= 0");
   step_count_ = steps;
 }
 
@@ -47,7 +49,9 @@ OptimizerParams OptimizerParams::for_type(const std::string& type) {
   return p;
 }
 
-float OptimizerParams::default_lr(const std::string& type) { return type == "sgd" ? 0.01f : 0.001f; }
+float OptimizerParams::default_lr(const std::string& type) {
+  return type == "sgd" ? 0.01f : 0.001f;
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
   require_unit_interval("weight_decay", p.weight_decay(), false);
@@ -58,13 +62,14 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
   if (p.type == "adam" || p.type == "adamw") {
     require_unit_interval("beta1", p.adam.beta1, true);
     require_unit_interval("beta2", p.adam.beta2, true);
-    TESSERA_REQUIRE(p.adam.eps > 0 && std::isfinite(p.adam.eps),
-                    "tessera::make_optimizer: eps " << p.adam.eps << " must be positive and finite");
+    TESSERA_REQUIRE(
+        p.adam.eps > 0 && std::isfinite(p.adam.eps),
+        "tessera::make_optimizer: eps " << p.adam.eps << " must be positive and finite");
     if (p.type == "adam") return std::make_unique<Adam>(p.adam);
     return std::make_unique<AdamW>(p.adam);
   }
-  TESSERA_REQUIRE(false, "tessera::make_optimizer: unknown type '" << p.type
-                                                                  << "'; allowed: sgd, adam, adamw");
+  TESSERA_REQUIRE(
+      false, "tessera::make_optimizer: unknown type '" << p.type << "'; allowed: sgd, adam, adamw");
   return nullptr;
 }
 

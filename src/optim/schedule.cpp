@@ -16,11 +16,16 @@ constexpr double pi = 3.14159265358979323846;
 
 const char* schedule_name(ScheduleType type) {
   switch (type) {
-    case ScheduleType::constant: return "constant";
-    case ScheduleType::step: return "step";
-    case ScheduleType::multistep: return "multistep";
-    case ScheduleType::exponential: return "exponential";
-    case ScheduleType::cosine: return "cosine";
+    case ScheduleType::constant:
+      return "constant";
+    case ScheduleType::step:
+      return "step";
+    case ScheduleType::multistep:
+      return "multistep";
+    case ScheduleType::exponential:
+      return "exponential";
+    case ScheduleType::cosine:
+      return "cosine";
   }
   return "?";
 }
@@ -31,44 +36,53 @@ ScheduleType schedule_type(const std::string& name) {
     if (name == schedule_name(type)) return type;
     allowed += (allowed.empty() ? "" : ", ") + std::string(schedule_name(type));
   }
-  TESSERA_REQUIRE(false, "tessera::schedule_type: unknown schedule '" << name << "'; allowed: " << allowed);
+  TESSERA_REQUIRE(
+      false, "tessera::schedule_type: unknown schedule '" << name << "'; allowed: " << allowed);
   return ScheduleType::constant;
 }
 
 void LrSchedule::validate() const {
   TESSERA_REQUIRE(std::isfinite(base_lr) && base_lr >= 0,
                   "tessera::LrSchedule: base_lr " << base_lr << " must be finite and >= 0");
-  TESSERA_REQUIRE(step_size >= 1, "tessera::LrSchedule: step_size " << step_size << " must be >= 1");
-  TESSERA_REQUIRE(gamma > 0 && gamma <= 1, "tessera::LrSchedule: gamma " << gamma << " must be in (0, 1]");
+  TESSERA_REQUIRE(step_size >= 1,
+                  "tessera::LrSchedule: step_size " << step_size << " must be >= 1");
+  TESSERA_REQUIRE(gamma > 0 && gamma <= 1,
+                  "tessera::LrSchedule: gamma " << gamma << " must be in (0, 1]");
   TESSERA_REQUIRE(type != ScheduleType::multistep || !milestones.empty(),
                   "tessera::LrSchedule: a multistep schedule needs at least one milestone");
   for (std::size_t i = 0; i < milestones.size(); ++i)
     TESSERA_REQUIRE(milestones[i] >= 1 && (i == 0 || milestones[i] > milestones[i - 1]),
                     "tessera::LrSchedule: milestones must be increasing epochs >= 1; milestone "
                         << i << " is " << milestones[i]);
-  TESSERA_REQUIRE(min_lr >= 0 && min_lr <= base_lr,
-                  "tessera::LrSchedule: min_lr " << min_lr << " must be in [0, base_lr = " << base_lr << "]");
-  TESSERA_REQUIRE(warmup_steps >= 0, "tessera::LrSchedule: warmup_steps " << warmup_steps << " must be >= 0");
-  TESSERA_REQUIRE(warmup_start_factor >= 0 && warmup_start_factor <= 1,
-                  "tessera::LrSchedule: warmup_start_factor " << warmup_start_factor
-                                                              << " must be in [0, 1]");
+  TESSERA_REQUIRE(
+      min_lr >= 0 && min_lr <= base_lr,
+      "tessera::LrSchedule: min_lr " << min_lr << " must be in [0, base_lr = " << base_lr << "]");
+  TESSERA_REQUIRE(warmup_steps >= 0,
+                  "tessera::LrSchedule: warmup_steps " << warmup_steps << " must be >= 0");
+  TESSERA_REQUIRE(
+      warmup_start_factor >= 0 && warmup_start_factor <= 1,
+      "tessera::LrSchedule: warmup_start_factor " << warmup_start_factor << " must be in [0, 1]");
 }
 
-float LrSchedule::lr(std::int64_t step, std::int64_t steps_per_epoch, std::int64_t total_steps) const {
+float LrSchedule::lr(std::int64_t step, std::int64_t steps_per_epoch,
+                     std::int64_t total_steps) const {
   TESSERA_REQUIRE(step >= 0 && steps_per_epoch >= 1 && total_steps >= 1,
-                  "tessera::LrSchedule::lr: step " << step << ", steps_per_epoch " << steps_per_epoch
-                      << ", total_steps " << total_steps
+                  "tessera::LrSchedule::lr: step "
+                      << step << ", steps_per_epoch " << steps_per_epoch << ", total_steps "
+                      << total_steps
                       << "; expected step >= 0 and at least one step per epoch and per run");
   const std::int64_t epoch = step / steps_per_epoch;
   const double base = base_lr;
   double rate = base;
   switch (type) {
-    case ScheduleType::constant: break;
+    case ScheduleType::constant:
+      break;
     case ScheduleType::step:
       rate = base * std::pow(static_cast<double>(gamma), static_cast<double>(epoch / step_size));
       break;
     case ScheduleType::multistep: {
-      const auto passed = std::upper_bound(milestones.begin(), milestones.end(), epoch) - milestones.begin();
+      const auto passed =
+          std::upper_bound(milestones.begin(), milestones.end(), epoch) - milestones.begin();
       rate = base * std::pow(static_cast<double>(gamma), static_cast<double>(passed));
       break;
     }

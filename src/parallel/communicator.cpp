@@ -19,7 +19,8 @@ void check(int status, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(status, text, &length);
-  throw Error(std::string("tessera::Communicator: ") + what + " failed: " + std::string(text, length));
+  throw Error(std::string("tessera::Communicator: ") + what +
+              " failed: " + std::string(text, length));
 }
 
 // Whether the MPI library says it reads device memory for this backend.
@@ -38,9 +39,13 @@ constexpr bool host_memory = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::ac
 template <class T>
 MPI_Datatype mpi_type();
 template <>
-MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
 template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
 
 // In-place sum of a view, handing MPI the view's memory or a host copy.
 template <class T>
@@ -72,9 +77,15 @@ Communicator::Communicator(MPI_Comm comm, DeviceMpi device) : comm_(comm) {
   check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
   switch (device) {
-    case DeviceMpi::automatic: direct_ = host_memory || mpi_reads_device_memory(); break;
-    case DeviceMpi::direct: direct_ = true; break;
-    case DeviceMpi::staged: direct_ = host_memory; break;
+    case DeviceMpi::automatic:
+      direct_ = host_memory || mpi_reads_device_memory();
+      break;
+    case DeviceMpi::direct:
+      direct_ = true;
+      break;
+    case DeviceMpi::staged:
+      direct_ = host_memory;
+      break;
   }
 }
 
@@ -107,7 +118,8 @@ void Communicator::broadcast(const Vector<float>& values) const {
 
 std::vector<std::uint64_t> Communicator::gather(std::uint64_t value) const {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
-  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_),
+        "MPI_Allgather");
   return all;
 }
 
@@ -129,11 +141,13 @@ void Communicator::agree(const std::string& failure) const {
   // The lowest failing rank's message, on every rank.
   int length = rank_ == first ? static_cast<int>(failure.size()) : 0;
   check(MPI_Bcast(&length, 1, MPI_INT, first, comm_), "MPI_Bcast");
-  std::string message = rank_ == first ? failure : std::string(static_cast<std::size_t>(length), ' ');
+  std::string message =
+      rank_ == first ? failure : std::string(static_cast<std::size_t>(length), ' ');
   check(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm_), "MPI_Bcast");
   std::ostringstream os;
   os << "rank " << first << ": " << message;
-  if (sums[0] > 1) os << " (and " << sums[0] - 1 << " other rank" << (sums[0] > 2 ? "s" : "") << " failed)";
+  if (sums[0] > 1)
+    os << " (and " << sums[0] - 1 << " other rank" << (sums[0] > 2 ? "s" : "") << " failed)";
   throw CollectiveError(os.str());
 }
 
@@ -149,8 +163,8 @@ std::uint64_t content_hash(const Vector<float>& values) {
   return fnv1a64(host.data(), host.size() * sizeof(float));
 }
 
-void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash, const std::string& what,
-                                const std::string& fix) {
+void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash,
+                                const std::string& what, const std::string& fix) {
   if (comm.size() == 1) return;
   const auto all = comm.gather(hash);
   std::ostringstream differ;

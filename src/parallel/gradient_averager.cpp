@@ -9,25 +9,26 @@
 namespace tessera {
 
 Shard shard_of(std::int64_t global, int rank, int ranks) {
-  TESSERA_REQUIRE(ranks >= 1 && rank >= 0 && rank < ranks && global >= 0,
-                  "tessera::shard_of: rank " << rank << " of " << ranks << ", global batch " << global);
+  TESSERA_REQUIRE(
+      ranks >= 1 && rank >= 0 && rank < ranks && global >= 0,
+      "tessera::shard_of: rank " << rank << " of " << ranks << ", global batch " << global);
   const std::int64_t base = global / ranks, extra = global % ranks;
   return Shard{rank * base + std::min<std::int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
 }
 
 namespace {
 void check(int status, const char* what) {
-  TESSERA_REQUIRE(status == MPI_SUCCESS, "tessera::GradientAverager: " << what << " failed (MPI error "
-                                                                         << status << ")");
+  TESSERA_REQUIRE(status == MPI_SUCCESS,
+                  "tessera::GradientAverager: " << what << " failed (MPI error " << status << ")");
 }
 }  // namespace
 
-GradientAverager::GradientAverager(const Communicator& comm, Model& model, std::int64_t bucket_bytes,
-                                   bool overlap)
+GradientAverager::GradientAverager(const Communicator& comm, Model& model,
+                                   std::int64_t bucket_bytes, bool overlap)
     : comm_(comm), gradients_(model.parameters().gradients()), overlap_(overlap) {
   TESSERA_REQUIRE(model.compiled(), "tessera::GradientAverager: compile() the model first");
-  TESSERA_REQUIRE(bucket_bytes > 0, "tessera::GradientAverager: bucket size " << bucket_bytes
-                                                                              << " bytes must be positive");
+  TESSERA_REQUIRE(bucket_bytes > 0, "tessera::GradientAverager: bucket size "
+                                        << bucket_bytes << " bytes must be positive");
   // Each layer's slice of the buffer: parameters were added layer by layer.
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < model.layers().size(); ++i) index[model.layers()[i]->name()] = i;
@@ -38,7 +39,8 @@ GradientAverager::GradientAverager(const Communicator& comm, Model& model, std::
   for (std::size_t k = 0; k < entries.size(); ++k) {
     const std::size_t i = index.at(entries[k].layer);
     lo[i] = std::min(lo[i], entries[k].offset);
-    hi[i] = std::max(hi[i], k + 1 < entries.size() ? entries[k + 1].offset : model.parameters().count());
+    hi[i] = std::max(hi[i],
+                     k + 1 < entries.size() ? entries[k + 1].offset : model.parameters().count());
   }
   const std::int64_t bucket_elements =
       std::max<std::int64_t>(1, bucket_bytes / static_cast<std::int64_t>(sizeof(float)));
@@ -63,7 +65,8 @@ GradientAverager::GradientAverager(const Communicator& comm, Model& model, std::
   }
   if (any) buckets_.push_back(open);
   requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
-  if (!comm.direct()) staging_ = Vector<float, HostSpace>("tessera::GradientAverager::staging", gradients_.size());
+  if (!comm.direct())
+    staging_ = Vector<float, HostSpace>("tessera::GradientAverager::staging", gradients_.size());
 }
 
 double GradientAverager::overlap_fraction() const {
@@ -109,8 +112,8 @@ void GradientAverager::finish() {
         "MPI_Waitall");
   if (!comm_.direct()) Kokkos::deep_copy(gradients_, staging_);
   const auto done = Clock::now();
-  overlapped_ += std::chrono::duration<double>(std::max(first_start_, std::min(backward_end, done)) -
-                                               first_start_)
+  overlapped_ += std::chrono::duration<double>(
+                     std::max(first_start_, std::min(backward_end, done)) - first_start_)
                      .count();
   exposed_ += std::chrono::duration<double>(done - std::max(backward_end, first_start_)).count();
 }

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   if (directory.has_latest()) {
     const std::string from = directory.resolve();
     info = load_checkpoint(from, model, adam);
-    std::printf("resumed %s at step %lld\n", from.c_str(), static_cast<long long>(info.cursor.step));
+    std::printf("resumed %s at step %lld\n", from.c_str(),
+                static_cast<long long>(info.cursor.step));
   }
   info.deck_path = "checkpoint_probe.toml";
   info.deck_text = deck;

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     trainer.on_step([root](const StepReport& r) {
       if (root)
         std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),
-                  r.loss, r.lr, r.grad_norm);
+                    r.loss, r.lr, r.grad_norm);
     });
     for (int epoch = 0; epoch < options.epochs; ++epoch) trainer.train_epoch(data, epoch);
     const Evaluation eval = trainer.evaluate(data);

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   model.compile(1, 0);
   Kokkos::deep_copy(model.parameters().values(), 0.5f);  // weights and biases all 0.5
   Kokkos::deep_copy(model.input(1).flat(), 1.0f);
-  const auto out = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.forward(1, tessera::StepContext{false}).flat());
+  const auto out = Kokkos::create_mirror_view_and_copy(
+      Kokkos::HostSpace(), model.forward(1, tessera::StepContext{false}).flat());
   // Each output: 3 * (1 * 0.5) + 0.5 = 2.
   if (out.extent(0) != 2 || std::fabs(out(0) - 2.0f) > 1e-6f || std::fabs(out(1) - 2.0f) > 1e-6f) {
     std::printf("downstream: unexpected output\n");

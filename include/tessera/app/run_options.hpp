@@ -11,8 +11,8 @@ namespace tessera {
 // When and where checkpoints are written; each frequency is independent and
 // 0 turns it off.
 struct CheckpointCadence {
-  std::string directory;      // default "<output_dir>/checkpoints"
-  int keep = 3;               // newest checkpoints kept
+  std::string directory;  // default "<output_dir>/checkpoints"
+  int keep = 3;           // newest checkpoints kept
   int every_epochs = 1;
   std::int64_t every_steps = 0;
   float every_minutes = 0.0f;  // wall-clock minutes since the previous checkpoint

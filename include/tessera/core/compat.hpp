@@ -2,8 +2,8 @@
 // Everything else in Tessera is written to the API both share.
 #pragma once
 
-#include <Kokkos_Core.hpp>
 #include <KokkosBlas3_gemm.hpp>
+#include <Kokkos_Core.hpp>
 
 namespace tessera::compat {
 
@@ -12,18 +12,18 @@ namespace tessera::compat {
 using Kokkos::cos;
 using Kokkos::erf;
 using Kokkos::exp;
+using Kokkos::fabs;
 using Kokkos::log;
 using Kokkos::sqrt;
 using Kokkos::tanh;
-using Kokkos::fabs;
 #else
 using Kokkos::Experimental::cos;
 using Kokkos::Experimental::erf;
 using Kokkos::Experimental::exp;
+using Kokkos::Experimental::fabs;
 using Kokkos::Experimental::log;
 using Kokkos::Experimental::sqrt;
 using Kokkos::Experimental::tanh;
-using Kokkos::Experimental::fabs;
 #endif
 
 // KokkosBlas::gemm takes an execution space instance from Kokkos Kernels 4.0

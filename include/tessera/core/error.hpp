@@ -38,11 +38,11 @@ namespace impl {
 
 // TESSERA_REQUIRE(cond, "tessera::fn: " << shape << " expected ...")
 // The message is a stream expression, built only when the check fails.
-#define TESSERA_REQUIRE(cond, message)                                   \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      std::ostringstream tessera_require_os_;                            \
-      tessera_require_os_ << message;                                    \
+#define TESSERA_REQUIRE(cond, message)                                             \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      std::ostringstream tessera_require_os_;                                      \
+      tessera_require_os_ << message;                                              \
       ::tessera::impl::throw_error(tessera_require_os_.str(), __FILE__, __LINE__); \
-    }                                                                    \
+    }                                                                              \
   } while (false)

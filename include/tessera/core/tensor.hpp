@@ -65,10 +65,18 @@ inline Shape with_batch(const Shape& sample, std::int64_t batch) {
                   "tessera::with_batch: sample shape " << sample << " leaves no room for a batch");
   Shape s;
   switch (sample.rank()) {
-    case 0: s = Shape{batch}; break;
-    case 1: s = Shape{batch, sample[0]}; break;
-    case 2: s = Shape{batch, sample[0], sample[1]}; break;
-    default: s = Shape{batch, sample[0], sample[1], sample[2]}; break;
+    case 0:
+      s = Shape{batch};
+      break;
+    case 1:
+      s = Shape{batch, sample[0]};
+      break;
+    case 2:
+      s = Shape{batch, sample[0], sample[1]};
+      break;
+    default:
+      s = Shape{batch, sample[0], sample[1], sample[2]};
+      break;
   }
   return s;
 }
@@ -76,10 +84,14 @@ inline Shape with_batch(const Shape& sample, std::int64_t batch) {
 inline Shape drop_batch(const Shape& s) {
   TESSERA_REQUIRE(s.rank() >= 1, "tessera::drop_batch: shape " << s << " has no batch dimension");
   switch (s.rank()) {
-    case 1: return Shape{};
-    case 2: return Shape{s[1]};
-    case 3: return Shape{s[1], s[2]};
-    default: return Shape{s[1], s[2], s[3]};
+    case 1:
+      return Shape{};
+    case 2:
+      return Shape{s[1]};
+    case 3:
+      return Shape{s[1], s[2]};
+    default:
+      return Shape{s[1], s[2], s[3]};
   }
 }
 
@@ -97,15 +109,16 @@ class Tensor {
 
   Tensor() = default;
   Tensor(const std::string& label, const Shape& shape)
-      : data_(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), shape.numel()), shape_(shape) {}
+      : data_(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), shape.numel()),
+        shape_(shape) {}
 
   // A tensor over existing memory (a slice of a larger buffer); the caller
   // keeps that memory alive.
   template <class ViewType, class = std::enable_if_t<Kokkos::is_view<ViewType>::value>>
   Tensor(const ViewType& data, const Shape& shape) : data_(data), shape_(shape) {
-    TESSERA_REQUIRE(static_cast<std::int64_t>(data.size()) >= shape.numel(),
-                    "tessera::Tensor: view of " << data.size() << " elements cannot hold shape "
-                                                << shape);
+    TESSERA_REQUIRE(
+        static_cast<std::int64_t>(data.size()) >= shape.numel(),
+        "tessera::Tensor: view of " << data.size() << " elements cannot hold shape " << shape);
   }
 
   // The first n entries along dim 0 (a smaller batch in the same memory).

@@ -31,7 +31,7 @@ struct LayerDeck {
   std::string location;             // "file:line:column" of the entry
   std::vector<std::string> inputs;  // empty: the previous layer
   const LayerType* layer_type = nullptr;
-  std::any options;                 // the layer class's Options
+  std::any options;  // the layer class's Options
 
   // The options as the layer class takes them, e.g. options_of<Conv2D>().kernel.
   template <class L>
@@ -48,9 +48,9 @@ struct Deck {
   std::string text;                    // the deck file as written
   std::vector<std::string> overrides;  // --set key.path=value, applied in order
 
-  std::string data_format = "idx";  // "idx" | "hdf5"
+  std::string data_format = "idx";                                   // "idx" | "hdf5"
   std::string train_images, train_labels, test_images, test_labels;  // idx
-  std::string train_file, test_file;                                  // hdf5
+  std::string train_file, test_file;                                 // hdf5
   std::string images_dataset = "images", labels_dataset = "labels";  // hdf5
   // Every data file key the format uses, with its value and where it was set.
   struct DataFile {
@@ -59,9 +59,9 @@ struct Deck {
   std::vector<DataFile> data_files;
   float normalize_mean = 0.0f;
   float normalize_std = 1.0f;
-  float validation_split = 0.0f;  // share of the training file held out (its last samples)
+  float validation_split = 0.0f;          // share of the training file held out (its last samples)
   std::string validation_split_location;  // "file:line:column" when set
-  std::int64_t train_samples = 0;  // > 0: train on the first this many samples only
+  std::int64_t train_samples = 0;         // > 0: train on the first this many samples only
 
   std::vector<std::int64_t> input_shape;
   std::string input_shape_location;  // "file:line:column"

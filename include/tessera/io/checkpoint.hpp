@@ -19,9 +19,9 @@ inline constexpr int checkpoint_format_version = 1;
 
 // Where training stands.
 struct TrainingCursor {
-  int epoch = 0;            // 0-based epoch in progress
-  std::int64_t batch = 0;   // optimizer steps of that epoch already taken (0 = at its start)
-  std::int64_t step = 0;    // optimizer steps taken in the whole run
+  int epoch = 0;           // 0-based epoch in progress
+  std::int64_t batch = 0;  // optimizer steps of that epoch already taken (0 = at its start)
+  std::int64_t step = 0;   // optimizer steps taken in the whole run
 };
 
 // Everything in a checkpoint besides the tensors.
@@ -57,7 +57,7 @@ struct CheckpointLayer {
 };
 
 struct CheckpointOptimizerBuffer {
-  std::string name;  // e.g. "exp_avg"
+  std::string name;                       // e.g. "exp_avg"
   std::vector<CheckpointTensor> tensors;  // split like the parameters
 };
 

@@ -13,14 +13,18 @@ namespace tessera::kernels {
 struct ReluOp {
   static constexpr const char* name = "ReLU";
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : 0.0f; }
-  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const { return x > 0.0f ? 1.0f : 0.0f; }
+  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
+    return x > 0.0f ? 1.0f : 0.0f;
+  }
 };
 
 struct LeakyReluOp {
   static constexpr const char* name = "LeakyReLU";
   float slope = 0.01f;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : slope * x; }
-  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const { return x > 0.0f ? 1.0f : slope; }
+  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
+    return x > 0.0f ? 1.0f : slope;
+  }
 };
 
 // Exact GELU, x * Phi(x), as PyTorch's default.
@@ -56,9 +60,9 @@ struct SigmoidOp {
 template <class Op, class ExecSpace, class X, class Y>
 void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y& y) {
   ScopedRegion region("tessera::kernels::activation_forward");
-  TESSERA_REQUIRE(x.size() == y.size(), "tessera::kernels::activation_forward<" << Op::name
-                                            << ">: x has " << x.size() << " elements, y has "
-                                            << y.size());
+  TESSERA_REQUIRE(x.size() == y.size(), "tessera::kernels::activation_forward<"
+                                            << Op::name << ">: x has " << x.size()
+                                            << " elements, y has " << y.size());
   Kokkos::parallel_for(
       "tessera::kernels::activation_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
       KOKKOS_LAMBDA(const std::size_t i) { y(i) = op.value(x(i)); });
@@ -70,9 +74,9 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
                          const DX& dx) {
   ScopedRegion region("tessera::kernels::activation_backward");
   TESSERA_REQUIRE(x.size() == y.size() && x.size() == dy.size() && x.size() == dx.size(),
-                  "tessera::kernels::activation_backward<" << Op::name << ">: sizes x " << x.size()
-                      << ", y " << y.size() << ", dy " << dy.size() << ", dx " << dx.size()
-                      << " must agree");
+                  "tessera::kernels::activation_backward<"
+                      << Op::name << ">: sizes x " << x.size() << ", y " << y.size() << ", dy "
+                      << dy.size() << ", dx " << dx.size() << " must agree");
   Kokkos::parallel_for(
       "tessera::kernels::activation_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
       KOKKOS_LAMBDA(const std::size_t i) { dx(i) += dy(i) * op.derivative(x(i), y(i)); });

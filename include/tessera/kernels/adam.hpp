@@ -30,11 +30,13 @@ void adam_step(const ExecSpace& exec, const AdamParams& hp, WeightDecay decay_mo
   ScopedRegion region("tessera::kernels::adam_step");
   TESSERA_REQUIRE(params.size() == grads.size() && params.size() == exp_avg.size() &&
                       params.size() == exp_avg_sq.size(),
-                  "tessera::kernels::adam_step: parameters " << params.size() << ", gradients "
-                      << grads.size() << ", first moments " << exp_avg.size()
-                      << ", second moments " << exp_avg_sq.size() << " must agree");
-  TESSERA_REQUIRE(step >= 1, "tessera::kernels::adam_step: step " << step
-                                 << " must be at least 1 (bias corrections divide by 1 - beta^step)");
+                  "tessera::kernels::adam_step: parameters "
+                      << params.size() << ", gradients " << grads.size() << ", first moments "
+                      << exp_avg.size() << ", second moments " << exp_avg_sq.size()
+                      << " must agree");
+  TESSERA_REQUIRE(step >= 1,
+                  "tessera::kernels::adam_step: step "
+                      << step << " must be at least 1 (bias corrections divide by 1 - beta^step)");
   using T = typename P::non_const_value_type;
   // Bias corrections on the host in double, once per step.
   const double t = static_cast<double>(step);

@@ -91,7 +91,8 @@ inline std::int64_t conv2d_block_samples(const Conv2dGeometry& g, std::int64_t m
 namespace impl {
 
 template <class T, class Space>
-using ColumnMatrix = Kokkos::View<T**, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using ColumnMatrix =
+    Kokkos::View<T**, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
 // (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread per
@@ -196,19 +197,20 @@ void check_conv2d(const char* fn, const Conv2dGeometry& g, const X& x, const W& 
   TESSERA_REQUIRE(g.rows.out > 0 && g.cols.out > 0 && g.batch >= 0,
                   fn << ": no output for input " << g.rows.in << " x " << g.cols.in << ", kernel "
                      << g.rows.kernel << " x " << g.cols.kernel << ", stride " << g.rows.stride
-                     << " x " << g.cols.stride << ", padding " << g.rows.pad << " x " << g.cols.pad);
-  TESSERA_REQUIRE(static_cast<std::int64_t>(x.size()) == g.input_size() &&
-                      static_cast<std::int64_t>(y.size()) == g.output_size() &&
-                      static_cast<std::int64_t>(w.extent(0)) == g.out_channels &&
-                      static_cast<std::int64_t>(w.extent(1)) == g.patch() &&
-                      (b.extent(0) == 0 || static_cast<std::int64_t>(b.extent(0)) == g.out_channels),
-                  fn << ": x has " << x.size() << " elements, W [" << w.extent(0) << ", "
-                     << w.extent(1) << "], b [" << b.extent(0) << "], y " << y.size()
-                     << " elements; expected x [" << g.batch << ", " << g.in_channels << ", "
-                     << g.rows.in << ", " << g.cols.in << "], W [" << g.out_channels << ", "
-                     << g.patch() << "], b [" << g.out_channels << "] or [0] (no bias), y ["
-                     << g.batch << ", "
-                     << g.out_channels << ", " << g.rows.out << ", " << g.cols.out << "]");
+                     << " x " << g.cols.stride << ", padding " << g.rows.pad << " x "
+                     << g.cols.pad);
+  TESSERA_REQUIRE(
+      static_cast<std::int64_t>(x.size()) == g.input_size() &&
+          static_cast<std::int64_t>(y.size()) == g.output_size() &&
+          static_cast<std::int64_t>(w.extent(0)) == g.out_channels &&
+          static_cast<std::int64_t>(w.extent(1)) == g.patch() &&
+          (b.extent(0) == 0 || static_cast<std::int64_t>(b.extent(0)) == g.out_channels),
+      fn << ": x has " << x.size() << " elements, W [" << w.extent(0) << ", " << w.extent(1)
+         << "], b [" << b.extent(0) << "], y " << y.size() << " elements; expected x [" << g.batch
+         << ", " << g.in_channels << ", " << g.rows.in << ", " << g.cols.in << "], W ["
+         << g.out_channels << ", " << g.patch() << "], b [" << g.out_channels
+         << "] or [0] (no bias), y [" << g.batch << ", " << g.out_channels << ", " << g.rows.out
+         << ", " << g.cols.out << "]");
 }
 
 template <class Scratch>

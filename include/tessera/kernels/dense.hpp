@@ -77,7 +77,8 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
 }
 
 template <class X, class W, class DY, class DX, class DW, class DB>
-void dense_backward(const X& x, const W& w, const DY& dy, const DX& dx, const DW& dw, const DB& db) {
+void dense_backward(const X& x, const W& w, const DY& dy, const DX& dx, const DW& dw,
+                    const DB& db) {
   dense_backward(typename DW::execution_space(), x, w, dy, dx, dw, db);
 }
 

@@ -26,16 +26,17 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
   const int n = static_cast<int>(logits.extent(0));
   const int classes = static_cast<int>(logits.extent(1));
   TESSERA_REQUIRE(labels.extent(0) == logits.extent(0) && dlogits.extent(0) == logits.extent(0) &&
-                      dlogits.extent(1) == logits.extent(1) && sample_loss.extent(0) >= logits.extent(0) &&
+                      dlogits.extent(1) == logits.extent(1) &&
+                      sample_loss.extent(0) >= logits.extent(0) &&
                       sample_correct.extent(0) >= logits.extent(0),
-                  "tessera::kernels::softmax_cross_entropy: logits [" << n << ", " << classes
-                      << "], labels [" << labels.extent(0) << "], dlogits [" << dlogits.extent(0)
-                      << ", " << dlogits.extent(1) << "], per-sample outputs ["
+                  "tessera::kernels::softmax_cross_entropy: logits ["
+                      << n << ", " << classes << "], labels [" << labels.extent(0) << "], dlogits ["
+                      << dlogits.extent(0) << ", " << dlogits.extent(1) << "], per-sample outputs ["
                       << sample_loss.extent(0) << "], [" << sample_correct.extent(0)
                       << "]; expected labels [N], dlogits like logits, outputs of at least N");
   TESSERA_REQUIRE(label_smoothing >= 0 && label_smoothing < 1,
-                  "tessera::kernels::softmax_cross_entropy: label smoothing " << label_smoothing
-                                                                             << " is outside [0, 1)");
+                  "tessera::kernels::softmax_cross_entropy: label smoothing "
+                      << label_smoothing << " is outside [0, 1)");
   using T = typename DLogits::non_const_value_type;
   // The target puts 1 - s on the label and s / classes on every class.
   const T off_target = label_smoothing / static_cast<T>(classes);
@@ -76,14 +77,15 @@ void mean_squared_error(const ExecSpace& exec, const Pred& pred, const Target& t
   ScopedRegion region("tessera::kernels::mean_squared_error");
   const int n = static_cast<int>(pred.extent(0));
   const int features = static_cast<int>(pred.extent(1));
-  TESSERA_REQUIRE(target.extent(0) == pred.extent(0) && target.extent(1) == pred.extent(1) &&
-                      dpred.extent(0) == pred.extent(0) && dpred.extent(1) == pred.extent(1) &&
-                      sample_loss.extent(0) >= pred.extent(0),
-                  "tessera::kernels::mean_squared_error: predictions [" << n << ", " << features
-                      << "], targets [" << target.extent(0) << ", " << target.extent(1)
-                      << "], gradient [" << dpred.extent(0) << ", " << dpred.extent(1)
-                      << "], per-sample loss [" << sample_loss.extent(0)
-                      << "]; expected targets and gradient like the predictions, loss of at least N");
+  TESSERA_REQUIRE(
+      target.extent(0) == pred.extent(0) && target.extent(1) == pred.extent(1) &&
+          dpred.extent(0) == pred.extent(0) && dpred.extent(1) == pred.extent(1) &&
+          sample_loss.extent(0) >= pred.extent(0),
+      "tessera::kernels::mean_squared_error: predictions ["
+          << n << ", " << features << "], targets [" << target.extent(0) << ", " << target.extent(1)
+          << "], gradient [" << dpred.extent(0) << ", " << dpred.extent(1) << "], per-sample loss ["
+          << sample_loss.extent(0)
+          << "]; expected targets and gradient like the predictions, loss of at least N");
   using T = typename DPred::non_const_value_type;
   const T inv_features = T(1) / static_cast<T>(features);
   Kokkos::parallel_for(

@@ -30,7 +30,9 @@ struct GroupLayout {
   KOKKOS_INLINE_FUNCTION std::int64_t index(std::int64_t g, std::int64_t k) const {
     return ((k / inner) * groups + g) * inner + k % inner;
   }
-  KOKKOS_INLINE_FUNCTION std::int64_t group_of(std::int64_t i) const { return (i / inner) % groups; }
+  KOKKOS_INLINE_FUNCTION std::int64_t group_of(std::int64_t i) const {
+    return (i / inner) % groups;
+  }
   KOKKOS_INLINE_FUNCTION std::int64_t position_of(std::int64_t i) const {
     return (i / (inner * groups)) * inner + i % inner;
   }
@@ -113,8 +115,9 @@ void moments_from_sums(const ExecSpace& exec, const Sums& sums, std::int64_t cou
                        const Mean& mean, const InvStd& invstd) {
   ScopedRegion region("tessera::kernels::moments_from_sums");
   TESSERA_REQUIRE(count > 0 && sums.size() == 2 * mean.size() && mean.size() == invstd.size(),
-                  "tessera::kernels::moments_from_sums: sums " << sums.size() << ", mean "
-                      << mean.size() << ", invstd " << invstd.size() << ", count " << count
+                  "tessera::kernels::moments_from_sums: sums "
+                      << sums.size() << ", mean " << mean.size() << ", invstd " << invstd.size()
+                      << ", count " << count
                       << "; expected sums of 2 * groups and a positive count");
   const std::int64_t groups = mean.size();
   const double n = static_cast<double>(count);
@@ -137,8 +140,8 @@ void update_running_moments(const ExecSpace& exec, const Sums& sums, std::int64_
   ScopedRegion region("tessera::kernels::update_running_moments");
   TESSERA_REQUIRE(count > 0 && sums.size() == 2 * running_mean.size() &&
                       running_mean.size() == running_var.size(),
-                  "tessera::kernels::update_running_moments: sums " << sums.size()
-                      << ", running mean " << running_mean.size() << ", running var "
+                  "tessera::kernels::update_running_moments: sums "
+                      << sums.size() << ", running mean " << running_mean.size() << ", running var "
                       << running_var.size() << ", count " << count
                       << "; expected sums of 2 * groups and a positive count");
   const std::int64_t groups = running_mean.size();
@@ -164,9 +167,9 @@ void moments_from_running(const ExecSpace& exec, const RunningMean& running_mean
   ScopedRegion region("tessera::kernels::moments_from_running");
   TESSERA_REQUIRE(running_mean.size() == running_var.size() && mean.size() == running_mean.size() &&
                       invstd.size() == running_mean.size(),
-                  "tessera::kernels::moments_from_running: running mean " << running_mean.size()
-                      << ", running var " << running_var.size() << ", mean " << mean.size()
-                      << ", invstd " << invstd.size() << " must agree");
+                  "tessera::kernels::moments_from_running: running mean "
+                      << running_mean.size() << ", running var " << running_var.size() << ", mean "
+                      << mean.size() << ", invstd " << invstd.size() << " must agree");
   Kokkos::parallel_for(
       "tessera::kernels::moments_from_running",
       Kokkos::RangePolicy<ExecSpace>(exec, 0, mean.size()), KOKKOS_LAMBDA(const std::size_t g) {
@@ -198,9 +201,9 @@ void group_normalize(const ExecSpace& exec, const GroupLayout& layout, Affine af
 // xhat = (x - mean) * invstd, sums(g) = sum of dxhat over group g and
 // sums(groups + g) = sum of dxhat * xhat.
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums>
-void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affine affine, const X& x,
-                         const DY& dy, const Mean& mean, const InvStd& invstd, const Gamma& gamma,
-                         const Sums& sums) {
+void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
+                         const X& x, const DY& dy, const Mean& mean, const InvStd& invstd,
+                         const Gamma& gamma, const Sums& sums) {
   ScopedRegion region("tessera::kernels::group_gradient_sums");
   constexpr const char* fn = "tessera::kernels::group_gradient_sums";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, gamma);

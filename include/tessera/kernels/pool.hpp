@@ -149,9 +149,10 @@ void max_pool2d_forward(const ExecSpace& exec, const Pool2dGeometry& g, const X&
                         const Index& argmax) {
   ScopedRegion region("tessera::kernels::max_pool2d_forward");
   TESSERA_REQUIRE(static_cast<std::int64_t>(argmax.size()) >= g.output_size(),
-                  "tessera::kernels::max_pool2d_forward: argmax holds " << argmax.size()
-                      << " entries, the output " << g.output_size());
-  impl::pool_forward(exec, "tessera::kernels::max_pool2d_forward", g, MaxWindow<Index>{argmax}, x, y);
+                  "tessera::kernels::max_pool2d_forward: argmax holds "
+                      << argmax.size() << " entries, the output " << g.output_size());
+  impl::pool_forward(exec, "tessera::kernels::max_pool2d_forward", g, MaxWindow<Index>{argmax}, x,
+                     y);
 }
 
 // dx += dy routed to each window's argmax.
@@ -160,8 +161,8 @@ void max_pool2d_backward(const ExecSpace& exec, const Pool2dGeometry& g, const I
                          const DY& dy, const DX& dx) {
   ScopedRegion region("tessera::kernels::max_pool2d_backward");
   TESSERA_REQUIRE(static_cast<std::int64_t>(argmax.size()) >= g.output_size(),
-                  "tessera::kernels::max_pool2d_backward: argmax holds " << argmax.size()
-                      << " entries, the output " << g.output_size());
+                  "tessera::kernels::max_pool2d_backward: argmax holds "
+                      << argmax.size() << " entries, the output " << g.output_size());
   impl::pool_backward(exec, "tessera::kernels::max_pool2d_backward", g, MaxWindow<Index>{argmax},
                       dy, dx);
 }
@@ -175,7 +176,8 @@ void avg_pool2d_forward(const ExecSpace& exec, const Pool2dGeometry& g, const X&
 
 // dx += dy / (kernel_h * kernel_w) over each window.
 template <class ExecSpace, class DY, class DX>
-void avg_pool2d_backward(const ExecSpace& exec, const Pool2dGeometry& g, const DY& dy, const DX& dx) {
+void avg_pool2d_backward(const ExecSpace& exec, const Pool2dGeometry& g, const DY& dy,
+                         const DX& dx) {
   ScopedRegion region("tessera::kernels::avg_pool2d_backward");
   impl::pool_backward(exec, "tessera::kernels::avg_pool2d_backward", g,
                       AvgWindow{1.0f / (g.rows.kernel * g.cols.kernel)}, dy, dx);

@@ -50,8 +50,9 @@ double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scr
   const std::int64_t n = static_cast<std::int64_t>(x.size());
   const std::int64_t chunks = deterministic_sum_scratch(n) - 1;
   TESSERA_REQUIRE(static_cast<std::int64_t>(scratch.size()) >= chunks + 1,
-                  "tessera::kernels::deterministic_sum_squares: scratch holds " << scratch.size()
-                      << " doubles; " << chunks + 1 << " needed for " << n << " elements");
+                  "tessera::kernels::deterministic_sum_squares: scratch holds "
+                      << scratch.size() << " doubles; " << chunks + 1 << " needed for " << n
+                      << " elements");
   const std::int64_t chunk = deterministic_chunk;
   Kokkos::parallel_for(
       "tessera::kernels::sum_squares_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks),

@@ -19,7 +19,8 @@ void sgd_step(const ExecSpace& exec, const SgdParams& hp, float lr, const P& par
   ScopedRegion region("tessera::kernels::sgd_step");
   TESSERA_REQUIRE(params.size() == grads.size() && params.size() == velocity.size(),
                   "tessera::kernels::sgd_step: parameters " << params.size() << ", gradients "
-                      << grads.size() << ", velocity " << velocity.size() << " must agree");
+                                                            << grads.size() << ", velocity "
+                                                            << velocity.size() << " must agree");
   using T = typename P::non_const_value_type;
   const T rate = lr, momentum = hp.momentum, wd = hp.weight_decay;
   const bool nesterov = hp.nesterov;

@@ -28,8 +28,8 @@ void check_softmax(const char* fn, const SoftmaxLayout& l, const Views&... views
   bool ok = l.classes > 0;
   for (auto s : sizes) ok = ok && s == l.size();
   TESSERA_REQUIRE(ok, fn << ": views of " << sizes[0] << " elements for a softmax over [" << l.batch
-                         << ", " << l.classes << ", " << l.positions << "] ("
-                         << l.size() << " elements, at least one class)");
+                         << ", " << l.classes << ", " << l.positions << "] (" << l.size()
+                         << " elements, at least one class)");
 }
 }  // namespace impl
 
@@ -40,11 +40,13 @@ void softmax_forward(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, 
   using T = typename Y::non_const_value_type;
   const std::int64_t classes = l.classes, positions = l.positions;
   Kokkos::parallel_for(
-      "tessera::kernels::softmax_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
+      "tessera::kernels::softmax_forward",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
       KOKKOS_LAMBDA(const std::int64_t row) {
         const std::int64_t first = (row / positions) * classes * positions + row % positions;
         T max = x(first);
-        for (std::int64_t c = 1; c < classes; ++c) max = x(first + c * positions) > max ? x(first + c * positions) : max;
+        for (std::int64_t c = 1; c < classes; ++c)
+          max = x(first + c * positions) > max ? x(first + c * positions) : max;
         T sum = 0;
         for (std::int64_t c = 0; c < classes; ++c) {
           const T e = compat::exp(x(first + c * positions) - max);
@@ -64,11 +66,13 @@ void softmax_backward(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y,
   using T = typename DX::non_const_value_type;
   const std::int64_t classes = l.classes, positions = l.positions;
   Kokkos::parallel_for(
-      "tessera::kernels::softmax_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
+      "tessera::kernels::softmax_backward",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
       KOKKOS_LAMBDA(const std::int64_t row) {
         const std::int64_t first = (row / positions) * classes * positions + row % positions;
         T dot = 0;
-        for (std::int64_t c = 0; c < classes; ++c) dot += dy(first + c * positions) * y(first + c * positions);
+        for (std::int64_t c = 0; c < classes; ++c)
+          dot += dy(first + c * positions) * y(first + c * positions);
         for (std::int64_t c = 0; c < classes; ++c) {
           const std::int64_t i = first + c * positions;
           dx(i) += y(i) * (dy(i) - dot);

@@ -34,9 +34,10 @@ void channel_block(const ExecSpace& exec, const Narrow& narrow, std::int64_t nar
   TESSERA_REQUIRE(static_cast<std::int64_t>(narrow.size()) == batch * narrow_channels * spatial &&
                       static_cast<std::int64_t>(wide.size()) == batch * wide_channels * spatial &&
                       offset + narrow_channels <= wide_channels,
-                  "tessera::kernels::channel_block: block of " << narrow_channels << " channels at "
-                      << offset << " does not fit " << wide_channels << " channels (batch " << batch
-                      << ", spatial " << spatial << ")");
+                  "tessera::kernels::channel_block: block of "
+                      << narrow_channels << " channels at " << offset << " does not fit "
+                      << wide_channels << " channels (batch " << batch << ", spatial " << spatial
+                      << ")");
   const std::int64_t block = narrow_channels * spatial;
   Kokkos::parallel_for(
       "tessera::kernels::channel_block",
@@ -45,8 +46,10 @@ void channel_block(const ExecSpace& exec, const Narrow& narrow, std::int64_t nar
         const std::int64_t n = static_cast<std::int64_t>(i) / block;
         const std::int64_t within = static_cast<std::int64_t>(i) % block;
         const std::int64_t w = (n * wide_channels + offset) * spatial + within;
-        if (into_wide) wide(w) = narrow(i);
-        else narrow(i) += wide(w);
+        if (into_wide)
+          wide(w) = narrow(i);
+        else
+          narrow(i) += wide(w);
       });
 }
 

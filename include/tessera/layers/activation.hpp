@@ -15,10 +15,12 @@ class Activation final : public Layer {
   const char* type() const override { return Op::name; }
   const Op& op() const { return op_; }
   Shape output_shape(const Shapes& inputs) const override { return inputs.at(0); }
-  std::int64_t flops_per_sample(const Shapes& inputs) const override { return inputs.at(0).inner(); }
+  std::int64_t flops_per_sample(const Shapes& inputs) const override {
+    return inputs.at(0).inner();
+  }
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   Op op_;

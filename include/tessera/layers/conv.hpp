@@ -34,7 +34,8 @@ class Conv2D final : public Layer {
   Conv2D(std::string name, const Options& options, std::vector<std::string> inputs = {});
   Conv2D(std::string name, std::int64_t out_channels, Extent2 kernel, Extent2 stride = 1,
          Extent2 padding = 0, std::vector<std::string> inputs = {})
-      : Conv2D(std::move(name), Options{out_channels, kernel, stride, padding}, std::move(inputs)) {}
+      : Conv2D(std::move(name), Options{out_channels, kernel, stride, padding}, std::move(inputs)) {
+  }
 
   const char* type() const override { return "Conv2D"; }
   const Options& options() const { return options_; }
@@ -52,8 +53,8 @@ class Conv2D final : public Layer {
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   Options options_;

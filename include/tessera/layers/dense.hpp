@@ -29,8 +29,8 @@ class Dense final : public Layer {
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   Options options_;

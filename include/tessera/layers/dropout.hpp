@@ -22,11 +22,13 @@ class Dropout final : public Layer {
   float rate() const { return rate_; }
   Shape output_shape(const Shapes& inputs) const override;
   void allocate(const Shapes& inputs) override;
-  std::int64_t flops_per_sample(const Shapes& inputs) const override { return inputs.at(0).inner(); }
+  std::int64_t flops_per_sample(const Shapes& inputs) const override {
+    return inputs.at(0).inner();
+  }
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   // The counter of element 0 at this step: steps own disjoint counter ranges

@@ -88,7 +88,8 @@ class Layer {
   virtual LayerCost cost(const Shapes& inputs, bool input_gradient) const {
     double input_elements = 0, parameters = 0;
     for (const auto& s : inputs) input_elements += static_cast<double>(s.numel());
-    for (const auto& spec : parameter_specs(inputs)) parameters += static_cast<double>(spec.shape.numel());
+    for (const auto& spec : parameter_specs(inputs))
+      parameters += static_cast<double>(spec.shape.numel());
     double state = 0;
     for (const auto& spec : state_specs(inputs)) state += static_cast<double>(spec.shape.numel());
     const double output = static_cast<double>(output_shape(inputs).numel());

@@ -27,7 +27,8 @@ class GroupNormalizer {
   // mean/invstd from running statistics.
   void running_moments(const Tensor<float>& running_mean, const Tensor<float>& running_var,
                        float eps);
-  void normalize(const kernels::GroupLayout& layout, const Tensor<float>& x, const Tensor<float>& y);
+  void normalize(const kernels::GroupLayout& layout, const Tensor<float>& x,
+                 const Tensor<float>& y);
   // Accumulates into dx (when not empty), dgamma and dbeta. batch_statistics:
   // whether forward used the batch's own statistics (which then depend on x),
   // taken over `count` elements per group; `sync` (optional) sums the
@@ -78,8 +79,8 @@ class BatchNorm final : public Layer {
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   kernels::GroupLayout layout(const Shape& input) const;
@@ -114,8 +115,8 @@ class LayerNorm final : public Layer {
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   float eps_;

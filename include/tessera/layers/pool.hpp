@@ -45,8 +45,8 @@ class MaxPool2D final : public Pool2D {
       : MaxPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void allocate(const Shapes& inputs) override;
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 
  private:
   Kokkos::View<int*, MemSpace> argmax_;  // per output: position of the maximum in its plane
@@ -61,8 +61,8 @@ class AvgPool2D final : public Pool2D {
             std::vector<std::string> inputs = {})
       : AvgPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 };
 
 // [N, C, H, W] -> [N, C]: the mean of each channel.
@@ -71,10 +71,12 @@ class GlobalAvgPool final : public Layer {
   using Layer::Layer;
   const char* type() const override { return "GlobalAvgPool"; }
   Shape output_shape(const Shapes& inputs) const override;
-  std::int64_t flops_per_sample(const Shapes& inputs) const override { return inputs.at(0).inner(); }
+  std::int64_t flops_per_sample(const Shapes& inputs) const override {
+    return inputs.at(0).inner();
+  }
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 };
 
 }  // namespace tessera

@@ -50,11 +50,11 @@ struct Range {
 
 // A key's value as read from the deck, handed to the layer's options.
 struct KeyValue {
-  std::int64_t integer = 0;           // integer
-  double number = 0;                  // number
-  bool boolean = false;               // boolean
-  std::string text;                   // choice
-  std::int64_t pair[2] = {0, 0};      // extent2: rows, columns
+  std::int64_t integer = 0;       // integer
+  double number = 0;              // number
+  bool boolean = false;           // boolean
+  std::string text;               // choice
+  std::int64_t pair[2] = {0, 0};  // extent2: rows, columns
 };
 
 struct LayerKey {
@@ -83,8 +83,8 @@ using LayerBuilder = std::function<std::unique_ptr<Layer>(
     const std::string& name, const std::any& options, std::vector<std::string> inputs)>;
 
 struct LayerType {
-  std::string name;   // the deck's `type`, e.g. "conv2d"
-  int arity = 1;      // inputs taken: a fixed count, or -1 for two or more
+  std::string name;  // the deck's `type`, e.g. "conv2d"
+  int arity = 1;     // inputs taken: a fixed count, or -1 for two or more
   std::vector<LayerKey> keys;
   std::string output;  // the output shape, as the reference states it
   LayerExample example;

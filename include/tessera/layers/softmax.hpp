@@ -14,10 +14,12 @@ class Softmax final : public Layer {
   const char* type() const override { return "Softmax"; }
   Shape output_shape(const Shapes& inputs) const override;
   // exp, sum and scale per element.
-  std::int64_t flops_per_sample(const Shapes& inputs) const override { return 3 * inputs.at(0).inner(); }
+  std::int64_t flops_per_sample(const Shapes& inputs) const override {
+    return 3 * inputs.at(0).inner();
+  }
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy, const Tensors& dx,
-                const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
 };
 
 }  // namespace tessera

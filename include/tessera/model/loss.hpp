@@ -19,9 +19,10 @@ class Loss {
   // correct(i) for i < N (evaluation reports the plain loss: no label
   // smoothing when training is false), and the gradient of scale times the
   // sum of the per-sample training losses into grad ([N, classes]).
-  virtual void evaluate(const ExecSpace& exec, const Tensor<float>& output, const Vector<int>& labels,
-                        float scale, const Tensor<float>& grad, const Vector<float>& sample_loss,
-                        const Vector<int>& correct, bool training) const = 0;
+  virtual void evaluate(const ExecSpace& exec, const Tensor<float>& output,
+                        const Vector<int>& labels, float scale, const Tensor<float>& grad,
+                        const Vector<float>& sample_loss, const Vector<int>& correct,
+                        bool training) const = 0;
 };
 
 // Softmax cross-entropy, fused and numerically stable, with optional label

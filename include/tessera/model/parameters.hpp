@@ -36,7 +36,8 @@ class ParameterStore {
   Tensor<float> value(std::size_t index) const { return slice(values_, index); }
   Tensor<float> gradient(std::size_t index) const {
     TESSERA_REQUIRE(with_gradients_, "tessera::ParameterStore::gradient: entry "
-                                         << index << " belongs to a store without gradients (state)");
+                                         << index
+                                         << " belongs to a store without gradients (state)");
     return slice(gradients_, index);
   }
 

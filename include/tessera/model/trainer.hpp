@@ -31,12 +31,12 @@ struct Evaluation {
 
 // What happened in one optimizer step.
 struct StepReport {
-  std::int64_t step = 0;  // 1-based count of optimizer steps taken
-  int epoch = 0;          // 0-based
+  std::int64_t step = 0;   // 1-based count of optimizer steps taken
+  int epoch = 0;           // 0-based
   std::int64_t batch = 0;  // samples in the global batch
-  double loss = 0;        // mean over the global batch
+  double loss = 0;         // mean over the global batch
   float lr = 0;
-  float grad_norm = 0;    // global gradient norm, before any clipping
+  float grad_norm = 0;             // global gradient norm, before any clipping
   std::int64_t step_in_epoch = 0;  // 0-based index of this step within the epoch
 };
 

@@ -20,7 +20,8 @@ double gradient_norm(const ExecSpace& exec, const ParameterStore& params,
   static_assert(Kokkos::SpaceAccessibility<ExecSpace, MemSpace>::accessible,
                 "tessera::gradient_norm: the execution space cannot reach the parameter buffers");
   ScopedRegion region("tessera::gradient_norm");
-  TESSERA_REQUIRE(params.allocated(), "tessera::gradient_norm: the parameter store is not allocated");
+  TESSERA_REQUIRE(params.allocated(),
+                  "tessera::gradient_norm: the parameter store is not allocated");
   return std::sqrt(kernels::deterministic_sum_squares(exec, params.gradients(), scratch));
 }
 
@@ -30,8 +31,9 @@ double gradient_norm(const ExecSpace& exec, const ParameterStore& params,
 template <class ExecSpace>
 void clip_to_norm(const ExecSpace& exec, ParameterStore& params, double norm, float max_norm) {
   ScopedRegion region("tessera::clip_to_norm");
-  TESSERA_REQUIRE(max_norm > 0 && std::isfinite(max_norm),
-                  "tessera::clip_grad_norm: max_norm " << max_norm << " must be positive and finite");
+  TESSERA_REQUIRE(max_norm > 0 && std::isfinite(max_norm), "tessera::clip_grad_norm: max_norm "
+                                                               << max_norm
+                                                               << " must be positive and finite");
   if (std::isfinite(norm) && norm > max_norm)
     kernels::scale_in_place(exec, params.gradients(), max_norm / (norm + 1e-6));
 }
@@ -41,8 +43,9 @@ template <class ExecSpace>
 float clip_grad_norm(const ExecSpace& exec, ParameterStore& params, float max_norm,
                      const Kokkos::View<double*, MemSpace>& scratch) {
   ScopedRegion region("tessera::clip_grad_norm");
-  TESSERA_REQUIRE(max_norm > 0 && std::isfinite(max_norm),
-                  "tessera::clip_grad_norm: max_norm " << max_norm << " must be positive and finite");
+  TESSERA_REQUIRE(max_norm > 0 && std::isfinite(max_norm), "tessera::clip_grad_norm: max_norm "
+                                                               << max_norm
+                                                               << " must be positive and finite");
   const double norm = gradient_norm(exec, params, scratch);
   clip_to_norm(exec, params, norm, max_norm);
   return static_cast<float>(norm);
@@ -51,8 +54,8 @@ float clip_grad_norm(const ExecSpace& exec, ParameterStore& params, float max_no
 // Allocates its own scratch.
 template <class ExecSpace>
 float clip_grad_norm(const ExecSpace& exec, ParameterStore& params, float max_norm) {
-  const Kokkos::View<double*, MemSpace> scratch(
-      "tessera::clip_grad_norm::scratch", kernels::deterministic_sum_scratch(params.count()));
+  const Kokkos::View<double*, MemSpace> scratch("tessera::clip_grad_norm::scratch",
+                                                kernels::deterministic_sum_scratch(params.count()));
   return clip_grad_norm(exec, params, max_norm, scratch);
 }
 

@@ -86,8 +86,8 @@ std::uint64_t content_hash(const std::string& text);
 
 // Checks that every rank holds the same `what` (its hash): throws
 // CollectiveError on every rank naming the ranks that differ.
-void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash, const std::string& what,
-                                const std::string& fix);
+void require_same_on_every_rank(const Communicator& comm, std::uint64_t hash,
+                                const std::string& what, const std::string& fix);
 // The same for replicated weights; one rank copies and hashes nothing.
 void require_same_weights_on_every_rank(const Communicator& comm, const Vector<float>& values,
                                         const std::string& what,

@@ -67,39 +67,45 @@ class LayerTypeBuilder {
   }
 
   template <class T>
-  LayerTypeBuilder& integer(const char* key, T Options::*member, Range range, Need need = optional) {
-    return add(key, KeyKind::integer, need, range, member,
-               [](const KeyValue& v) { return static_cast<T>(v.integer); },
-               [](const T& value) { return std::to_string(value); });
+  LayerTypeBuilder& integer(const char* key, T Options::*member, Range range,
+                            Need need = optional) {
+    return add(
+        key, KeyKind::integer, need, range, member,
+        [](const KeyValue& v) { return static_cast<T>(v.integer); },
+        [](const T& value) { return std::to_string(value); });
   }
 
   template <class T>
   LayerTypeBuilder& number(const char* key, T Options::*member, Range range, Need need = optional) {
-    return add(key, KeyKind::number, need, range, member,
-               [](const KeyValue& v) { return static_cast<T>(v.number); },
-               [](const T& value) { return number_text(value); });
+    return add(
+        key, KeyKind::number, need, range, member,
+        [](const KeyValue& v) { return static_cast<T>(v.number); },
+        [](const T& value) { return number_text(value); });
   }
 
   LayerTypeBuilder& boolean(const char* key, bool Options::*member) {
-    return add(key, KeyKind::boolean, optional, Range::any(), member,
-               [](const KeyValue& v) { return v.boolean; },
-               [](const bool& value) { return std::string(value ? "true" : "false"); });
+    return add(
+        key, KeyKind::boolean, optional, Range::any(), member,
+        [](const KeyValue& v) { return v.boolean; },
+        [](const bool& value) { return std::string(value ? "true" : "false"); });
   }
 
   LayerTypeBuilder& extent2(const char* key, Extent2 Options::*member, Range range,
                             Need need = optional) {
-    return add(key, KeyKind::extent2, need, range, member,
-               [](const KeyValue& v) { return Extent2(v.pair[0], v.pair[1]); },
-               [](const Extent2& value) {
-                 return value.h == value.w ? std::to_string(value.h)
-                                           : "[" + std::to_string(value.h) + ", " +
-                                                 std::to_string(value.w) + "]";
-               });
+    return add(
+        key, KeyKind::extent2, need, range, member,
+        [](const KeyValue& v) { return Extent2(v.pair[0], v.pair[1]); },
+        [](const Extent2& value) {
+          return value.h == value.w
+                     ? std::to_string(value.h)
+                     : "[" + std::to_string(value.h) + ", " + std::to_string(value.w) + "]";
+        });
   }
 
   // A weight initialiser, one of weight_initializer_names().
   LayerTypeBuilder& initializer(const char* key, Init Options::*member) {
-    add(key, KeyKind::choice, optional, Range::any(), member,
+    add(
+        key, KeyKind::choice, optional, Range::any(), member,
         [](const KeyValue& v) { return init_from_name(v.text); },
         [](const Init& value) { return std::string(init_name(value)); });
     type_.keys.back().choices = weight_initializer_names();
