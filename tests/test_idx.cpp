@@ -61,6 +61,20 @@ TEST(Idx, TruncatedFile) {
   std::remove(path.c_str());
 }
 
+// A 16-byte header claiming 3 extents of 2^32 - 1 (and one claiming more
+// than 2^62 bytes in all) fails as truncated or damaged at once, without
+// allocating what the header claims.
+TEST(Idx, HeaderClaimingMoreThanTheFileHolds) {
+  const std::string path = scratch("huge.idx");
+  const char three[] = {0, 0, 8, 3, -1, -1, -1, -1, 0, 0, 0, 2, 0, 0, 1, 0, 7, 7};
+  std::ofstream(path, std::ios::binary).write(three, sizeof three);
+  expect_error_mentions(path, "file is truncated: the data needs 2199023255040 bytes, found 2");
+  const char four[] = {0, 0, 8, 4, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 2};
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(four, sizeof four);
+  expect_error_mentions(path, "the dimensions in the header multiply to more than 2^62 bytes");
+  std::remove(path.c_str());
+}
+
 TEST(Idx, NotAnIdxFile) {
   const std::string path = scratch("text.idx");
   std::ofstream(path) << "hello, this is not IDX";

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 namespace tessera {
 
@@ -18,26 +19,51 @@ struct GzCloser {
 };
 using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
 
+// Reads up to `bytes` bytes; 0 at the end of the file.
+std::size_t read_some(gzFile f, unsigned char* out, std::size_t bytes, const std::string& path,
+                      const char* what) {
+  const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes, 1u << 24));
+  const int got = gzread(f, out, chunk);
+  if (got < 0) {
+    int err = 0;
+    const char* msg = gzerror(f, &err);
+    TESSERA_REQUIRE(false, "tessera::read_idx: " << path << ": corrupt or unreadable while reading "
+                                                 << what << " (" << msg << ")");
+  }
+  return static_cast<std::size_t>(got);
+}
+
+void truncated(const std::string& path, const char* what, std::size_t needed, std::size_t found) {
+  TESSERA_REQUIRE(false, "tessera::read_idx: " << path << ": file is truncated: " << what
+                                               << " needs " << needed << " bytes, found " << found);
+}
+
 void read_exact(gzFile f, void* buffer, std::size_t bytes, const std::string& path,
                 const char* what) {
   std::size_t done = 0;
-  auto* out = static_cast<unsigned char*>(buffer);
   while (done < bytes) {
-    const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes - done, 1u << 30));
-    const int got = gzread(f, out + done, chunk);
-    if (got < 0) {
-      int err = 0;
-      const char* msg = gzerror(f, &err);
-      TESSERA_REQUIRE(false, "tessera::read_idx: " << path
-                                                   << ": corrupt or unreadable while reading "
-                                                   << what << " (" << msg << ")");
-    }
-    TESSERA_REQUIRE(got > 0, "tessera::read_idx: " << path << ": file is truncated: " << what
-                                                   << " needs " << bytes << " bytes, found "
-                                                   << done + static_cast<std::size_t>(got));
-    done += static_cast<std::size_t>(got);
+    const std::size_t got =
+        read_some(f, static_cast<unsigned char*>(buffer) + done, bytes - done, path, what);
+    if (got == 0) truncated(path, what, bytes, done);
+    done += got;
   }
 }
+
+// The data, grown as it arrives: a damaged or hostile header can claim far
+// more than the file holds (four extents of 2^32 - 1 in 16 bytes), and the
+// size is only trusted once the bytes are there.
+void read_data(gzFile f, std::vector<std::uint8_t>& data, std::size_t total,
+               const std::string& path) {
+  std::size_t done = 0;
+  while (done < total) {
+    data.resize(done + std::min<std::size_t>(total - done, std::size_t(1) << 24));
+    const std::size_t got = read_some(f, data.data() + done, data.size() - done, path, "the data");
+    if (got == 0) truncated(path, "the data", total, done);
+    done += got;
+  }
+  data.resize(total);
+}
+
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
@@ -65,10 +91,13 @@ IdxArray read_idx(const std::string& path) {
     const std::int64_t extent = (std::int64_t(b[0]) << 24) | (std::int64_t(b[1]) << 16) |
                                 (std::int64_t(b[2]) << 8) | std::int64_t(b[3]);
     array.dims.push_back(extent);
+    TESSERA_REQUIRE(
+        extent == 0 || total <= (std::size_t(1) << 62) / static_cast<std::size_t>(extent),
+        "tessera::read_idx: " << path << ": the dimensions in the header multiply to "
+                              << "more than 2^62 bytes; the header is damaged");
     total *= static_cast<std::size_t>(extent);
   }
-  array.data.resize(total);
-  read_exact(f.get(), array.data.data(), total, path, "the data");
+  read_data(f.get(), array.data, total, path);
   unsigned char extra;
   TESSERA_REQUIRE(gzread(f.get(), &extra, 1) == 0,
                   "tessera::read_idx: " << path << ": trailing bytes after " << total
