@@ -2,6 +2,8 @@
 // dataset as from IDX, and errors that name the file and the dataset.
 #include <tessera/data/hdf5.hpp>
 
+#include <hdf5.h>
+
 #include <unistd.h>
 #include <cstdio>
 #include <fstream>
@@ -57,6 +59,56 @@ TEST(Hdf5, ErrorsNameTheFileAndDataset) {
   test::expect_error([&] { load_hdf5_dataset(h5, "images", "labels"); },
                      h5 + ":images has 5 images but " + h5 + ":labels has 4 labels");
   for (const auto& p : {h5, text}) std::remove(p.c_str());
+}
+
+// A dataset of int32 values [n, row] (value i % 256, element `bad` set to
+// 300 when given), chunked so a declared extent needs no storage.
+void write_ints(const std::string& path, hsize_t n, hsize_t row, std::int64_t bad = -1) {
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {n, row}, chunk[2] = {1, row};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t props = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(props, 2, chunk);
+  const hid_t data = H5Dcreate2(file, "x", H5T_STD_I32LE, space, H5P_DEFAULT, props, H5P_DEFAULT);
+  if (n * row <= (hsize_t(1) << 24)) {
+    std::vector<int> values(n * row);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int>(i % 256);
+    if (bad >= 0) values[static_cast<std::size_t>(bad)] = 300;
+    H5Dwrite(data, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  }
+  H5Dclose(data);
+  H5Pclose(props);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+
+// The reader goes through the dataset a slab of rows at a time: every
+// element arrives, in order, and a bad value in a later slab is named by
+// its place in the whole dataset.
+TEST(Hdf5, LargeDatasetsAreReadInSlabs) {
+  const std::string h5 = scratch("slabs.h5");
+  const hsize_t n = 2600, row = 1000;  // 2.6 M elements: three slabs of 1048 rows
+  write_ints(h5, n, row);
+  const IdxArray read = read_hdf5_bytes(h5, "x");
+  ASSERT_EQ(read.dims, (std::vector<std::int64_t>{2600, 1000}));
+  ASSERT_EQ(read.data.size(), n * row);
+  for (std::size_t i = 0; i < read.data.size(); ++i)
+    ASSERT_EQ(read.data[i], i % 256) << "element " << i;
+  write_ints(h5, n, row, 2512345);
+  test::expect_error([&] { read_hdf5_bytes(h5, "x"); },
+                     h5 + ": dataset 'x' element 2512345 is 300; expected 0 to 255");
+  std::remove(h5.c_str());
+}
+
+// A chunked dataset declaring 2^41 elements takes a few hundred bytes of
+// file; the reader refuses it before allocating.
+TEST(Hdf5, DeclaredExtentBeyondMemoryIsRefused) {
+  const std::string h5 = scratch("huge.h5");
+  write_ints(h5, hsize_t(1) << 31, 1024);
+  test::expect_error([&] { read_hdf5_bytes(h5, "x"); },
+                     h5 + ": dataset 'x' holds 2199023255552 elements (8192 GiB as float "
+                          "samples), more than this machine's ");
+  std::remove(h5.c_str());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <tessera/io/impl/hdf5.hpp>
 
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -47,21 +48,49 @@ IdxArray read_hdf5_bytes(const std::string& path, const std::string& dataset) {
   std::size_t total = 1;
   for (auto d : dims) {
     array.dims.push_back(static_cast<std::int64_t>(d));
+    TESSERA_REQUIRE(d == 0 || total <= (std::size_t(1) << 62) / d,
+                    "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
+                                                 << "' has more than 2^62 elements");
     total *= static_cast<std::size_t>(d);
   }
-  // Read as int first so values outside 0..255 are caught rather than clipped.
-  std::vector<int> values(total);
-  TESSERA_REQUIRE(total == 0 || H5Dread(data.get(), H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                        values.data()) >= 0,
-                  "tessera::read_hdf5_bytes: " << path << ": reading dataset '" << dataset
-                                               << "' failed (the file may be truncated)");
+  // The extent is only a declaration: a chunked dataset of 2^40 elements
+  // fits in a few bytes of file. Refuse what this machine cannot hold as
+  // float samples.
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  const double needed = 4.0 * static_cast<double>(total);
+  TESSERA_REQUIRE(memory <= 0 || needed <= memory,
+                  "tessera::read_hdf5_bytes: "
+                      << path << ": dataset '" << dataset << "' holds " << total << " elements ("
+                      << needed / (1 << 30) << " GiB as float samples), more than this "
+                      << "machine's " << memory / (1 << 30) << " GiB of memory");
   array.data.resize(total);
-  for (std::size_t i = 0; i < total; ++i) {
-    TESSERA_REQUIRE(values[i] >= 0 && values[i] <= 255,
-                    "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset << "' element "
-                                                 << i << " is " << values[i]
-                                                 << "; expected 0 to 255");
-    array.data[i] = static_cast<std::uint8_t>(values[i]);
+  if (total == 0) return array;
+  // Read as int, a slab of whole rows (about 4 MiB) at a time, so values
+  // outside 0..255 are caught rather than clipped.
+  const std::size_t row = total / dims[0];
+  const hsize_t rows = std::max<hsize_t>(1, (hsize_t(1) << 20) / std::max<std::size_t>(row, 1));
+  std::vector<int> values(std::min<std::size_t>(total, rows * row));
+  for (hsize_t first = 0; first < dims[0]; first += rows) {
+    std::vector<hsize_t> start(dims.size(), 0), count(dims);
+    start[0] = first;
+    count[0] = std::min<hsize_t>(rows, dims[0] - first);
+    const Handle file_space(H5Dget_space(data.get()), H5Sclose);
+    const Handle memory_space(H5Screate_simple(rank, count.data(), nullptr), H5Sclose);
+    const bool ok = H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                        count.data(), nullptr) >= 0 &&
+                    H5Dread(data.get(), H5T_NATIVE_INT, memory_space.get(), file_space.get(),
+                            H5P_DEFAULT, values.data()) >= 0;
+    TESSERA_REQUIRE(ok, "tessera::read_hdf5_bytes: " << path << ": reading dataset '" << dataset
+                                                     << "' failed (the file may be truncated)");
+    const std::size_t offset = static_cast<std::size_t>(first) * row, n = count[0] * row;
+    for (std::size_t i = 0; i < n; ++i) {
+      TESSERA_REQUIRE(values[i] >= 0 && values[i] <= 255,
+                      "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
+                                                   << "' element " << offset + i << " is "
+                                                   << values[i] << "; expected 0 to 255");
+      array.data[offset + i] = static_cast<std::uint8_t>(values[i]);
+    }
   }
   return array;
 }
