@@ -249,6 +249,27 @@ TEST_F(BadCheckpoint, MissingDataset) {
   expect_load_error("has no dataset '/parameters/fc2/bias' (the file is incomplete or was edited");
 }
 
+// An optimizer moment stored with more values than its parameter must be
+// refused before anything is copied (it once overran the host buffer).
+TEST_F(BadCheckpoint, OptimizerStateShapeDoesNotMatchTheModel) {
+  Adam adam;
+  adam.allocate(model_->parameters());
+  write_checkpoint(file_, *model_, adam, info_at(1));
+  edit([](hid_t file) {
+    const char* name = "/optimizer/exp_avg/fc1/weight";
+    ASSERT_GE(H5Ldelete(file, name, H5P_DEFAULT), 0);
+    const hsize_t dims[2] = {64, 64};
+    const impl::Hdf5Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
+    const impl::Hdf5Handle data(
+        H5Dcreate2(file, name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+        H5Dclose);
+    ASSERT_TRUE(data.ok());
+  });
+  expect_load_error(
+      "dataset '/optimizer/exp_avg/fc1/weight' has shape [64, 64]; the model's fc1 weight has "
+      "shape [8, 2]; the checkpoint was written for a different model");
+}
+
 TEST_F(BadCheckpoint, NotAnHdf5File) {
   std::ofstream(file_) << "step = 3\nthis is not HDF5\n";
   expect_load_error("not an HDF5 file, so not a Tessera checkpoint");

@@ -403,6 +403,8 @@ CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer&
     if (stored_names != wanted_names)
       fail("optimizer state buffers are [" + stored_names + "]; " + optimizer.name() + " has [" +
            wanted_names + "]");
+    for (const auto& b : c.optimizer_buffers)
+      check_tensors(c, "/optimizer/" + b.name, b.tensors, model.parameters());
   }
 
   copy_into(c.parameters, model.parameters(), model.parameters().values());
