@@ -36,7 +36,13 @@ struct EpochSummary {
 };
 
 struct RunResult {
-  Evaluation test;  // on the test set, after the last epoch
+  Evaluation test;  // on the test set, after the deck's last epoch (not when paused)
+  // The last evaluation, after the last epoch trained: on the validation
+  // split when there is one, else on the test set.
+  Evaluation evaluation;
+  std::string set;      // "validation" or "test"
+  int epochs = 0;       // epochs of the run done, counting those before a restart
+  bool paused = false;  // stopped before the deck's last epoch (train's pause_after)
 };
 
 // Hooks into a run; each may be empty.
@@ -92,7 +98,12 @@ class Run {
 
   // Trains the epochs the deck has left, evaluating, checkpointing and
   // recording metrics as it asks, and evaluates the test set at the end.
-  RunResult train(const RunCallbacks& callbacks = {});
+  // With pause_after between the first epoch and the deck's last, it stops
+  // after that many epochs of the run instead: evaluates, commits a
+  // checkpoint whatever the deck's cadence, and leaves the test set alone,
+  // so that prepare("latest") later continues exactly as if it had never
+  // stopped (the schedule still spans the deck's training.epochs).
+  RunResult train(const RunCallbacks& callbacks = {}, int pause_after = 0);
 
   std::int64_t steps_per_epoch() const;
   const Dataset& training_data() const { return train_; }
