@@ -94,7 +94,13 @@ std::string Run::layer_options() const {
   return out;
 }
 
-void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
+Dataset DatasetCache::get(const std::string& key, const std::function<Dataset()>& load) {
+  const auto found = entries_.find(key);
+  if (found != entries_.end()) return found->second;
+  return entries_.emplace(key, load()).first->second;
+}
+
+void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache) {
   TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
   const Communicator& comm = *comm_;
   const bool root = comm.rank() == 0;
@@ -103,10 +109,22 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
       if (callbacks.before_data) callbacks.before_data(comm.rank());
       const auto load = [&](const std::string& images, const std::string& labels,
                             const std::string& file) {
-        return deck_.data_format == "hdf5"
-                   ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
-                                       deck_.normalize_mean, deck_.normalize_std)
-                   : load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+        const auto read = [&] {
+          return deck_.data_format == "hdf5"
+                     ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
+                                         deck_.normalize_mean, deck_.normalize_std)
+                     : load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+        };
+        if (!cache) return read();
+        std::ostringstream key;
+        key << deck_.data_format << '\n'
+            << images << '\n'
+            << labels << '\n'
+            << file << '\n'
+            << deck_.images_dataset << '\n'
+            << deck_.labels_dataset << '\n'
+            << std::hexfloat << deck_.normalize_mean << ' ' << deck_.normalize_std;
+        return cache->get(key.str(), read);
       };
       train_ = load(deck_.train_images, deck_.train_labels, deck_.train_file);
       test_ = load(deck_.test_images, deck_.test_labels, deck_.test_file);

@@ -21,6 +21,7 @@
 #include <tessera/parallel/communicator.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,19 @@ struct RunResult {
   std::string set;      // "validation" or "test"
   int epochs = 0;       // epochs of the run done, counting those before a restart
   bool paused = false;  // stopped before the deck's last epoch (train's pause_after)
+};
+
+// Datasets read once and shared by the runs of one process that read the
+// same files the same way (the trials of a sweep): a run holds its data
+// only by reference-counted views, and never writes to it.
+class DatasetCache {
+ public:
+  // The dataset stored under `key`, loaded with `load` the first time.
+  Dataset get(const std::string& key, const std::function<Dataset()>& load);
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::map<std::string, Dataset> entries_;
 };
 
 // Hooks into a run; each may be empty.
@@ -86,8 +100,10 @@ class Run {
   // resumes from the checkpoint it names: a file, a directory (its
   // latest), or "latest" in the deck's checkpoint directory. Throws
   // CollectiveError on every rank for a bad data file, output directory or
-  // checkpoint; a data failure's message starts with "data error: ".
-  void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {});
+  // checkpoint; a data failure's message starts with "data error: ". With a
+  // cache, data files read before by this process are not read again.
+  void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {},
+               DatasetCache* cache = nullptr);
 
   // "data: 60000 training, 0 validation and 10000 test samples of shape [784]"
   std::string data_description() const;
