@@ -91,7 +91,14 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       failure = e.what();
     }
-    world.agree(failure);
+    try {
+      world.agree(failure);
+    } catch (const tessera::CollectiveError& e) {
+      // Every rank reads the same files, so rank 0's own message (file:line:
+      // column first) says it best; another rank's when rank 0 had none.
+      if (root) std::cerr << (failure.empty() ? e.what() : failure) << "\n";
+      return 2;
+    }
     sweep = std::make_unique<tessera::Sweep>(spec, deck);
     if (plan_only) {
       if (root) print_plan(spec, sweep->trials(), sweep->groups());
