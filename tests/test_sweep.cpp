@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -100,6 +103,36 @@ TEST(SweepFile, GridParsesWithDefaults) {
   EXPECT_DOUBLE_EQ(spec.parameters[0].values[1].number, 0.01);
   EXPECT_EQ(spec.parameters[1].values[0].text, "32");
   EXPECT_TRUE(spec.parameters[1].values[0].numeric);
+}
+
+TEST(SweepFile, ShippedSweepFilesParse) {
+  // Every shipped sweep file sweeps the MLP deck.
+  const std::string root = TESSERA_SOURCE_DIR;
+  const Deck mlp = load_deck(root + "/inputs/fashion_mnist_mlp.toml");
+  int files = 0;
+  for (const auto& dir : {"/inputs", "/tests/app"})
+    for (const auto& entry : std::filesystem::directory_iterator(root + dir)) {
+      const std::string path = entry.path().string();
+      if (path.size() < 11 || path.compare(path.size() - 11, 11, ".sweep.toml") != 0) continue;
+      SCOPED_TRACE(path);
+      const SweepSpec spec = load_sweep(path, mlp);
+      EXPECT_FALSE(plan_trials(spec).empty());
+      EXPECT_EQ(spec.name + ".sweep.toml", entry.path().filename().string());
+      ++files;
+    }
+  EXPECT_GE(files, 4);
+  // So does the example in docs/sweeps.md.
+  std::ifstream doc(root + "/docs/sweeps.md");
+  const std::string text{std::istreambuf_iterator<char>(doc), std::istreambuf_iterator<char>()};
+  const auto begin = text.find("```toml\n"), end = text.find("```\n", begin + 8);
+  ASSERT_NE(end, std::string::npos) << "docs/sweeps.md has no ```toml example";
+  const SweepSpec example = parse_sweep(text.substr(begin + 8, end - begin - 8), "sweeps.md", mlp);
+  EXPECT_EQ(plan_trials(example).size(), 8u);
+  EXPECT_EQ(parse_sweep(grid_sweep, "x/mlp.sweep.toml", deck()).name, "mlp");
+  EXPECT_EQ(
+      parse_sweep(replace(grid_sweep, "output_dir = \"out/s\"\n", ""), "mlp.sweep.toml", deck())
+          .output_dir,
+      "output/sweeps/mlp");
 }
 
 TEST(SweepFile, ValuesOfEveryTypeBecomeSetTextTheDeckReads) {
@@ -220,6 +253,11 @@ TEST(SweepFile, ObjectiveAndHalvingChecks) {
   const Deck no_split = parse_deck(replace(mlp_deck, "validation_split = 0.2\n", ""), "mlp.toml");
   expect_sweep_error(std::string(grid_sweep) + "\n[objective]\nmetric = \"validation_loss\"\n", 14,
                      10, "objective.metric", "has no data.validation_split", no_split);
+  // Without [objective], at the sweep's `set`, or at the file's first line.
+  expect_sweep_error(replace(grid_sweep, "output_dir", "set = [\"run.seed=1\"]\noutput_dir"), 3, 7,
+                     "objective.metric", "has no data.validation_split", no_split);
+  expect_sweep_error(grid_sweep, 1, 1, "objective.metric", "has no data.validation_split",
+                     no_split);
   EXPECT_NO_THROW(parse_sweep(
       replace(grid_sweep, "output_dir", "set = [\"data.validation_split=0.1\"]\noutput_dir"),
       "s.toml", no_split));
@@ -230,6 +268,9 @@ TEST(SweepFile, ObjectiveAndHalvingChecks) {
   const std::string halving = replace(grid_sweep, "\"grid\"", "\"halving\"");
   expect_sweep_error(halving + "\n[halving]\nmin_epochs = 9\n", 14, 14, "halving.min_epochs",
                      "below the 9 epochs of the deck");
+  // The deck's epochs leave no room for rungs: at the strategy.
+  expect_sweep_error(halving, 2, 12, "halving.min_epochs", "below the 1 epochs of the deck",
+                     parse_deck(replace(mlp_deck, "epochs = 9", "epochs = 1"), "mlp.toml"));
   expect_sweep_error(halving + "\n[halving]\nreduction = 1\n", 14, 13, "halving.reduction",
                      "out of range [2, 1000]");
   expect_sweep_error(replace(halving, "\"optimizer.lr\"", "\"training.epochs\""), 6, 7,

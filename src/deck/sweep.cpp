@@ -222,13 +222,16 @@ SweepSpec parse_sweep(const std::string& text, const std::string& path, const De
   const std::string s = "sweep.";
   r.only_keys(sweep, s,
               {"name", "strategy", "ranks_per_trial", "trials", "seed", "output_dir", "set"});
+  // "mlp.sweep.toml" is sweep "mlp".
   std::string stem = path.substr(path.find_last_of('/') + 1);
-  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".toml") == 0)
-    stem.resize(stem.size() - 5);
+  for (const std::string suffix : {".toml", ".sweep"})
+    if (stem.size() > suffix.size() &&
+        stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0)
+      stem.resize(stem.size() - suffix.size());
   spec.name = r.get<std::string>(sweep, s, "name", stem.empty() ? "sweep" : stem);
   r.check(!spec.name.empty() && spec.name.find('/') == std::string::npos, sweep, s, "name",
           "must be a non-empty name without '/'");
-  spec.output_dir = r.get<std::string>(sweep, s, "output_dir", "output/" + spec.name);
+  spec.output_dir = r.get<std::string>(sweep, s, "output_dir", "output/sweeps/" + spec.name);
   r.check(!spec.output_dir.empty(), sweep, s, "output_dir", "must not be empty");
   spec.output_dir_location =
       sweep.get("output_dir") ? r.location(sweep.get("output_dir")->source()) : path;
@@ -349,10 +352,20 @@ SweepSpec parse_sweep(const std::string& text, const std::string& path, const De
       r.choice(objective, o, "goal", spec.metric == "validation_loss" ? "minimize" : "maximize",
                {"maximize", "minimize"});
   spec.maximize = goal == "maximize";
-  r.check(base.validation_split > 0, objective, o, "metric",
-          spec.metric + " needs a validation split, and the deck " + deck.path +
-              " has no data.validation_split; add set = [\"data.validation_split=0.1\"] to "
-              "[sweep] (ranking trials on the test set would tune them to it)");
+  // A check of a key the file may leave out fails at the key, else at the
+  // nearest thing the file has: its table, the [sweep] key that asked for
+  // it, or the file's first line.
+  const auto fail_near = [&](std::initializer_list<const toml::node*> nodes, const std::string& key,
+                             const std::string& message) {
+    for (const toml::node* node : nodes)
+      if (node) r.fail(node->source(), key, message);
+    throw DeckError(path + ":1:1: " + key + ": " + message);
+  };
+  if (!(base.validation_split > 0))
+    fail_near({objective.get("metric"), root.get("objective"), sweep.get("set")}, o + "metric",
+              spec.metric + " needs a validation split, and the deck " + deck.path +
+                  " has no data.validation_split; add set = [\"data.validation_split=0.1\"] to "
+                  "[sweep] (ranking trials on the test set would tune them to it)");
 
   // [halving]
   const toml::node* halving_node = root.get("halving");
@@ -365,10 +378,11 @@ SweepSpec parse_sweep(const std::string& text, const std::string& path, const De
     const std::string h = "halving.";
     r.only_keys(halving, h, {"min_epochs", "reduction"});
     spec.min_epochs = r.get<int>(halving, h, "min_epochs", spec.min_epochs);
-    r.check(spec.min_epochs >= 1 && spec.min_epochs < spec.max_epochs, halving, h, "min_epochs",
-            "value " + std::to_string(spec.min_epochs) + " must be at least 1 and below the " +
-                std::to_string(spec.max_epochs) +
-                " epochs of the deck (training.epochs), the budget of the last rung");
+    if (spec.min_epochs < 1 || spec.min_epochs >= spec.max_epochs)
+      fail_near({halving.get("min_epochs"), halving_node, sweep.get("strategy")}, h + "min_epochs",
+                "value " + std::to_string(spec.min_epochs) + " must be at least 1 and below the " +
+                    std::to_string(spec.max_epochs) +
+                    " epochs of the deck (training.epochs), the budget of the last rung");
     spec.reduction = r.get<int>(halving, h, "reduction", spec.reduction);
     r.require_range(halving, h, "reduction", spec.reduction, 2, 1000);
   }

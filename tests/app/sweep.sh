@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tessera-sweep end to end on 2 ranks, one OpenMP thread each.
-# Part `grid`: the 8-trial sweep of sweep_lr_width.toml (1 rank per trial)
+# Part `grid`: the 8-trial sweep of lr_width.sweep.toml (1 rank per trial)
 # finishes, ranks its trials by the objective and plots; its best trial
 # equals a standalone tessera-train run of the deck with the same values,
 # bit for bit (metrics and final weights); the same sweep killed with
@@ -47,7 +47,7 @@ print(n)' "$@"
 }
 
 if [ "$part" = grid ]; then
-  file="$dir/sweep_lr_width.toml"
+  file="$dir/lr_width.sweep.toml"
   run_sweep ref "$file" || { fail "the sweep exited $?"; tail -20 "$scratch/ref.log"; exit 1; }
   cat "$scratch/ref/results.md"
   # Ranked: 8 finished trials, the objective never increasing down the table.
@@ -187,7 +187,7 @@ EOF
 fi
 
 if [ "$part" = halving ]; then
-  file="$dir/sweep_halving.toml"
+  file="$dir/halving.sweep.toml"
   sed -e 's/^strategy = "halving"/strategy = "grid"/' -e '/^\[halving\]/,/^reduction/d' "$file" \
     > "$scratch/grid9.toml"
   run_sweep halving "$file" || { fail "the halving sweep exited $?"; tail -20 "$scratch/halving.log"; }
@@ -221,7 +221,7 @@ EOF
 fi
 
 if [ "$part" = failures ]; then
-  run_sweep failures "$dir/sweep_failures.toml" ||
+  run_sweep failures "$dir/failures.sweep.toml" ||
     { fail "the sweep with failing trials exited $?"; tail -20 "$scratch/failures.log"; }
   cat "$scratch/failures/results.md"
   for fragment in "| 1 | 0 | relu | 0.05 | 256 | finished | 1 |" \

@@ -57,7 +57,8 @@ const char* strategy_name(SweepStrategy s);
 struct SweepSpec {
   std::string path;
   std::string text;  // the file as written
-  std::string name;  // [sweep] name; default: the file name without .toml
+  std::string name;  // [sweep] name; default: the file name without .sweep.toml or .toml
+  // [sweep] output_dir; default output/sweeps/<name>
   std::string output_dir;
   std::string output_dir_location;
   SweepStrategy strategy = SweepStrategy::grid;
