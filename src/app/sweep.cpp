@@ -10,6 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -18,6 +23,8 @@
 #include <iostream>
 #include <iterator>
 #include <sstream>
+
+#include "../io/checkpoint_file.hpp"
 
 namespace tessera {
 
@@ -35,18 +42,15 @@ void broadcast_text(MPI_Comm comm, std::string& text) {
   MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm);
 }
 
-// Writes a file whole or not at all: a kill leaves the previous version.
+// The results go through the checkpoints' atomic publication (temporary
+// file, fsync, rename): a kill leaves the previous version whole.
 void replace_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
+  impl::publish_atomically(path, "tessera::Sweep", [&](const std::string& temporary) {
     std::ofstream out(temporary, std::ios::trunc);
     out << text;
     out.flush();
     if (!out) throw Error("tessera::Sweep: cannot write " + temporary);
-  }
-  std::error_code failed;
-  std::filesystem::rename(temporary, path, failed);
-  if (failed) throw Error("tessera::Sweep: cannot rename " + temporary + ": " + failed.message());
+  });
 }
 
 std::string shell_word(const std::string& word) {
@@ -67,6 +71,7 @@ struct Sweep::Messenger {
   // World rank 0.
   std::string path;
   std::ofstream log;
+  int lock = -1;              // <output_dir>/.lock, held while the sweep runs
   std::string failure;        // the first error writing the log; reported at the rung's end
   int received = 0;           // records from other ranks
   std::string rung_outcomes;  // outcome records of the rung in progress, one a line
@@ -159,6 +164,7 @@ Sweep::Sweep(SweepSpec spec, Deck deck, MPI_Comm world)
 }
 
 Sweep::~Sweep() {
+  if (messenger_ && messenger_->lock >= 0) ::close(messenger_->lock);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -180,6 +186,16 @@ void Sweep::prepare() {
         throw DeckError(spec_.output_dir_location + ": sweep.output_dir: cannot create " +
                         spec_.output_dir + ": " + made.message() +
                         " (set sweep.output_dir or --output-dir to a writable directory)");
+      // One writer per sweep directory: a second sweep started on it, or
+      // ranks of a killed job still running, would interleave the log.
+      const std::string lock = spec_.output_dir + "/.lock";
+      m.lock = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (m.lock >= 0 && ::flock(m.lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        throw DeckError(spec_.output_dir_location +
+                        ": sweep.output_dir: another tessera-sweep is "
+                        "running in " +
+                        spec_.output_dir + " (it holds " + lock +
+                        "); wait for it to end, or end it first");
       if (std::ifstream in{m.path}) {
         text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
         const SweepLog log = read_sweep_log(text, m.path, identity_);

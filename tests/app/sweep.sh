@@ -41,7 +41,10 @@ records() {
 import json, sys
 n = 0
 for line in open(sys.argv[1] + "/sweep.jsonl"):
-    r = json.loads(line)
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue  # a line being written, or cut short by a kill
     n += r["type"] == sys.argv[2] and (len(sys.argv) < 4 or r.get("state") == sys.argv[3])
 print(n)' "$@"
 }
@@ -96,22 +99,26 @@ for r in map(json.loads, sys.stdin):
     echo "ok: the final weights of trial $best and of tessera-train alone are bitwise equal" ||
     fail "the final weights of trial $best and of tessera-train alone differ"
 
-  # Killed with SIGKILL (every process of the job) while a trial writes the
+  # Killed with SIGKILL (every process of the job, as a batch system ends
+  # it) while a trial writes the
   # checkpoint of its second epoch, once 3 trials have finished.
-  TESSERA_CHECKPOINT_PAUSE_SECONDS=0.5 setsid "$mpiexec" --oversubscribe -n 2 "$sweep" "$deck" "$file" \
+  TESSERA_CHECKPOINT_PAUSE_SECONDS=1 setsid "$mpiexec" --oversubscribe -n 2 "$sweep" "$deck" "$file" \
     --output-dir "$scratch/killed" > "$scratch/killed.log" 2>&1 &
   job=$!
   second_epoch() { grep -c 'pausing .*step-00000064' "$scratch/killed.log"; }
   seen=
-  for _ in $(seq 1200); do
+  for _ in $(seq 3000); do
     if [ -z "$seen" ] && [ -s "$scratch/killed/sweep.jsonl" ] &&
-       [ "$(records "$scratch/killed" trial finished)" -ge 3 ]; then
+       [ "$(grep -c '"state":"finished"' "$scratch/killed/sweep.jsonl")" -ge 3 ]; then
       seen=$(second_epoch)
     fi
     [ -n "$seen" ] && [ "$(second_epoch)" -gt "$seen" ] && break
-    sleep 0.1
+    sleep 0.05
   done
-  kill -9 -- "-$job"; wait "$job" 2>/dev/null
+  # Open MPI gives each rank its own process group, but they stay in the
+  # session setsid opened: every process of it goes at once.
+  kill -9 $(ps -o pid= -s "$job"); wait "$job" 2>/dev/null
+  for _ in $(seq 100); do [ -z "$(ps -o pid= -s "$job")" ] && break; sleep 0.1; done
   before=$(records "$scratch/killed" trial finished)
   cut=$(grep 'pausing .*step-00000064' "$scratch/killed.log" | tail -1 |
     sed -n 's|.*trials/t00\([0-9]\)/checkpoints.*|\1|p')
@@ -173,8 +180,17 @@ EOF
     "${good/log_every=0\"\]/log_every=0\", \"training.batch_size=0\"]}"
   expect "--set data.train_images=/nonexistent: data.train_images: cannot read '/nonexistent'" \
     "$good" --set data.train_images=/nonexistent
-  # A directory holding another sweep's results is refused, untouched.
   cp "$scratch/ref/sweep.jsonl" "$scratch/ref.jsonl"
+  # A directory another sweep is writing (it holds the lock) is refused.
+  out=$(flock -o "$scratch/ref/.lock" timeout 60 "$mpiexec" --oversubscribe -n 2 "$sweep" "$deck" "$file" \
+    --output-dir "$scratch/ref" 2>&1); rc=$?
+  if [ "$rc" -eq 2 ] && grep -qF "another tessera-sweep is running in $scratch/ref" <<<"$out" &&
+     cmp -s "$scratch/ref.jsonl" "$scratch/ref/sweep.jsonl"; then
+    echo "ok: a directory another sweep is writing: exit 2, its log untouched"
+  else
+    fail "a directory another sweep is writing: exit $rc"; echo "$out" | tail -3
+  fi
+  # A directory holding another sweep's results is refused, untouched.
   printf '%s\n# another sweep\n' "$good" > "$scratch/other.toml"
   out=$(timeout 60 "$mpiexec" --oversubscribe -n 2 "$sweep" "$deck" "$scratch/other.toml" \
     --output-dir "$scratch/ref" 2>&1); rc=$?
