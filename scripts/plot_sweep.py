@@ -125,11 +125,11 @@ def main():
     for r in ok[: args.best]:
         trial_dir = os.path.join(args.sweep, r["directory"])
         xs, ys = epoch_curve(trial_dir, metric)
-        label = f"trial {r['trial']}: " + ", ".join(f"{p['key']}={r[p['key']]}" for p in parameters)
-        curves.plot(xs, ys, "o-", label=label)
+        # The values are in results.md; long labels would squeeze the panels.
+        curves.plot(xs, ys, "o-", label=f"trial {r['trial']} (rank {r['rank']})")
     curves.set(xlabel="epoch", ylabel=metric, title=f"the best {min(args.best, len(ok))} trials")
     curves.grid(alpha=0.3)
-    curves.legend(fontsize="x-small")
+    curves.legend(fontsize="small")
 
     title = (f"sweep {header['name']}: {header['strategy']}, {len(rows)} trials, "
              f"{metric} ({header['goal']})")
