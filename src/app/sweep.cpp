@@ -254,8 +254,7 @@ void Sweep::prepare() {
   prepared_ = true;
 }
 
-TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last,
-                            const SweepCallbacks& callbacks) {
+TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last) {
   ScopedRegion region("tessera::Sweep::trial");
   const Communicator group(group_);
   const bool leader = group.rank() == 0;
@@ -294,7 +293,6 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last,
     Deck deck;
     std::string failure;
     try {
-      if (callbacks.before_trial) callbacks.before_trial(trial, group.rank());
       deck = trial_deck(deck_, spec_, overrides);
       check_data_files(deck);
     } catch (const std::exception& e) {
@@ -394,8 +392,7 @@ SweepSummary Sweep::run(const SweepCallbacks& callbacks) {
       const int group = static_cast<int>(j % static_cast<std::size_t>(groups_));
       if (group != 0) expected += 2;  // its start and its outcome
       if (group != group_index_) continue;
-      run_job(summary.trials[static_cast<std::size_t>(jobs[j])], rung, rungs[k].epochs, last,
-              callbacks);
+      run_job(summary.trials[static_cast<std::size_t>(jobs[j])], rung, rungs[k].epochs, last);
     }
     summary.jobs_run += static_cast<int>(jobs.size());
     // The rung's outcomes, as rank 0 logged them, on every rank.

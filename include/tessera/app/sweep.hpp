@@ -124,9 +124,6 @@ std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Tri
 struct SweepCallbacks {
   // World rank 0: a line per trial outcome and per rung.
   std::function<void(const std::string&)> log;
-  // Every rank of a group, before its trial's Run is built: throwing here
-  // fails the trial (tests fail one on purpose).
-  std::function<void(const Trial&, int rank)> before_trial;
 };
 
 struct SweepSummary {
@@ -157,7 +154,8 @@ class Sweep {
   // sweep resumes). Throws CollectiveError on every rank for a directory
   // that cannot be written or a log of another sweep.
   void prepare();
-  // "resuming: 3 of 8 trial jobs logged (2 finished, 1 failed)"; empty for a new sweep.
+  // "resuming the sweep in <dir> (started 1 time before): 5 trial outcomes
+  // logged, 4 finished, 1 failed"; empty for a new sweep.
   const std::string& resumed_from() const { return resumed_; }
 
   // Runs every job the log lacks, rung by rung, and (world rank 0) writes
@@ -168,8 +166,7 @@ class Sweep {
 
  private:
   struct Messenger;
-  TrialOutcome run_job(const Trial& trial, int rung, int epochs, bool last,
-                       const SweepCallbacks& callbacks);
+  TrialOutcome run_job(const Trial& trial, int rung, int epochs, bool last);
 
   SweepSpec spec_;
   Deck deck_;
