@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -93,7 +94,13 @@ std::string Run::layer_options() const {
   return out;
 }
 
-void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
+Dataset DatasetCache::get(const std::string& key, const std::function<Dataset()>& load) {
+  const auto found = entries_.find(key);
+  if (found != entries_.end()) return found->second;
+  return entries_.emplace(key, load()).first->second;
+}
+
+void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache) {
   TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
   const Communicator& comm = *comm_;
   const bool root = comm.rank() == 0;
@@ -102,10 +109,22 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks) {
       if (callbacks.before_data) callbacks.before_data(comm.rank());
       const auto load = [&](const std::string& images, const std::string& labels,
                             const std::string& file) {
-        return deck_.data_format == "hdf5"
-                   ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
-                                       deck_.normalize_mean, deck_.normalize_std)
-                   : load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+        const auto read = [&] {
+          return deck_.data_format == "hdf5"
+                     ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
+                                         deck_.normalize_mean, deck_.normalize_std)
+                     : load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+        };
+        if (!cache) return read();
+        std::ostringstream key;
+        key << deck_.data_format << '\n'
+            << images << '\n'
+            << labels << '\n'
+            << file << '\n'
+            << deck_.images_dataset << '\n'
+            << deck_.labels_dataset << '\n'
+            << std::hexfloat << deck_.normalize_mean << ' ' << deck_.normalize_std;
+        return cache->get(key.str(), read);
       };
       train_ = load(deck_.train_images, deck_.train_labels, deck_.train_file);
       test_ = load(deck_.test_images, deck_.test_labels, deck_.test_file);
@@ -279,11 +298,15 @@ bool Run::minutes_due() {
   return due != 0;
 }
 
-RunResult Run::train(const RunCallbacks& callbacks) {
+RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   TESSERA_REQUIRE(prepared_, "tessera::Run::train: call prepare() first");
   const Communicator& comm = *comm_;
   const bool root = comm.rank() == 0;
   const int epochs = deck_.training.epochs;
+  TESSERA_REQUIRE(pause_after >= 0,
+                  "tessera::Run::train: pause_after " << pause_after << " must be >= 0");
+  const int end = pause_after > 0 && pause_after < epochs ? pause_after : epochs;
+  const bool pausing = end < epochs;
   const CheckpointCadence& cadence = deck_.run.checkpoint;
   const std::int64_t steps = steps_per_epoch();
   trainer_->on_step([&](const StepReport& r) {
@@ -306,21 +329,31 @@ RunResult Run::train(const RunCallbacks& callbacks) {
       root && callbacks.log ? callbacks.log : std::function<void(const std::string&)>{};
 
   RunResult result;
-  if (cursor_.epoch >= epochs) result.test = trainer_->evaluate(test_);
-  for (int epoch = cursor_.epoch; epoch < epochs; ++epoch) {
+  result.set = validation_.size() > 0 ? "validation" : "test";
+  result.paused = pausing;
+  result.epochs = std::max(cursor_.epoch, end);
+  // Nothing left to train: the checkpoint went as far already.
+  if (cursor_.epoch >= end) {
+    result.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
+    if (!pausing)
+      result.test = validation_.size() > 0 ? trainer_->evaluate(test_) : result.evaluation;
+    return result;
+  }
+  for (int epoch = cursor_.epoch; epoch < end; ++epoch) {
     EpochSummary summary;
     summary.epochs = epochs;
     summary.report =
         trainer_->train_epoch(train_, epoch, log, epoch == cursor_.epoch ? cursor_.batch : 0);
     // Evaluated every eval_every epochs and after the last: on the
     // validation split when there is one, else on the test set.
-    const bool last = epoch + 1 == epochs;
+    const bool last = epoch + 1 == end;
     const int every = deck_.run.eval_every;
     summary.evaluated = last || (every > 0 && (epoch + 1) % every == 0);
-    summary.set = validation_.size() > 0 ? "validation" : "test";
+    summary.set = result.set;
     if (summary.evaluated)
       summary.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
-    if (summary.evaluated && summary.set == "test") result.test = summary.evaluation;
+    if (summary.evaluated) result.evaluation = summary.evaluation;
+    if (summary.evaluated && summary.set == "test" && !pausing) result.test = summary.evaluation;
     // Replicas must not drift apart (a cheap check, once an epoch).
     require_same_weights_on_every_rank(comm, model_->parameters().values(),
                                        "the weights after epoch " + std::to_string(epoch + 1));
@@ -347,13 +380,14 @@ RunResult Run::train(const RunCallbacks& callbacks) {
       line[summary.set + "_accuracy"] = summary.evaluation.accuracy;
     }
     record(line.dump());
-    // By epochs, and at the end of any run that checkpoints at all.
+    // By epochs, at the end of any run that checkpoints at all, and at a
+    // pause whatever the cadence.
     if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) ||
-        (cadence.any() && last))
+        (cadence.any() && last) || (pausing && last))
       save(TrainingCursor{epoch + 1, 0, trainer_->step()});
   }
   // The test set is held back until the end when a validation split is used.
-  if (validation_.size() > 0) {
+  if (validation_.size() > 0 && !pausing) {
     result.test = trainer_->evaluate(test_);
     record(json{
         {"type", "test"}, {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}}

@@ -8,12 +8,14 @@ namespace tessera::impl {
 // The value is TOML (3, 0.5, true, [1, 2], "text"); anything that does not
 // parse as TOML is taken as a string, so --set run.name=trial7 works.
 void apply_override(toml::table& root, const std::string& spec) {
-  const auto fail = [&](const std::string& why) -> void {
-    throw DeckError("--set " + spec + ": " + why);
-  };
   const auto equals = spec.find('=');
-  if (equals == std::string::npos || equals == 0) fail("expected key.path=value");
+  if (equals == std::string::npos || equals == 0)
+    throw DeckError("--set " + spec + ": expected key.path=value");
   const std::string key = spec.substr(0, equals), text = spec.substr(equals + 1);
+  // Past this point every failure is about the path.
+  const auto fail = [&](const std::string& why) -> void {
+    throw DeckKeyError("--set " + spec + ": " + why, key);
+  };
   const std::string origin = "--set " + spec;
   toml::table parsed;
   try {
@@ -25,7 +27,7 @@ void apply_override(toml::table& root, const std::string& spec) {
     try {
       parsed = toml::parse("value = " + quoted + "\"", origin);
     } catch (const toml::parse_error& e) {
-      fail(std::string("the value is not TOML: ") + std::string(e.description()));
+      throw DeckError("--set " + spec + ": the value is not TOML: " + std::string(e.description()));
     }
   }
   toml::node& value = *parsed.get("value");

@@ -64,9 +64,10 @@ class Reader {
         const std::size_t d = edit_distance(k, a);
         if (d < best_distance) best_distance = d, best = a;
       }
-      fail(key_source(key, node), prefix + k,
-           "unknown key" + (best.empty() ? "" : " (did you mean '" + prefix + best + "'?)") +
-               "; allowed: " + join(allowed));
+      throw DeckKeyError(location(key_source(key, node)) + ": " + prefix + k + ": unknown key" +
+                             (best.empty() ? "" : " (did you mean '" + prefix + best + "'?)") +
+                             "; allowed: " + join(allowed),
+                         prefix + k);
     }
   }
 

@@ -21,6 +21,7 @@
 #include <tessera/parallel/communicator.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,7 +37,26 @@ struct EpochSummary {
 };
 
 struct RunResult {
-  Evaluation test;  // on the test set, after the last epoch
+  Evaluation test;  // on the test set, after the deck's last epoch (not when paused)
+  // The last evaluation, after the last epoch trained: on the validation
+  // split when there is one, else on the test set.
+  Evaluation evaluation;
+  std::string set;      // "validation" or "test"
+  int epochs = 0;       // epochs of the run done, counting those before a restart
+  bool paused = false;  // stopped before the deck's last epoch (train's pause_after)
+};
+
+// Datasets read once and shared by the runs of one process that read the
+// same files the same way (the trials of a sweep): a run holds its data
+// only by reference-counted views, and never writes to it.
+class DatasetCache {
+ public:
+  // The dataset stored under `key`, loaded with `load` the first time.
+  Dataset get(const std::string& key, const std::function<Dataset()>& load);
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::map<std::string, Dataset> entries_;
 };
 
 // Hooks into a run; each may be empty.
@@ -80,8 +100,10 @@ class Run {
   // resumes from the checkpoint it names: a file, a directory (its
   // latest), or "latest" in the deck's checkpoint directory. Throws
   // CollectiveError on every rank for a bad data file, output directory or
-  // checkpoint; a data failure's message starts with "data error: ".
-  void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {});
+  // checkpoint; a data failure's message starts with "data error: ". With a
+  // cache, data files read before by this process are not read again.
+  void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {},
+               DatasetCache* cache = nullptr);
 
   // "data: 60000 training, 0 validation and 10000 test samples of shape [784]"
   std::string data_description() const;
@@ -92,7 +114,12 @@ class Run {
 
   // Trains the epochs the deck has left, evaluating, checkpointing and
   // recording metrics as it asks, and evaluates the test set at the end.
-  RunResult train(const RunCallbacks& callbacks = {});
+  // With pause_after between the first epoch and the deck's last, it stops
+  // after that many epochs of the run instead: evaluates, commits a
+  // checkpoint whatever the deck's cadence, and leaves the test set alone,
+  // so that prepare("latest") later continues exactly as if it had never
+  // stopped (the schedule still spans the deck's training.epochs).
+  RunResult train(const RunCallbacks& callbacks = {}, int pause_after = 0);
 
   std::int64_t steps_per_epoch() const;
   const Dataset& training_data() const { return train_; }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -21,6 +22,20 @@ namespace tessera {
 class DeckError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A key the deck does not have: an unknown key, or a --set path that names
+// no value (a missing array entry, a value where a table should be). key()
+// is the path as far as it was understood, e.g. "optimizer.lrr"; a sweep
+// file uses it to tell a mistyped parameter from a bad value.
+class DeckKeyError : public DeckError {
+ public:
+  DeckKeyError(const std::string& message, std::string key)
+      : DeckError(message), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
 };
 
 // One [[model.layers]] entry: its type from the layer registry and that

@@ -1,0 +1,465 @@
+// Running a sweep: trial groups on sub-communicators, rungs in step, and
+// world rank 0 as the one writer of the sweep directory. Group leaders post
+// their records to rank 0 with non-blocking sends, and rank 0 takes them in
+// between its own training steps, so no group waits for another before the
+// end of a rung.
+#include <tessera/app/sweep.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/runtime.hpp>
+#include <tessera/data/dataset.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "../io/checkpoint_file.hpp"
+
+namespace tessera {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int record_tag = 16;
+
+// Rank 0's string on every rank of `comm`.
+void broadcast_text(MPI_Comm comm, std::string& text) {
+  long size = static_cast<long>(text.size());
+  MPI_Bcast(&size, 1, MPI_LONG, 0, comm);
+  text.resize(static_cast<std::size_t>(size));
+  MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm);
+}
+
+// The results go through the checkpoints' atomic publication (temporary
+// file, fsync, rename): a kill leaves the previous version whole.
+void replace_file(const std::string& path, const std::string& text) {
+  impl::publish_atomically(path, "tessera::Sweep", [&](const std::string& temporary) {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error("tessera::Sweep: cannot write " + temporary);
+  });
+}
+
+std::string shell_word(const std::string& word) {
+  if (word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                             "_-+=.,/:@%") == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+// The sweep log's one writer (world rank 0) and its senders (group leaders).
+struct Sweep::Messenger {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  // World rank 0.
+  std::string path;
+  std::ofstream log;
+  int lock = -1;              // <output_dir>/.lock, held while the sweep runs
+  std::string failure;        // the first error writing the log; reported at the rung's end
+  int received = 0;           // records from other ranks
+  std::string rung_outcomes;  // outcome records of the rung in progress, one a line
+  std::function<void(const json&)> on_record;
+  // The others.
+  std::deque<std::string> outbox;
+  std::vector<MPI_Request> sending;
+
+  void post(const std::string& line) {
+    if (rank == 0) return write(line);
+    outbox.push_back(line);
+    sending.emplace_back();
+    MPI_Isend(outbox.back().data(), static_cast<int>(outbox.back().size()), MPI_CHAR, 0, record_tag,
+              comm, &sending.back());
+  }
+
+  void write(const std::string& line) {
+    if (failure.empty()) {
+      log << line << '\n';
+      log.flush();
+      if (!log) failure = "tessera::Sweep: cannot write the sweep log " + path;
+    }
+    const json record = json::parse(line);
+    if (record.at("type") == "trial" && record.at("state") != "started")
+      rung_outcomes += line + "\n";
+    if (on_record) on_record(record);
+  }
+
+  void receive(const MPI_Status& status) {
+    int count = 0;
+    MPI_Get_count(&status, MPI_CHAR, &count);
+    std::string line(static_cast<std::size_t>(count), ' ');
+    MPI_Recv(line.data(), count, MPI_CHAR, status.MPI_SOURCE, record_tag, comm, MPI_STATUS_IGNORE);
+    ++received;
+    write(line);
+  }
+
+  // World rank 0: the records that have arrived.
+  void poll() {
+    int arrived = 1;
+    while (true) {
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, record_tag, comm, &arrived, &status);
+      if (!arrived) return;
+      receive(status);
+    }
+  }
+
+  // World rank 0: waits until `total` records have come from other ranks.
+  void await(int total) {
+    while (received < total) {
+      MPI_Status status;
+      MPI_Probe(MPI_ANY_SOURCE, record_tag, comm, &status);
+      receive(status);
+    }
+  }
+
+  // The others: every record sent is received.
+  void settle() {
+    if (!sending.empty())
+      MPI_Waitall(static_cast<int>(sending.size()), sending.data(), MPI_STATUSES_IGNORE);
+    sending.clear();
+    outbox.clear();
+  }
+};
+
+Sweep::Sweep(SweepSpec spec, Deck deck, MPI_Comm world)
+    : spec_(std::move(spec)), deck_(std::move(deck)) {
+  MPI_Comm_rank(world, &rank_);
+  MPI_Comm_size(world, &ranks_);
+  // Every rank computes the same verdict from the same numbers.
+  if (ranks_ % spec_.ranks_per_trial != 0)
+    throw CollectiveError(spec_.ranks_per_trial_location +
+                          ": sweep.ranks_per_trial: " + std::to_string(spec_.ranks_per_trial) +
+                          " ranks per trial do not divide the job's " + std::to_string(ranks_) +
+                          " ranks; start it on a multiple of " +
+                          std::to_string(spec_.ranks_per_trial) + " ranks");
+  identity_ = sweep_identity(deck_, spec_);
+  trials_ = plan_trials(spec_);
+  require_same_on_every_rank(Communicator(world), content_hash(identity_),
+                             "the deck and sweep file",
+                             "start every rank with the same deck, sweep file and --set options");
+  MPI_Comm_dup(world, &world_);
+  groups_ = ranks_ / spec_.ranks_per_trial;
+  group_index_ = rank_ / spec_.ranks_per_trial;
+  MPI_Comm_split(world_, group_index_, rank_, &group_);
+  messenger_ = std::make_unique<Messenger>();
+  messenger_->comm = world_;
+  messenger_->rank = rank_;
+}
+
+Sweep::~Sweep() {
+  if (messenger_ && messenger_->lock >= 0) ::close(messenger_->lock);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
+  if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+}
+
+void Sweep::prepare() {
+  TESSERA_REQUIRE(!prepared_, "tessera::Sweep::prepare: called twice");
+  const Communicator world(world_);
+  Messenger& m = *messenger_;
+  m.path = spec_.output_dir + "/sweep.jsonl";
+  std::string text, failure;
+  if (rank_ == 0) {
+    try {
+      std::error_code made;
+      std::filesystem::create_directories(spec_.output_dir, made);
+      if (made)
+        throw DeckError(spec_.output_dir_location + ": sweep.output_dir: cannot create " +
+                        spec_.output_dir + ": " + made.message() +
+                        " (set sweep.output_dir or --output-dir to a writable directory)");
+      // One writer per sweep directory: a second sweep started on it, or
+      // ranks of a killed job still running, would interleave the log.
+      const std::string lock = spec_.output_dir + "/.lock";
+      m.lock = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (m.lock >= 0 && ::flock(m.lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        throw DeckError(spec_.output_dir_location +
+                        ": sweep.output_dir: another tessera-sweep is "
+                        "running in " +
+                        spec_.output_dir + " (it holds " + lock +
+                        "); wait for it to end, or end it first");
+      if (std::ifstream in{m.path}) {
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        const SweepLog log = read_sweep_log(text, m.path, identity_);
+        // A line cut short by a kill goes; the records before it stay.
+        if (log.complete < text.size()) {
+          text.resize(log.complete);
+          std::filesystem::resize_file(m.path, log.complete);
+        }
+      }
+      m.log.open(m.path, std::ios::app);
+      if (!m.log) throw Error("tessera::Sweep: cannot write the sweep log " + m.path);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  world.agree(failure);
+  broadcast_text(world_, text);
+  const SweepLog log = read_sweep_log(text, m.path, identity_);
+  logged_ = log.outcomes;
+  if (log.starts > 0) {
+    int finished = 0, failed = 0;
+    for (const auto& o : logged_) {
+      finished += o.state == TrialState::finished;
+      failed += o.state == TrialState::failed;
+    }
+    std::ostringstream os;
+    os << "resuming the sweep in " << spec_.output_dir << " (started " << log.starts
+       << (log.starts > 1 ? " times" : " time") << " before): " << logged_.size()
+       << " trial outcomes logged, " << finished << " finished, " << failed << " failed";
+    resumed_ = os.str();
+  }
+  if (rank_ == 0) {
+    json keys = json::array();
+    for (const auto& p : spec_.parameters)
+      keys.push_back({{"key", p.key}, {"distribution", distribution_name(p.distribution)}});
+    m.post(json{{"type", "sweep"},
+                {"version", 1},
+                {"identity", identity_},
+                {"name", spec_.name},
+                {"deck", deck_.path},
+                {"deck_overrides", deck_.overrides},
+                {"sweep", spec_.path},
+                {"strategy", strategy_name(spec_.strategy)},
+                {"trials", trials_.size()},
+                {"parameters", keys},
+                {"metric", spec_.metric},
+                {"goal", spec_.maximize ? "maximize" : "minimize"},
+                {"max_epochs", spec_.max_epochs},
+                {"ranks", ranks_},
+                {"ranks_per_trial", spec_.ranks_per_trial},
+                {"groups", groups_},
+                {"resumed", log.starts > 0},
+                {"build", build_description()}}
+               .dump());
+  }
+  prepared_ = true;
+}
+
+TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last) {
+  ScopedRegion region("tessera::Sweep::trial");
+  const Communicator group(group_);
+  const bool leader = group.rank() == 0;
+  const int trials = static_cast<int>(trials_.size());
+  const std::string dir = spec_.output_dir + "/" + trial_directory(trial.index, trials);
+  std::vector<std::string> overrides = trial_overrides(spec_, trial);
+  overrides.push_back("run.output_dir=" + dir);
+  overrides.push_back("checkpoint.directory=" + dir + "/checkpoints");
+  const auto start = std::chrono::steady_clock::now();
+
+  // A trial cut short goes on from its latest checkpoint; its leader's view
+  // of the directory decides for the group.
+  int resume = leader && std::filesystem::exists(dir + "/checkpoints/latest");
+  MPI_Bcast(&resume, 1, MPI_INT, 0, group_);
+  if (leader) {
+    json values = json::array();
+    for (const auto& v : trial.values) values.push_back(v.label);
+    messenger_->post(json{
+        {"type", "trial"},
+        {"trial", trial.index},
+        {"rung", rung},
+        {"state", "started"},
+        {"target_epochs", epochs},
+        {"group", group_index_},
+        {"values", values},
+        {"directory", trial_directory(trial.index, trials)},
+        {"resume",
+         resume != 0}}.dump());
+  }
+
+  TrialOutcome outcome;
+  outcome.trial = trial.index;
+  outcome.rung = rung;
+  int epochs_done = 0;
+  try {
+    Deck deck;
+    std::string failure;
+    try {
+      deck = trial_deck(deck_, spec_, overrides);
+      check_data_files(deck);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    group.agree(failure);
+    Run run(std::move(deck), group_);
+    run.prepare(resume ? "latest" : "", {}, &data_);
+    epochs_done = run.first_epoch();
+    std::ofstream trial_log;
+    if (leader) {
+      trial_log.open(dir + "/train.log", std::ios::app);
+      trial_log << build_description() << "\n"
+                << run.description() << run.data_description() << "\n";
+      if (!run.resumed_from().empty()) trial_log << run.resumed_from() << "\n";
+      trial_log.flush();
+    }
+    RunCallbacks hooks;
+    hooks.on_step = [&](const StepReport&) {
+      if (rank_ == 0) messenger_->poll();
+    };
+    hooks.on_epoch = [&](const EpochSummary& e) {
+      epochs_done = e.report.epoch + 1;
+      trial_log << epoch_line(e, group.size()) << std::endl;
+    };
+    const RunResult result = run.train(hooks, last ? 0 : epochs);
+    outcome.state = result.paused ? TrialState::paused : TrialState::finished;
+    outcome.epochs = result.epochs;
+    outcome.validation = result.evaluation;
+    outcome.test = result.test;
+  } catch (const std::exception& e) {
+    // A failure every rank of the group saw (a CollectiveError) or one of a
+    // group of one: the trial failed, the sweep goes on. One rank of several
+    // alone: the others wait for it in a collective, so the job ends.
+    if (!dynamic_cast<const CollectiveError*>(&e) && group.size() > 1) {
+      std::cerr << "tessera-sweep: rank " << rank_ << ": trial " << trial.index
+                << ": error: " << e.what() << "; stopping every rank" << std::endl;
+      Communicator(world_).abort(1);
+    }
+    outcome.state = TrialState::failed;
+    outcome.error = e.what();
+    outcome.epochs = epochs_done;
+  }
+  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (leader) messenger_->post(outcome_record(spec_, outcome));
+  return outcome;
+}
+
+SweepSummary Sweep::run(const SweepCallbacks& callbacks) {
+  TESSERA_REQUIRE(prepared_, "tessera::Sweep::run: call prepare() first");
+  ScopedRegion region("tessera::Sweep::run");
+  const Communicator world(world_);
+  Messenger& m = *messenger_;
+  SweepSummary summary;
+  summary.trials = trials_;
+  const int trials = static_cast<int>(summary.trials.size());
+  const std::vector<Rung> rungs = sweep_rungs(spec_, trials);
+  summary.outcomes = logged_;
+  summary.epochs_full = trials * spec_.max_epochs;
+
+  // Progress lines on rank 0, as the records arrive.
+  int outcomes_seen = 0;
+  if (rank_ == 0 && callbacks.log) {
+    m.on_record = [&](const json& record) {
+      if (record.at("type") != "trial" || record.at("state") == "started") return;
+      const int t = record.at("trial");
+      std::ostringstream os;
+      os << "trial " << t << " (" << ++outcomes_seen << " this run):";
+      for (const auto& o : trial_overrides(spec_, summary.trials.at(static_cast<std::size_t>(t))))
+        os << " " << o;
+      os << ": " << record.at("state").get<std::string>() << " after "
+         << record.at("epochs").get<int>() << " epochs";
+      if (record.contains("objective"))
+        os << ", " << spec_.metric << " " << record.at("objective").get<double>();
+      if (record.contains("error")) os << ": " << record.at("error").get<std::string>();
+      os << " (" << std::fixed << std::setprecision(1) << record.at("seconds").get<double>()
+         << " s)";
+      callbacks.log(os.str());
+    };
+  }
+
+  std::vector<int> candidates(static_cast<std::size_t>(trials));
+  for (int t = 0; t < trials; ++t) candidates[static_cast<std::size_t>(t)] = t;
+  int expected = 0;  // rank 0: records from other groups so far
+  for (std::size_t k = 0; k < rungs.size(); ++k) {
+    const int rung = static_cast<int>(k);
+    const bool last = k + 1 == rungs.size();
+    // The rung's jobs: its candidates without a logged outcome at this rung.
+    std::vector<int> jobs;
+    for (int t : candidates) {
+      bool logged = false;
+      for (const auto& o : summary.outcomes) logged = logged || (o.trial == t && o.rung == rung);
+      if (!logged) jobs.push_back(t);
+    }
+    m.rung_outcomes.clear();
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      const int group = static_cast<int>(j % static_cast<std::size_t>(groups_));
+      if (group != 0) expected += 2;  // its start and its outcome
+      if (group != group_index_) continue;
+      run_job(summary.trials[static_cast<std::size_t>(jobs[j])], rung, rungs[k].epochs, last);
+    }
+    summary.jobs_run += static_cast<int>(jobs.size());
+    // The rung's outcomes, as rank 0 logged them, on every rank.
+    if (rank_ == 0)
+      m.await(expected);
+    else
+      m.settle();
+    world.agree(rank_ == 0 ? m.failure : "");
+    std::string outcomes = rank_ == 0 ? m.rung_outcomes : "";
+    broadcast_text(world_, outcomes);
+    for (const auto& o : read_sweep_log(outcomes, m.path, identity_).outcomes)
+      summary.outcomes.push_back(o);
+    if (last) break;
+    std::vector<TrialOutcome> at_rung;
+    for (const auto& o : summary.outcomes)
+      if (o.rung == rung) at_rung.push_back(o);
+    candidates = promote(spec_, at_rung, rungs[k + 1].trials);
+    if (rank_ == 0 && !jobs.empty())
+      m.post(json{{"type", "rung"},
+                  {"rung", rung},
+                  {"epochs", rungs[k].epochs},
+                  {"trials", at_rung.size()},
+                  {"promoted", candidates},
+                  {"next_epochs", rungs[k + 1].epochs}}
+                 .dump());
+    if (rank_ == 0 && callbacks.log) {
+      std::ostringstream os;
+      os << "rung " << rung << " (" << rungs[k].epochs << " epochs): " << at_rung.size()
+         << " trials; trials";
+      for (int t : candidates) os << " " << t;
+      os << " go on to " << rungs[k + 1].epochs << " epochs";
+      callbacks.log(os.str());
+    }
+  }
+  summary.ranked = standings(spec_, summary.outcomes);
+  summary.epochs_trained = epochs_trained(summary.outcomes);
+
+  std::string failure;
+  if (rank_ == 0) {
+    try {
+      replace_file(spec_.output_dir + "/results.md",
+                   results_markdown(spec_, summary.trials, summary.outcomes));
+      replace_file(spec_.output_dir + "/results.csv",
+                   results_csv(spec_, summary.trials, summary.outcomes));
+      json done{{"type", "done"},
+                {"jobs_run", summary.jobs_run},
+                {"epochs_trained", summary.epochs_trained},
+                {"epochs_full", summary.epochs_full}};
+      if (!summary.ranked.empty() && summary.ranked.front().state != TrialState::failed)
+        done["best"] = summary.ranked.front().trial;
+      m.post(done.dump());
+      if (!m.failure.empty()) failure = m.failure;
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  world.agree(failure);
+  return summary;
+}
+
+std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Trial& trial) {
+  std::string command = "tessera-train " + shell_word(deck.path);
+  std::vector<std::string> overrides = deck.overrides;
+  overrides.insert(overrides.end(), spec.set.begin(), spec.set.end());
+  for (const auto& o : trial_overrides(spec, trial)) overrides.push_back(o);
+  for (const auto& o : overrides) command += " --set " + shell_word(o);
+  return command;
+}
+
+}  // namespace tessera
