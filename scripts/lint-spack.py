@@ -551,8 +551,10 @@ class Linter:
     def problem(self, origin, message):
         self.problems.append(f"{origin}: {message}")
 
-    def check_spec(self, text, origin, context):
-        """context: the package an anonymous root node refers to."""
+    def check_spec(self, text, origin, context, bounded=False):
+        """context: the package an anonymous root node refers to. bounded: the
+        spec asks for a dependency (not a conflict), so a Kokkos version it
+        allows must lie in the range cmake/TesseraKokkos.cmake supports."""
         try:
             nodes = parse_spec(text)
         except SpecError as e:
@@ -582,6 +584,8 @@ class Linter:
                     self.problem(origin, f"'{text}': {name} does not provide '{v}'")
             if node.versions is not None:
                 self.check_versions(text, origin, name, facts, node.versions)
+                if bounded and name in ("kokkos", "kokkos-kernels"):
+                    self.check_kokkos_range(text, origin, name, facts, node.versions)
             for variant, value, written in node.variants:
                 self.check_variant(text, origin, name, facts, node.versions, variant, value,
                                    written)
@@ -594,6 +598,20 @@ class Linter:
             if not any(version_satisfies(v, part) for v in versions):
                 self.problem(origin, f"'{text}': no version of {name} matches '@{part}' (known: "
                              f"{', '.join(versions[:12])}{', ...' if len(versions) > 12 else ''})")
+
+    def check_kokkos_range(self, text, origin, name, facts, constraint):
+        low, high = kokkos_range()
+        if low is None:
+            self.problem(origin, "cannot read the supported Kokkos range from "
+                         "cmake/TesseraKokkos.cmake")
+            return
+        outside = [v for v in facts["versions"] if version_satisfies(v, constraint)
+                   and v not in INFINITE_VERSIONS
+                   and not (version_key(low) <= version_key(v) < version_key(high))]
+        if outside:
+            self.problem(origin, f"'{text}' allows {name} {', '.join(outside)}, outside the "
+                         f"range Tessera supports ({low} up to, not including, {high}; "
+                         "cmake/TesseraKokkos.cmake)")
 
     def check_variant(self, text, origin, name, facts, constraint, variant, value, written):
         if variant in UNIVERSAL_KEYS:
@@ -694,6 +712,18 @@ def project_version():
     return m.group(1) if m else None
 
 
+def kokkos_range():
+    """(min, max exclusive) from cmake/TesseraKokkos.cmake, the one statement of it."""
+    try:
+        with open(os.path.join(ROOT, "cmake", "TesseraKokkos.cmake")) as f:
+            text = f.read()
+    except OSError:
+        return None, None
+    low = re.search(r"set\(Tessera_KOKKOS_MIN_VERSION\s+([0-9.]+)\)", text)
+    high = re.search(r"set\(Tessera_KOKKOS_MAX_VERSION\s+([0-9.]+)\)", text)
+    return (low.group(1), high.group(1)) if low and high else (None, None)
+
+
 def lint(package_path, env_path, facts_path):
     try:
         with open(facts_path) as f:
@@ -724,7 +754,7 @@ def lint(package_path, env_path, facts_path):
             continue
         origin = f"{rel}: {kind}({', '.join(repr(a) for a in args)})"
         if kind == "depends_on":
-            linter.check_spec(args[0], origin, None)
+            linter.check_spec(args[0], origin, None, bounded=True)
         elif kind in ("conflicts", "requires"):
             for a in args:
                 linter.check_spec(a, origin, "tessera")
@@ -781,7 +811,7 @@ def lint_env(linter, env, origin, env_dir):
             linter.problem(origin, f"specs[{i}] is {type(spec).__name__}, not a string (a spec "
                            "ending in ':' must be quoted)")
             continue
-        linter.check_spec(spec, f"{origin}: specs[{i}]", None)
+        linter.check_spec(spec, f"{origin}: specs[{i}]", None, bounded=True)
     for name, entry in (spack.get("packages") or {}).items():
         if not isinstance(entry, dict):
             linter.problem(origin, f"packages:{name} must be a mapping")
@@ -796,7 +826,8 @@ def lint_env(linter, env, origin, env_dir):
                     else [item]
                 for t in texts:
                     if isinstance(t, str):
-                        linter.check_spec(t, f"{origin}: packages:{name}:{key}", context)
+                        linter.check_spec(t, f"{origin}: packages:{name}:{key}", context,
+                                          bounded=True)
                 if isinstance(item, dict) and item.get("when"):
                     linter.check_spec(item["when"], f"{origin}: packages:{name}:{key} when",
                                       context)

@@ -66,6 +66,8 @@ case_ env-misspelled-variant env 's/threads=openmp/thread=openmp/' \
 case_ env-unquoted-colon env 's/^  - tessera@0.1.0 +openmp +serial +apps$/  - cmake@3.20:/' \
   "a spec ending in ':' must be quoted"
 case_ env-own-variant env 's/+serial +apps/+serial +app/' "tessera has no variant 'app'"
+case_ env-kokkos-5 env 's/"@4"/"@4:"/' "allows kokkos 5.1.1, 5.1.0, 5.0.2, 5.0.1, 5.0.0, outside the range"
+case_ package-kokkos-5 package 's/"kokkos@4"/"kokkos@4.6:"/' "outside the range Tessera supports"
 case_ env-develop-version env 's/spec: tessera@=0.1.0/spec: tessera@=9.9/' \
   "no version of tessera matches '@=9.9'"
 
