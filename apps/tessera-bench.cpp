@@ -562,7 +562,6 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tessera::Runtime runtime(argc, argv);
   CLI::App app{
       "tessera-bench: time a deck's training step, layer by layer, against measured peaks"};
   Options opt;
@@ -589,6 +588,7 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-peaks", opt.skip_peaks, "do not measure the peaks (fractions become 0)");
   if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-bench"))
     return *status;
+  tessera::Runtime runtime(argc, argv);
   try {
     return run(opt);
   } catch (const tessera::DeckError& e) {

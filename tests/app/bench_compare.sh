@@ -12,7 +12,11 @@ for t in 1 2; do
     --peak-repetitions 2 --json "$scratch/t$t.json" > "$scratch/t$t.log" 2>&1 \
     || { cat "$scratch/t$t.log"; echo "FAIL: tessera-bench with $t threads"; exit 1; }
 done
-"$compare" "$scratch/t1.json" "$scratch/t2.json" --label "1 thread" --label "2 threads" \
+# The chart needs matplotlib: the first python3 on PATH may lack it where
+# another (Debian's, with python3-matplotlib) has it.
+python=python3
+python3 -c "import matplotlib" 2>/dev/null || python=/usr/bin/python3
+"$python" "$compare" "$scratch/t1.json" "$scratch/t2.json" --label "1 thread" --label "2 threads" \
   -o "$scratch/table.md" --png "$scratch/chart.png"
 cat "$scratch/table.md"
 /usr/bin/python3 - "$scratch/t1.json" "$scratch/t2.json" "$scratch/table.md" "$scratch/chart.png" <<'PY'
