@@ -49,6 +49,7 @@ trilinos_src="${src_root}/Trilinos-trilinos-release-${TRILINOS_VERSION//./-}"
 
 if [ -n "${TESSERA_KOKKOS_SOURCE:-}" ]; then
   step "Kokkos sources in ${TESSERA_KOKKOS_SOURCE}"
+  [ -d "$TESSERA_KOKKOS_SOURCE" ] || die "TESSERA_KOKKOS_SOURCE=${TESSERA_KOKKOS_SOURCE} is not a directory"
   kokkos_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-[0-9]*' | sort | tail -1)
   kk_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-kernels-*' | sort | tail -1)
   if [ -z "$kokkos_src" ] || [ -z "$kk_src" ]; then
