@@ -31,7 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr int schema_version = 1;
+constexpr int schema_version = 2;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -305,11 +305,6 @@ std::string hostname() {
   return name;
 }
 
-std::string kokkos_version() {
-  return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
-         "." + std::to_string(KOKKOS_VERSION % 100);
-}
-
 json pass_json(const tessera::PassCost& cost, double seconds, const Peaks& peaks) {
   const double gflops = seconds > 0 ? cost.flops / seconds * 1e-9 : 0;
   const double gbs = seconds > 0 ? cost.bytes / seconds * 1e-9 : 0;
@@ -323,7 +318,7 @@ json pass_json(const tessera::PassCost& cost, double seconds, const Peaks& peaks
 }
 
 struct Options {
-  std::string deck_path, json_path;
+  std::string deck_path, json_path, platform;
   std::vector<std::string> overrides;
   std::int64_t batch = 0;
   int steps = 20, repetitions = 5, peak_repetitions = 5;
@@ -373,35 +368,56 @@ void print_table(std::ostream& os, const json& report) {
        << " GFLOP/s = " << 100 * dense["flops_fraction"].get<double>() << "% of sgemm\n";
 }
 
-int run(const Options& opt) {
-  const tessera::Deck deck = tessera::load_deck(opt.deck_path, opt.overrides);
-  const std::int64_t batch = opt.batch > 0 ? opt.batch : deck.training.batch_size;
-  // One micro-batch a step: the benchmark times the whole batch at once.
-  tessera::TrainOptions options = deck.training;
-  options.batch_size = batch;
-  options.accumulation_steps = 1;
-  options.epochs = 2 * opt.repetitions + 1;
-  options.log_every = 0;
-  const auto model = tessera::build_model(deck, batch);
-  const tessera::Shape sample = tessera::drop_batch(model->input(batch).shape());
-  const tessera::Shape out = model->output_shape();
+// The hardware a report was measured on, for tessera-compare's
+// performance-portability table: the CPU and thread count on the host (one
+// OpenMP thread and Serial share a platform: the same single core), the
+// backend otherwise; --platform names it better (e.g. "NVIDIA A100").
+std::string default_platform() {
+  const bool host = std::is_same<tessera::MemSpace, Kokkos::HostSpace>::value;
+  if (!host) return std::string(tessera::ExecSpace::name()) + " device";
+  return cpu_model() + " x" + std::to_string(tessera::ExecSpace::concurrency());
+}
 
-  // Opened first, so an unwritable path fails before minutes of measuring.
-  const std::filesystem::path path(opt.json_path.empty() ? deck.run.output_dir + "/bench.json"
-                                                         : opt.json_path);
-  std::error_code made;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), made);
-  std::ofstream file;
-  if (!made) file.open(path);
-  if (made || !file) {
-    std::cerr << "tessera-bench: cannot write " << path.string() << ": "
-              << (made ? made.message() : std::string("cannot open the file"))
-              << " (choose another --json path)\n";
-    return 2;
-  }
-  TESSERA_REQUIRE(out.rank() == 1 && out[0] >= 2, "tessera-bench: the model's output "
-                                                      << out << " is not a vector of class scores");
+// What was run, where, and with exactly which build; written even when the
+// measurement fails, so that a failed platform shows up in the comparison.
+json report_identity(const Options& opt, const tessera::Deck& deck, std::int64_t batch) {
+  const tessera::BlasInfo blas = tessera::blas_info();
+  json report;
+  report["schema"] = "tessera-bench";
+  report["schema_version"] = schema_version;
+  report["tessera_version"] = tessera::version();
+  report["build"] = tessera::build_description();
+  report["build_info"] = {
+      {"tessera_version", tessera::version()},
+      {"kokkos",
+       {{"version", tessera::kokkos_version()},
+        {"backends", tessera::kokkos_backends()},
+        {"execution_space", tessera::execution_space_name()}}},
+      {"kokkos_kernels", {{"version", TESSERA_KOKKOS_KERNELS_VERSION}}},
+      {"blas", {{"library", blas.library}, {"core", blas.core}, {"threading", blas.threading}}},
+      {"compiler", TESSERA_CXX_COMPILER},
+      {"build_type", TESSERA_BUILD_TYPE},
+      {"spack_spec", *TESSERA_BUILD_SPEC ? json(TESSERA_BUILD_SPEC) : json(nullptr)}};
+  report["machine"] = {{"hostname", hostname()},
+                       {"cpu", cpu_model()},
+                       {"cores", std::thread::hardware_concurrency()}};
+  report["platform"] = opt.platform.empty() ? default_platform() : opt.platform;
+  report["backend"] = tessera::ExecSpace::name();
+  report["threads"] = tessera::ExecSpace::concurrency();
+  report["kokkos_version"] = tessera::kokkos_version();
+  report["compiler"] = TESSERA_CXX_COMPILER;
+  report["deck"] = deck.path;
+  report["run_name"] = deck.run.name;
+  report["overrides"] = deck.overrides;
+  report["batch_size"] = batch;
+  return report;
+}
 
+// The measurement proper, adding to `report` (its identity already there).
+int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
+            const tessera::TrainOptions& options, const std::unique_ptr<tessera::Model>& model,
+            const tessera::Shape& sample, const tessera::Shape& out,
+            const std::filesystem::path& path, std::ofstream& file, json& report) {
   std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
 
   Peaks peaks;
@@ -461,22 +477,7 @@ int run(const Options& opt) {
       }
   }
 
-  json report;
-  report["schema"] = "tessera-bench";
-  report["schema_version"] = schema_version;
-  report["tessera_version"] = tessera::version();
-  report["build"] = tessera::build_description();
-  report["machine"] = {{"hostname", hostname()},
-                       {"cpu", cpu_model()},
-                       {"cores", std::thread::hardware_concurrency()}};
-  report["backend"] = tessera::ExecSpace::name();
-  report["threads"] = tessera::ExecSpace::concurrency();
-  report["kokkos_version"] = kokkos_version();
-  report["compiler"] = TESSERA_CXX_COMPILER;
-  report["deck"] = deck.path;
-  report["run_name"] = deck.run.name;
-  report["overrides"] = deck.overrides;
-  report["batch_size"] = batch;
+  report["status"] = "ok";
   report["timing"] = {{"warmup_steps", opt.steps},
                       {"steps", opt.steps},
                       {"repetitions", opt.repetitions},
@@ -559,10 +560,50 @@ int run(const Options& opt) {
   return 0;
 }
 
+int run(const Options& opt) {
+  const tessera::Deck deck = tessera::load_deck(opt.deck_path, opt.overrides);
+  const std::int64_t batch = opt.batch > 0 ? opt.batch : deck.training.batch_size;
+  // One micro-batch a step: the benchmark times the whole batch at once.
+  tessera::TrainOptions options = deck.training;
+  options.batch_size = batch;
+  options.accumulation_steps = 1;
+  options.epochs = 2 * opt.repetitions + 1;
+  options.log_every = 0;
+  const auto model = tessera::build_model(deck, batch);
+  const tessera::Shape sample = tessera::drop_batch(model->input(batch).shape());
+  const tessera::Shape out = model->output_shape();
+
+  // Opened first, so an unwritable path fails before minutes of measuring.
+  const std::filesystem::path path(opt.json_path.empty() ? deck.run.output_dir + "/bench.json"
+                                                         : opt.json_path);
+  std::error_code made;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), made);
+  std::ofstream file;
+  if (!made) file.open(path);
+  if (made || !file) {
+    std::cerr << "tessera-bench: cannot write " << path.string() << ": "
+              << (made ? made.message() : std::string("cannot open the file"))
+              << " (choose another --json path)\n";
+    return 2;
+  }
+  TESSERA_REQUIRE(out.rank() == 1 && out[0] >= 2, "tessera-bench: the model's output "
+                                                      << out << " is not a vector of class scores");
+
+  json report = report_identity(opt, deck, batch);
+  try {
+    return measure(opt, deck, batch, options, model, sample, out, path, file, report);
+  } catch (const std::exception& e) {
+    report["status"] = "failed";
+    report["error"] = e.what();
+    file << report.dump(2) << "\n";
+    std::cerr << "tessera-bench: " << path.string() << " records the failure\n";
+    throw;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  tessera::Runtime runtime(argc, argv);
   CLI::App app{
       "tessera-bench: time a deck's training step, layer by layer, against measured peaks"};
   Options opt;
@@ -587,8 +628,12 @@ int main(int argc, char** argv) {
   app.add_option("--peak-repetitions", opt.peak_repetitions, "repetitions of each peak (default 5)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--skip-peaks", opt.skip_peaks, "do not measure the peaks (fractions become 0)");
+  app.add_option("--platform", opt.platform,
+                 "name of the hardware for tessera-compare, e.g. \"NVIDIA A100\" (default: the "
+                 "CPU model and thread count, or the GPU backend)");
   if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-bench"))
     return *status;
+  tessera::Runtime runtime(argc, argv);
   try {
     return run(opt);
   } catch (const tessera::DeckError& e) {

@@ -16,6 +16,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "cli.hpp"
 #include "progress.hpp"
 
 namespace {
@@ -45,8 +46,7 @@ Fault parse_fault(const std::string& text) {
       throw std::invalid_argument(what);
     }
   } catch (const std::exception&) {
-    throw CLI::ValidationError("--inject-fault",
-                               "'" + text + "': expected data@RANK or step:N@RANK");
+    throw std::invalid_argument("'" + text + "': expected data@RANK or step:N@RANK");
   }
   return f;
 }
@@ -54,14 +54,6 @@ Fault parse_fault(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tessera::Runtime runtime(argc, argv);
-  const tessera::Communicator world;
-  const bool root = world.rank() == 0;
-  // Errors seen by one rank carry its rank when there are several.
-  const std::string who = world.size() > 1
-                              ? "tessera-train: rank " + std::to_string(world.rank()) + ": "
-                              : "tessera-train: ";
-
   CLI::App app{"tessera-train: train the model an input deck describes"};
   std::string deck_path;
   bool check_only = false;
@@ -84,31 +76,40 @@ int main(int argc, char** argv) {
   app.add_option("--restart", restart,
                  "resume from a checkpoint: a file, a directory (its latest), or 'latest' (the "
                  "newest in the deck's checkpoint.directory)");
+  Fault fault;
   app.add_option("--inject-fault", fault_text,
                  "testing: make one rank fail, data@RANK (cannot read its data) or step:N@RANK "
-                 "(fails after optimizer step N)");
-  Fault fault;
-  try {
-    app.parse(argc, argv);
-    if (!fault_text.empty()) fault = parse_fault(fault_text);
-  } catch (const CLI::CallForHelp& e) {
-    if (root) std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    if (root)
-      std::cerr << "tessera-train: " << e.what() << "\n"
-                << "run 'tessera-train --help' for usage\n";
-    return 2;
-  }
+                 "(fails after optimizer step N)")
+      ->check([&fault](const std::string& text) {
+        try {
+          fault = parse_fault(text);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      });
+  // Help, version and command-line errors are answered before MPI and Kokkos
+  // start, by the first rank of a job only.
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-train"))
+    return *status;
+  const bool first = tessera::app::first_rank();
   if (list_layers) {
-    if (root) std::cout << tessera::layer_reference_markdown();
+    if (first) std::cout << tessera::layer_reference_markdown();
     return 0;
   }
   if (deck_path.empty()) {
-    if (root)
+    if (first)
       std::cerr << "tessera-train: a deck is required\nrun 'tessera-train --help' for usage\n";
     return 2;
   }
+
+  tessera::Runtime runtime(argc, argv);
+  const tessera::Communicator world;
+  const bool root = world.rank() == 0;
+  // Errors seen by one rank carry its rank when there are several.
+  const std::string who = world.size() > 1
+                              ? "tessera-train: rank " + std::to_string(world.rank()) + ": "
+                              : "tessera-train: ";
 
   std::unique_ptr<tessera::Run> run;
   try {

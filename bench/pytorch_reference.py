@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch reference for tessera-bench: builds the model a Tessera deck
 describes, trains it on the same synthetic data shapes with the deck's
 optimizer, and prints the median training-step throughput as one JSON line.

@@ -22,7 +22,19 @@ case "$backend" in
   *) echo "usage: $0 [--prefix] <openmp|cuda|hip>" >&2; exit 2 ;;
 esac
 
-recipe_hash=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+# For runs on a real GPU (scripts/gpu-validate.sh), three settings change the
+# recipe; they are part of the prefix's hash:
+#   TESSERA_KOKKOS_SOURCE     a directory with Kokkos and Kokkos Kernels release
+#                             sources (kokkos-*/ and kokkos-kernels-*/) to build
+#                             instead of Debian's 3.4.01, e.g. for GPUs 3.4 does
+#                             not know (Hopper, MI200)
+#   TESSERA_KOKKOS_ARCH       the Kokkos_ARCH_* of the GPU (AMPERE80, HOPPER90,
+#                             VEGA90A, ...; default AMPERE80 and VEGA908)
+#   TESSERA_GPU_TOOLCHAIN     "system": use the nvcc or hipcc already on PATH
+#                             instead of installing Debian's; Kokkos Kernels
+#                             then calls cuBLAS or rocBLAS
+settings="${TESSERA_KOKKOS_SOURCE:-}|${TESSERA_KOKKOS_ARCH:-}|${TESSERA_GPU_TOOLCHAIN:-}"
+recipe_hash=$( (cat "${BASH_SOURCE[0]}"; echo "$settings") | sha256sum | cut -c1-12)
 prefix="${TESSERA_DEPS_DIR}/kokkos-${backend}-${recipe_hash}"
 if [ "$print_only" -eq 1 ]; then echo "$prefix"; exit 0; fi
 
@@ -35,28 +47,41 @@ fi
 src_root="${TESSERA_DEPS_DIR}/src"
 trilinos_src="${src_root}/Trilinos-trilinos-release-${TRILINOS_VERSION//./-}"
 
-step "Trilinos ${TRILINOS_DEB_VERSION} source (Debian source package)"
-as_root mkdir -p "$src_root"
-if [ ! -f "${trilinos_src}/.tessera-extracted" ]; then
-  ensure_apt_source tessera-deb-src deb-src main
-  apt_install dpkg-dev
-  tarball="${src_root}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
-  if [ ! -f "$tarball" ]; then
-    (cd "$src_root" && apt-get source --download-only "trilinos=${TRILINOS_DEB_VERSION}")
+if [ -n "${TESSERA_KOKKOS_SOURCE:-}" ]; then
+  step "Kokkos sources in ${TESSERA_KOKKOS_SOURCE}"
+  [ -d "$TESSERA_KOKKOS_SOURCE" ] || die "TESSERA_KOKKOS_SOURCE=${TESSERA_KOKKOS_SOURCE} is not a directory"
+  kokkos_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-[0-9]*' | sort | tail -1)
+  kk_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-kernels-*' | sort | tail -1)
+  if [ -z "$kokkos_src" ] || [ -z "$kk_src" ]; then
+    die "TESSERA_KOKKOS_SOURCE=${TESSERA_KOKKOS_SOURCE} needs kokkos-<version>/ and kokkos-kernels-<version>/"
   fi
-  [ -f "$tarball" ] || die "expected ${tarball} after apt-get source"
-  note "extracting packages/kokkos and packages/kokkos-kernels"
-  top=$(tar tzf "$tarball" 2>/dev/null | sed -n '1{s|/.*||;p;q}' || true)
-  [ -n "$top" ] || die "cannot list ${tarball}"
-  (cd "$src_root" && tar xzf "$tarball" --wildcards "${top}/packages/kokkos/*" "${top}/packages/kokkos-kernels/*")
-  [ "${src_root}/${top}" = "$trilinos_src" ] || ln -sfn "${src_root}/${top}" "$trilinos_src"
-  touch "${trilinos_src}/.tessera-extracted"
+  kokkos_label="$(basename "$kokkos_src"), $(basename "$kk_src")"
+  note "$kokkos_label"
 else
-  note "cached at ${trilinos_src}"
-fi
+  kokkos_label="3.4.01 from Debian's trilinos ${TRILINOS_DEB_VERSION}"
+  step "Trilinos ${TRILINOS_DEB_VERSION} source (Debian source package)"
+  as_root mkdir -p "$src_root"
+  if [ ! -f "${trilinos_src}/.tessera-extracted" ]; then
+    ensure_apt_source tessera-deb-src deb-src main
+    apt_install dpkg-dev
+    tarball="${src_root}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
+    if [ ! -f "$tarball" ]; then
+      (cd "$src_root" && apt-get source --download-only "trilinos=${TRILINOS_DEB_VERSION}")
+    fi
+    [ -f "$tarball" ] || die "expected ${tarball} after apt-get source"
+    note "extracting packages/kokkos and packages/kokkos-kernels"
+    top=$(tar tzf "$tarball" 2>/dev/null | sed -n '1{s|/.*||;p;q}' || true)
+    [ -n "$top" ] || die "cannot list ${tarball}"
+    (cd "$src_root" && tar xzf "$tarball" --wildcards "${top}/packages/kokkos/*" "${top}/packages/kokkos-kernels/*")
+    [ "${src_root}/${top}" = "$trilinos_src" ] || ln -sfn "${src_root}/${top}" "$trilinos_src"
+    touch "${trilinos_src}/.tessera-extracted"
+  else
+    note "cached at ${trilinos_src}"
+  fi
 
-kokkos_src="${trilinos_src}/packages/kokkos"
-kk_src="${trilinos_src}/packages/kokkos-kernels"
+  kokkos_src="${trilinos_src}/packages/kokkos"
+  kk_src="${trilinos_src}/packages/kokkos-kernels"
+fi
 build_root="${TESSERA_DEPS_DIR}/build/kokkos-${backend}-${recipe_hash}"
 rm -rf "$build_root"
 mkdir -p "$build_root"
@@ -86,32 +111,46 @@ case "$backend" in
               -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON)
     ;;
   cuda)
-    step "packages for the CUDA backend (Debian non-free CUDA 11.8, host g++-11)"
-    ensure_apt_source tessera-non-free deb "contrib non-free"
-    apt_install nvidia-cuda-toolkit g++-11
-    # CUDA 11.8 from /usr/bin, not a newer toolkit that may sit earlier in PATH.
-    export PATH="/usr/bin:${PATH}"
-    export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
+    if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then
+      step "CUDA toolkit on PATH ($(command -v nvcc || echo 'nvcc: not found'))"
+      command -v nvcc > /dev/null || die "TESSERA_GPU_TOOLCHAIN=system, but no nvcc on PATH"
+      kk_args+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
+    else
+      step "packages for the CUDA backend (Debian non-free CUDA 11.8, host g++-11)"
+      ensure_apt_source tessera-non-free deb "contrib non-free"
+      apt_install nvidia-cuda-toolkit g++-11
+      # CUDA 11.8 from /usr/bin, not a newer toolkit that may sit earlier in PATH.
+      export PATH="/usr/bin:${PATH}"
+      export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
+    fi
     kokkos_args+=(-DCMAKE_CXX_COMPILER="${kokkos_src}/bin/nvcc_wrapper"
-                  -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON)
+                  -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
+                  "-DKokkos_ARCH_${TESSERA_KOKKOS_ARCH:-AMPERE80}=ON")
     kk_args+=(-DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" "${no_eti[@]}")
     ;;
   hip)
-    step "packages for the HIP backend (Debian ROCm 5.2)"
-    apt_install hipcc libamdhip64-dev rocm-device-libs
-    kokkos_args+=(-DCMAKE_CXX_COMPILER=hipcc -DKokkos_ENABLE_HIP=ON -DKokkos_ARCH_VEGA908=ON)
+    if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then
+      step "ROCm on PATH ($(command -v hipcc || echo 'hipcc: not found'))"
+      command -v hipcc > /dev/null || die "TESSERA_GPU_TOOLCHAIN=system, but no hipcc on PATH"
+      kk_args+=(-DKokkosKernels_ENABLE_TPL_ROCBLAS=ON)
+    else
+      step "packages for the HIP backend (Debian ROCm 5.2)"
+      apt_install hipcc libamdhip64-dev rocm-device-libs
+    fi
+    kokkos_args+=(-DCMAKE_CXX_COMPILER=hipcc -DKokkos_ENABLE_HIP=ON
+                  "-DKokkos_ARCH_${TESSERA_KOKKOS_ARCH:-VEGA908}=ON")
     kk_args+=(-DCMAKE_CXX_COMPILER=hipcc "${no_eti[@]}")
     ;;
 esac
 
-step "Kokkos 3.4.01 (${backend}): configure, build, install"
+step "Kokkos ${kokkos_label} (${backend}): configure, build, install"
 cmake -S "$kokkos_src" -B "${build_root}/kokkos" "${kokkos_args[@]}" > "${build_root}/kokkos-configure.log" 2>&1 \
   || { tail -40 "${build_root}/kokkos-configure.log"; die "Kokkos configure failed (log: ${build_root}/kokkos-configure.log)"; }
 cmake --build "${build_root}/kokkos" -j "$TESSERA_JOBS" > "${build_root}/kokkos-build.log" 2>&1 \
   || { tail -40 "${build_root}/kokkos-build.log"; die "Kokkos build failed (log: ${build_root}/kokkos-build.log)"; }
 cmake --install "${build_root}/kokkos" > /dev/null
 
-step "Kokkos Kernels 3.4.01 (${backend}): configure, build, install"
+step "Kokkos Kernels ${kokkos_label} (${backend}): configure, build, install"
 cmake -S "$kk_src" -B "${build_root}/kokkos-kernels" "${kk_args[@]}" > "${build_root}/kk-configure.log" 2>&1 \
   || { tail -40 "${build_root}/kk-configure.log"; die "Kokkos Kernels configure failed (log: ${build_root}/kk-configure.log)"; }
 cmake --build "${build_root}/kokkos-kernels" -j "$TESSERA_JOBS" > "${build_root}/kk-build.log" 2>&1 \

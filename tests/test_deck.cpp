@@ -7,6 +7,7 @@
 #include <tessera/layers/pool.hpp>
 
 #include <unistd.h>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -360,6 +361,28 @@ TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
   EXPECT_NO_THROW(check_data_files(fixed));
   std::remove(path.c_str());
   std::remove(data.c_str());
+}
+
+TEST(Deck, DataPathsExpandTesseraDataDir) {
+  const char* saved = std::getenv("TESSERA_DATA_DIR");
+  const std::string previous = saved ? saved : "";
+  const std::string text = replace(valid_deck, "\"a\"", "\"${TESSERA_DATA_DIR}/train.gz\"");
+  ::unsetenv("TESSERA_DATA_DIR");
+  EXPECT_EQ(parse_deck(text, "dir.toml").train_images, std::string(default_data_dir) + "/train.gz");
+  ::setenv("TESSERA_DATA_DIR", "/scratch/fmnist", 1);
+  const Deck deck = parse_deck(text, "dir.toml");
+  EXPECT_EQ(deck.train_images, "/scratch/fmnist/train.gz");
+  EXPECT_EQ(deck.data_files.at(0).path, "/scratch/fmnist/train.gz");
+  EXPECT_EQ(deck.train_labels, "b");  // a path without the variable stays as written
+  EXPECT_NE(deck.text.find("${TESSERA_DATA_DIR}"), std::string::npos);  // as written
+  ::setenv("TESSERA_DATA_DIR", "", 1);
+  EXPECT_EQ(parse_deck(text, "dir.toml").train_images, std::string(default_data_dir) + "/train.gz");
+  if (saved)
+    ::setenv("TESSERA_DATA_DIR", previous.c_str(), 1);
+  else
+    ::unsetenv("TESSERA_DATA_DIR");
+  expect_deck_error("other_variable", replace(valid_deck, "\"a\"", "\"${HOME}/train.gz\""), 6, 16,
+                    "data.train_images", "only ${TESSERA_DATA_DIR} is expanded");
 }
 
 TEST(Deck, Hdf5DataKeys) {

@@ -1,11 +1,16 @@
 // Runtime start-up and build description.
+#include <tessera/core/compat.hpp>
 #include <tessera/core/runtime.hpp>
+#include <tessera/core/types.hpp>
 #include <tessera/core/version.hpp>
 
+#include <KokkosKernels_config.h>
+#include <dlfcn.h>
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
 #include <sstream>
+#include <type_traits>
 
 namespace tessera {
 
@@ -19,6 +24,7 @@ Runtime::Runtime(int& argc, char**& argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  compat::translate_kokkos_arguments(argc, argv);
   Kokkos::initialize(argc, argv);
 }
 
@@ -31,12 +37,105 @@ Runtime::~Runtime() {
 
 std::string version() { return TESSERA_VERSION_STRING; }
 
+std::string kokkos_version() {
+  std::ostringstream os;
+  os << KOKKOS_VERSION / 10000 << "." << (KOKKOS_VERSION / 100) % 100 << "."
+     << KOKKOS_VERSION % 100;
+  return os.str();
+}
+
 std::string build_description() {
   std::ostringstream os;
-  os << "Tessera " << TESSERA_VERSION_STRING << ", Kokkos " << KOKKOS_VERSION / 10000 << "."
-     << (KOKKOS_VERSION / 100) % 100 << "." << KOKKOS_VERSION % 100 << " ("
-     << Kokkos::DefaultExecutionSpace::name() << ", "
-     << Kokkos::DefaultExecutionSpace::concurrency() << " threads), " << TESSERA_CXX_COMPILER;
+  os << "Tessera " << TESSERA_VERSION_STRING << ", Kokkos " << kokkos_version() << " ("
+     << ExecSpace::name() << ", " << ExecSpace::concurrency() << " threads), "
+     << TESSERA_CXX_COMPILER;
+  return os.str();
+}
+
+namespace {
+
+// A function of the BLAS library, if the process has loaded one that has it:
+// looked up at run time, so that any BLAS (or none) links.
+template <class Function>
+Function* blas_function(const char* name) {
+  return reinterpret_cast<Function*>(::dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
+
+std::vector<std::string> kokkos_backends() {
+  std::vector<std::string> out;
+#ifdef KOKKOS_ENABLE_CUDA
+  out.push_back("Cuda");
+#endif
+#ifdef KOKKOS_ENABLE_HIP
+  out.push_back("HIP");
+#endif
+#ifdef KOKKOS_ENABLE_SYCL
+  out.push_back("SYCL");
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  out.push_back("OpenMP");
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  out.push_back("Threads");
+#endif
+#ifdef KOKKOS_ENABLE_SERIAL
+  out.push_back("Serial");
+#endif
+  return out;
+}
+
+std::string execution_space_name() { return ExecSpace::name(); }
+
+BlasInfo blas_info() {
+  BlasInfo info;
+  const bool host = std::is_same<MemSpace, Kokkos::HostSpace>::value;
+#if defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS)
+  if (!host) return {"cuBLAS", "", ""};
+#endif
+#if defined(KOKKOSKERNELS_ENABLE_TPL_ROCBLAS)
+  if (!host) return {"rocBLAS", "", ""};
+#endif
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+  if (host) {
+    if (auto config = blas_function<char*()>("openblas_get_config")) {
+      info.library = config();
+      if (auto core = blas_function<char*()>("openblas_get_corename")) info.core = core();
+      if (auto parallel = blas_function<int()>("openblas_get_parallel")) {
+        const int p = parallel();
+        info.threading = p == 2 ? "OpenMP" : p == 1 ? "pthreads" : "sequential";
+      }
+      return info;
+    }
+    if (auto mkl = blas_function<void(char*, int)>("MKL_Get_Version_String")) {
+      char text[256] = {0};
+      mkl(text, sizeof text - 1);
+      return {text, "", ""};
+    }
+    if (auto blis = blas_function<const char*()>("bli_info_get_version_str"))
+      return {std::string("BLIS ") + blis(), "", ""};
+    return {"a BLAS library that is not OpenBLAS, MKL or BLIS", "", ""};
+  }
+#endif
+  (void)host;
+  return {"none (Kokkos Kernels' own gemm)", "", ""};
+}
+
+std::string build_configuration() {
+  std::ostringstream os;
+  std::string backends;
+  for (const auto& b : kokkos_backends()) backends += (backends.empty() ? "" : ", ") + b;
+  const BlasInfo blas = blas_info();
+  os << "Tessera " << TESSERA_VERSION_STRING << "\n"
+     << "Kokkos: " << kokkos_version() << ", backends " << backends << "\n"
+     << "execution space: " << execution_space_name() << "\n"
+     << "Kokkos Kernels: " << TESSERA_KOKKOS_KERNELS_VERSION << "\n"
+     << "BLAS: " << blas.library;
+  if (!blas.core.empty()) os << "; core " << blas.core;
+  if (!blas.threading.empty()) os << "; threads " << blas.threading;
+  os << "\ncompiler: " << TESSERA_CXX_COMPILER << ", " << TESSERA_BUILD_TYPE << "\n";
+  if (*TESSERA_BUILD_SPEC) os << "spec: " << TESSERA_BUILD_SPEC << "\n";
   return os.str();
 }
 

@@ -5,6 +5,7 @@
 #include <tessera/layers/registry.hpp>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -302,8 +303,14 @@ Deck parse_deck(const std::string& text, const std::string& path,
                                  {"test_labels", &deck.test_labels}}
           : std::vector<FileKey>{{"train_file", &deck.train_file}, {"test_file", &deck.test_file}};
   for (const auto& [key, target] : files) {
-    *target = r.get<std::string>(data, "data.", key, "", true);
-    deck.data_files.push_back({key, *target, r.location(data.get(key)->source())});
+    const std::string written = r.get<std::string>(data, "data.", key, "", true);
+    const toml::source_region& where = data.get(key)->source();
+    try {
+      *target = expand_data_path(written);
+    } catch (const DeckError& e) {
+      r.fail(where, std::string("data.") + key, e.what());
+    }
+    deck.data_files.push_back({key, *target, r.location(where)});
   }
   deck.images_dataset = r.get<std::string>(data, "data.", "images_dataset", "images");
   deck.labels_dataset = r.get<std::string>(data, "data.", "labels_dataset", "labels");
@@ -400,6 +407,31 @@ Deck parse_deck(const std::string& text, const std::string& path,
 
   read_checkpoint(r, r.table(root, "checkpoint", false), deck.run.output_dir, deck.run.checkpoint);
   return deck;
+}
+
+std::string data_dir() {
+  const char* dir = std::getenv("TESSERA_DATA_DIR");
+  return dir && *dir ? dir : default_data_dir;
+}
+
+std::string expand_data_path(const std::string& path) {
+  static const std::string variable = "${TESSERA_DATA_DIR}";
+  std::string out;
+  for (std::size_t at = 0; at < path.size();) {
+    const std::size_t open = path.find("${", at);
+    if (open == std::string::npos) {
+      out += path.substr(at);
+      break;
+    }
+    out += path.substr(at, open - at);
+    if (path.compare(open, variable.size(), variable) != 0)
+      throw DeckError("'" + path +
+                      "': only ${TESSERA_DATA_DIR} is expanded in data paths (found '" +
+                      path.substr(open, path.find('}', open) - open + 1) + "')");
+    out += data_dir();
+    at = open + variable.size();
+  }
+  return out;
 }
 
 void check_data_files(const Deck& deck) {

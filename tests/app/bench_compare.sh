@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tessera-compare on two real tessera-bench reports (1 and 2 OpenMP threads):
 # the markdown table carries both columns, every layer, the measured rates
-# and the speed-up between them, and the PNG chart is written.
+# and the speed-up between them, the PNG chart is written, and the
+# performance-portability table over the two platforms matches the metric
+# recomputed from the reports.
 # Usage: bench_compare.sh <tessera-bench> <tessera-compare> <deck>
 set -euo pipefail
 bench="$1" compare="$2" deck="$3"
@@ -12,7 +14,11 @@ for t in 1 2; do
     --peak-repetitions 2 --json "$scratch/t$t.json" > "$scratch/t$t.log" 2>&1 \
     || { cat "$scratch/t$t.log"; echo "FAIL: tessera-bench with $t threads"; exit 1; }
 done
-"$compare" "$scratch/t1.json" "$scratch/t2.json" --label "1 thread" --label "2 threads" \
+# The chart needs matplotlib: the first python3 on PATH may lack it where
+# another (Debian's, with python3-matplotlib) has it.
+python=python3
+python3 -c "import matplotlib" 2>/dev/null || python=/usr/bin/python3
+"$python" "$compare" "$scratch/t1.json" "$scratch/t2.json" --label "1 thread" --label "2 threads" \
   -o "$scratch/table.md" --png "$scratch/chart.png"
 cat "$scratch/table.md"
 /usr/bin/python3 - "$scratch/t1.json" "$scratch/t2.json" "$scratch/table.md" "$scratch/chart.png" <<'PY'
@@ -52,10 +58,42 @@ if not any("2 threads: " in l and "OpenMP with 2 threads" in l for l in lines):
 with open(sys.argv[4], "rb") as f:
     if f.read(8) != b"\x89PNG\r\n\x1a\n":
         errors.append("chart is not a PNG")
+
+# Performance portability over the two platforms (1 and 2 cores), recomputed
+# here from the reports: each platform has one report, so application
+# efficiency is 1 everywhere; architectural efficiency is roofline time
+# (work at the measured sgemm rate or triad bandwidth) over measured time.
+def roofline(r, layer):
+    return max(layer["step"]["flops"] / (r["peaks"]["sgemm"]["gflops"] * 1e9),
+               layer["step"]["bytes"] / (r["peaks"]["stream_triad"]["gbs"] * 1e9))
+def arch(r, name):
+    if name is None:
+        return sum(roofline(r, l) for l in r["layers"]) / r["step"]["seconds"]
+    layer = next(l for l in r["layers"] if l["name"] == name)
+    return roofline(r, layer) / (layer["forward"]["seconds"] + layer["backward"]["seconds"])
+app_name = f"Tessera {a['tessera_version']}"
+pp_rows = {}
+for line in lines:
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    if line.startswith("| ") and cells[0] == app_name:
+        pp_rows[cells[1]] = cells[2:]
+if a["platform"] == b["platform"]:
+    errors.append(f"1 and 2 threads share the platform {a['platform']}")
+for name in [None] + [l["name"] for l in a["layers"]]:
+    key = "training step" if name is None else f"{name} fwd+bwd"
+    row = pp_rows.get(key)
+    ea, eb = arch(a, name), arch(b, name)
+    pp = 2 / (1 / ea + 1 / eb)
+    expected = [f"{ea:.3f}", "1.000", f"{eb:.3f}", "1.000", f"{pp:.3f}", "1.000"]
+    if row != expected:
+        errors.append(f"PP row {key}: {row}, expected {expected}")
+summary = f"PP of {app_name}, training step: 1.000 (application efficiency)"
+if not any(l.startswith(summary) for l in lines):
+    errors.append(f"no line '{summary}'")
 if errors:
     print("FAIL: " + "\n      ".join(errors))
     sys.exit(1)
-print("PASS: merged table and chart")
+print("PASS: merged table, chart and performance portability")
 PY
 # A file that is not a report: status 2, naming it.
 echo '{"hello": 1}' > "$scratch/other.json"

@@ -28,10 +28,25 @@ def typed(obj, key, kind, where):
     return value
 
 check(report.get("schema") == "tessera-bench", "schema")
-check(report.get("schema_version") == 1, "schema_version")
-for key in ("tessera_version", "build", "backend", "kokkos_version", "compiler", "deck", "run_name"):
+check(report.get("schema_version") == 2, "schema_version")
+for key in ("tessera_version", "build", "backend", "kokkos_version", "compiler", "deck", "run_name",
+            "platform", "status"):
     typed(report, key, str, "report")
+check(report["status"] == "ok", "status")
 check(re.fullmatch(r"\d+\.\d+\.\d+", report["kokkos_version"]) is not None, "kokkos_version format")
+# The exact build: Kokkos version and backends, execution space, BLAS and its core, compiler.
+info = report["build_info"]
+check(info["tessera_version"] == report["tessera_version"], "build_info.tessera_version")
+check(info["kokkos"]["version"] == report["kokkos_version"], "build_info.kokkos.version")
+check(report["backend"] in info["kokkos"]["backends"], "build_info.kokkos.backends")
+check(info["kokkos"]["execution_space"] == report["backend"], "build_info.kokkos.execution_space")
+check(re.fullmatch(r"\d+\.\d+\.\d+", info["kokkos_kernels"]["version"]) is not None,
+      "build_info.kokkos_kernels.version")
+check(info["blas"]["library"].startswith("OpenBLAS"), f"build_info.blas.library {info['blas']}")
+check(info["blas"]["core"] != "", "build_info.blas.core")
+check(info["compiler"] == report["compiler"] and info["build_type"] != "", "build_info.compiler")
+check("spack_spec" in info, "build_info.spack_spec")
+check(report["platform"].endswith(f" x{report['threads']}"), f"platform {report['platform']}")
 check(report["deck"] == deck, f"deck {report['deck']} != {deck}")
 machine = report["machine"]
 for key in ("hostname", "cpu"):

@@ -5,7 +5,7 @@
 set -euo pipefail
 convert="$1" train="$2" threshold="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
-data=/usr/share/datasets/fashion-mnist
+data="${TESSERA_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 "$convert" "$data/train-images-idx3-ubyte.gz" "$data/train-labels-idx1-ubyte.gz" "$scratch/train.h5"

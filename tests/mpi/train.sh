@@ -71,7 +71,7 @@ expect() {
 
 # Rank 1 cannot read its data: every rank stops with status 2.
 run data_fault -n 2 "$train" "$deck" --set "run.output_dir=$scratch/data" --inject-fault data@1
-expect data_fault 2 "data error: rank 1: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz: cannot read (fault injected by --inject-fault)"
+expect data_fault 2 "data error: rank 1: ${TESSERA_DATA_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz: cannot read (fault injected by --inject-fault)"
 # Rank 1 fails in the middle of training: the job is aborted, not left hanging.
 run step_fault -n 3 "$train" "$deck" --set "run.output_dir=$scratch/step" --inject-fault step:5@1
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "step_fault exited $rc"

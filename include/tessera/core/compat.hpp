@@ -5,6 +5,10 @@
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <cstdlib>
+#include <deque>
+#include <string>
+
 namespace tessera::compat {
 
 // Math functions moved from Kokkos::Experimental to Kokkos in 4.0.
@@ -38,6 +42,28 @@ void gemm(const ExecSpace& exec, const char transA[], const char transB[],
   (void)exec;
   KokkosBlas::gemm(transA, transB, alpha, A, B, beta, C);
 #endif
+}
+
+// Kokkos 4.0 renamed the thread-count option (--kokkos-threads became
+// --kokkos-num-threads) and the Kokkos Tools variable (KOKKOS_PROFILE_LIBRARY
+// became KOKKOS_TOOLS_LIBS); 3.4 knows only the old names, 4.x only the new
+// option. Called before Kokkos::initialize, this lets users write either
+// spelling with either Kokkos: argv entries are rewritten in place.
+inline void translate_kokkos_arguments(int argc, char** argv) {
+#if KOKKOS_VERSION >= 40000
+  const std::string from = "--kokkos-threads=", to = "--kokkos-num-threads=";
+#else
+  const std::string from = "--kokkos-num-threads=", to = "--kokkos-threads=";
+  const char* tools = std::getenv("KOKKOS_TOOLS_LIBS");
+  if (tools && !std::getenv("KOKKOS_PROFILE_LIBRARY")) ::setenv("KOKKOS_PROFILE_LIBRARY", tools, 0);
+#endif
+  static std::deque<std::string> rewritten;  // argv keeps pointing into it
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind(from, 0) != 0) continue;
+    rewritten.push_back(to + arg.substr(from.size()));
+    argv[i] = rewritten.back().data();
+  }
 }
 
 }  // namespace tessera::compat

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -24,8 +25,31 @@ class Runtime {
   int size_ = 1;
 };
 
-// "Tessera 0.1.0, Kokkos 3.4.1 (OpenMP, 2 threads), g++ 12.2.0"
+// "Tessera 0.1.0, Kokkos 3.4.1 (OpenMP, 2 threads), g++ 12.2.0"; needs Kokkos
+// initialised (it asks the execution space for its concurrency).
 std::string build_description();
 std::string version();
+// The Kokkos version compiled against, "major.minor.patch" ("4.6.1").
+std::string kokkos_version();
+
+// The BLAS library behind KokkosBlas::gemm in this process, as found at run
+// time: for OpenBLAS its version and build, the core type whose kernels it
+// chose (they round differently) and its threading; cuBLAS or rocBLAS on GPUs.
+struct BlasInfo {
+  std::string library;    // "OpenBLAS 0.3.21 DYNAMIC_ARCH ...", "cuBLAS", ...
+  std::string core;       // "Haswell", or empty where not known
+  std::string threading;  // "OpenMP", "pthreads", "sequential", or empty
+};
+BlasInfo blas_info();
+
+// What this build is, without starting Kokkos: Tessera's version, the Kokkos
+// and Kokkos Kernels versions and backends it was compiled against, the
+// execution space its kernels run on, the BLAS, compiler, build type and
+// (from the Spack package) the spec. One "key: value" per line; --version.
+std::string build_configuration();
+// The Kokkos backends compiled in, e.g. {"OpenMP", "Serial"}.
+std::vector<std::string> kokkos_backends();
+// The name of the execution space Tessera's kernels run on.
+std::string execution_space_name();
 
 }  // namespace tessera

@@ -1,11 +1,13 @@
 // Spaces and view aliases used throughout Tessera.
 #pragma once
 
+#include <tessera/core/config.hpp>
+
 #include <Kokkos_Core.hpp>
 
 namespace tessera {
 
-using ExecSpace = Kokkos::DefaultExecutionSpace;
+using ExecSpace = TESSERA_EXECUTION_SPACE;
 using MemSpace = ExecSpace::memory_space;
 using HostSpace = Kokkos::HostSpace;
 

@@ -100,4 +100,12 @@ Deck parse_deck(const std::string& text, const std::string& path,
 // location of the key otherwise.
 void check_data_files(const Deck& deck);
 
+// Data paths in decks may start with ${TESSERA_DATA_DIR}: the environment
+// variable of that name, or default_data_dir where it is unset or empty (the
+// directory of Debian's dataset-fashion-mnist package). No other variable is
+// expanded; another ${...} is an error (DeckError with the path).
+inline constexpr const char* default_data_dir = "/usr/share/datasets/fashion-mnist";
+std::string data_dir();
+std::string expand_data_path(const std::string& path);
+
 }  // namespace tessera

@@ -1,0 +1,1 @@
+# The Python package of Tessera's Spack repository (namespace "tessera").
