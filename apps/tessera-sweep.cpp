@@ -4,6 +4,8 @@
 // the command line, prints, and maps failures to exit statuses: 2 for bad
 // input on every rank (deck, sweep file, data files, the sweep directory),
 // 1 when the sweep could not finish or no trial succeeded.
+#include "cli.hpp"
+
 #include <tessera/app/sweep.hpp>
 #include <tessera/core/runtime.hpp>
 
@@ -44,10 +46,6 @@ void print_plan(const tessera::SweepSpec& spec, const std::vector<tessera::Trial
 }  // namespace
 
 int main(int argc, char** argv) {
-  tessera::Runtime runtime(argc, argv);
-  const tessera::Communicator world;
-  const bool root = world.rank() == 0;
-
   CLI::App app{"tessera-sweep: a hyperparameter search over a deck (see docs/sweeps.md)"};
   std::string deck_path, sweep_path, output_dir;
   std::vector<std::string> overrides;
@@ -62,16 +60,14 @@ int main(int argc, char** argv) {
                  "the sweep directory, instead of the sweep file's sweep.output_dir");
   app.add_flag("--plan", plan_only,
                "validate the deck and sweep file, print the trials and rungs, do not train");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    if (root) std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    if (root)
-      std::cerr << "tessera-sweep: " << e.what() << "\nrun 'tessera-sweep --help' for usage\n";
-    return 2;
-  }
+  // Help, version and command-line errors are answered before MPI and Kokkos
+  // start, by the first rank of a job only.
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-sweep"))
+    return *status;
+
+  tessera::Runtime runtime(argc, argv);
+  const tessera::Communicator world;
+  const bool root = world.rank() == 0;
 
   const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<tessera::Sweep> sweep;
