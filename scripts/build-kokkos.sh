@@ -4,10 +4,13 @@
 #   openmp  OpenMP + Serial, Kokkos Kernels with float ETI and the BLAS TPL
 #   cuda    CUDA 11.8 (Debian non-free), sm_80, compile-only use
 #   hip     HIP (Debian ROCm 5.2), gfx908, compile-only use
+#   clang   OpenMP + Serial built by Debian's clang 14 with its OpenMP runtime,
+#           Kokkos Kernels header-only with the BLAS TPL: for the sanitizer
+#           and fuzzing build (scripts/test-sanitizers.sh, scripts/fuzz.sh)
 # Prints nothing but progress; the prefix is $TESSERA_DEPS_DIR/kokkos-<backend>-<recipe hash>.
 # The recipe hash covers this file, so editing the recipe rebuilds.
 #
-# Usage: scripts/build-kokkos.sh <openmp|cuda|hip>
+# Usage: scripts/build-kokkos.sh <openmp|cuda|hip|clang>
 #        scripts/build-kokkos.sh --prefix <backend>   (print the prefix and exit)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -18,8 +21,8 @@ print_only=0
 if [ "${1:-}" = "--prefix" ]; then print_only=1; shift; fi
 backend="${1:-}"
 case "$backend" in
-  openmp|cuda|hip) ;;
-  *) echo "usage: $0 [--prefix] <openmp|cuda|hip>" >&2; exit 2 ;;
+  openmp|cuda|hip|clang) ;;
+  *) echo "usage: $0 [--prefix] <openmp|cuda|hip|clang>" >&2; exit 2 ;;
 esac
 
 # For runs on a real GPU (scripts/gpu-validate.sh), three settings change the
@@ -109,6 +112,15 @@ case "$backend" in
               -DKokkosKernels_INST_LAYOUTRIGHT=ON -DKokkosKernels_INST_LAYOUTLEFT=OFF
               -DKokkosKernels_INST_ORDINAL_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
               -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON)
+    ;;
+  clang)
+    # One OpenMP runtime per process: Kokkos built by clang uses LLVM's
+    # libomp, as the clang-built Tessera that links it does.
+    step "packages for the clang build (clang 14, LLVM OpenMP, sanitizer and fuzzer runtimes)"
+    apt_install clang libomp-dev libclang-rt-dev cmake make libopenblas-dev
+    kokkos_args+=(-DCMAKE_CXX_COMPILER=clang++ -DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=ON)
+    kk_args+=(-DCMAKE_CXX_COMPILER=clang++ -DBUILD_SHARED_LIBS=ON "${no_eti[@]}"
+              -DKokkosKernels_ENABLE_TPL_BLAS=ON)
     ;;
   cuda)
     if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then

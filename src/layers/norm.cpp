@@ -77,18 +77,6 @@ void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<
 }  // namespace impl
 
 namespace {
-// The per-sample shape: dims 1.. of a batched shape.
-Shape sample_shape(const Shape& s) {
-  switch (s.rank()) {
-    case 2:
-      return Shape{s[1]};
-    case 3:
-      return Shape{s[1], s[2]};
-    default:
-      return Shape{s[1], s[2], s[3]};
-  }
-}
-
 std::vector<ParameterSpec> affine_specs(const Shape& shape) {
   return {ParameterSpec{"gamma", shape, Init::ones}, ParameterSpec{"beta", shape, Init::zeros}};
 }
@@ -212,7 +200,7 @@ Shape LayerNorm::output_shape(const Shapes& inputs) const {
 }
 
 std::vector<ParameterSpec> LayerNorm::parameter_specs(const Shapes& inputs) const {
-  return affine_specs(sample_shape(output_shape(inputs)));
+  return affine_specs(drop_batch(output_shape(inputs)));
 }
 
 void LayerNorm::bind_parameters(const Tensors& values, const Tensors& gradients) {
