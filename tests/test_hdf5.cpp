@@ -61,6 +61,19 @@ TEST(Hdf5, ErrorsNameTheFileAndDataset) {
   for (const auto& p : {h5, text}) std::remove(p.c_str());
 }
 
+// A dataset must hold samples, and samples must hold values: no model
+// trains on zero images or on images of zero pixels.
+TEST(Hdf5, EmptyDatasetsAreRefused) {
+  const std::string h5 = scratch("empty.h5");
+  write_hdf5_dataset(h5, IdxArray{{0, 1, 2}, {}}, IdxArray{{0}, {}});
+  test::expect_error([&] { load_hdf5_dataset(h5, "images", "labels"); },
+                     h5 + ":images holds no samples (its first dimension is 0)");
+  write_hdf5_dataset(h5, IdxArray{{3, 0, 2}, {}}, IdxArray{{3}, {0, 1, 0}});
+  test::expect_error([&] { load_hdf5_dataset(h5, "images", "labels"); },
+                     h5 + ":images holds samples of size 0 (a sample dimension is 0)");
+  std::remove(h5.c_str());
+}
+
 // A dataset of int32 values [n, row] (value i % 256, element `bad` set to
 // 300 when given), chunked so a declared extent needs no storage.
 void write_ints(const std::string& path, hsize_t n, hsize_t row, std::int64_t bad = -1) {

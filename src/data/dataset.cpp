@@ -27,7 +27,10 @@ Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
   TESSERA_REQUIRE(labels.dims[0] == n, images_source << " has " << n << " images but "
                                                      << labels_source << " has " << labels.dims[0]
                                                      << " labels");
-  const std::int64_t features = n == 0 ? 0 : static_cast<std::int64_t>(images.data.size()) / n;
+  TESSERA_REQUIRE(n > 0, images_source << " holds no samples (its first dimension is 0)");
+  const std::int64_t features = static_cast<std::int64_t>(images.data.size()) / n;
+  TESSERA_REQUIRE(features > 0,
+                  images_source << " holds samples of size 0 (a sample dimension is 0)");
 
   Dataset data;
   if (images.dims.size() == 2)
