@@ -172,6 +172,9 @@ KeyValue read_layer_key(const Reader& r, const toml::table& lt, const std::strin
     case KeyKind::extent2:
       read_extent2(r, node, key, spec.range, value.pair);
       break;
+    case KeyKind::layer:
+      value.text = r.get<std::string>(lt, prefix, spec.name, "");
+      break;
   }
   return value;
 }
@@ -229,7 +232,12 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
       if (spec.required) r.fail(lt.source(), prefix + spec.name, "required key is missing");
       continue;
     }
-    spec.set(layer.options, read_layer_key(r, lt, prefix, spec));
+    const KeyValue value = read_layer_key(r, lt, prefix, spec);
+    if (spec.kind == KeyKind::layer && !value.text.empty() &&
+        (!names.count(value.text) || value.text == "input" || value.text == layer.name))
+      r.fail(lt.get(spec.name)->source(), prefix + spec.name,
+             "'" + value.text + "' is not the name of a layer declared before this one");
+    spec.set(layer.options, value);
   }
   if (type->complete) type->complete(layer.options);
   return layer;

@@ -87,6 +87,10 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     layer_inputs_.push_back(inputs);
     node_of[layer.name()] = i + 1;
     for (auto spec : layer.parameter_specs(input_shapes[i])) {
+      if (!spec.tied_layer.empty()) {
+        param_slots[i].push_back(tied_slot(i, spec));
+        continue;
+      }
       for (const auto& [target, init] : initializers_)
         if (target == layer.name() && is_fan_based(spec.init)) spec.init = init;
       param_slots[i].push_back(parameters_.add(layer.name(), spec));
@@ -135,6 +139,23 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     offset += s.numel();
   }
   compiled_ = true;
+}
+
+std::size_t Model::tied_slot(std::size_t layer, const ParameterSpec& spec) const {
+  const std::string& owner = spec.tied_layer;
+  const std::string what = "tessera::Model::compile: layer '" + layers_[layer]->name() +
+                           "' ties its " + spec.name + " to layer '" + owner + "'";
+  const auto& entries = parameters_.entries();
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].layer != owner || entries[k].spec.name != spec.name) continue;
+    if (entries[k].spec.shape != spec.shape)
+      throw LayerError(layer, what + ", whose " + spec.name + " is " +
+                                  to_string(entries[k].spec.shape) + ", not " +
+                                  to_string(spec.shape));
+    return k;
+  }
+  throw LayerError(layer, what + ", which is not a layer declared before it with a parameter '" +
+                              spec.name + "'");
 }
 
 Tensor<float> Model::input(std::int64_t batch) const {

@@ -102,6 +102,14 @@ class LayerTypeBuilder {
         });
   }
 
+  // The name of a layer declared earlier in the deck (a string; "" = none).
+  LayerTypeBuilder& layer_name(const char* key, std::string Options::*member) {
+    return add(
+        key, KeyKind::layer, optional, Range::any(), member,
+        [](const KeyValue& v) { return v.text; },
+        [](const std::string& value) { return "\"" + value + "\""; });
+  }
+
   // A weight initialiser, one of weight_initializer_names().
   LayerTypeBuilder& initializer(const char* key, Init Options::*member) {
     add(
