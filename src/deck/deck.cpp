@@ -286,12 +286,13 @@ Deck parse_deck(const std::string& text, const std::string& path,
   deck.training.seed = static_cast<std::uint64_t>(seed);
 
   const auto& data = r.table(root, "data", true);
-  r.only_keys(data, "data.",
-              {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
-               "test_file", "images_dataset", "labels_dataset", "normalize_mean", "normalize_std",
-               "validation_split", "train_samples"});
-  deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5"});
-  const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"};
+  r.only_keys(
+      data, "data.",
+      {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
+       "test_file", "images_dataset", "labels_dataset", "train_tokens", "test_tokens", "token_type",
+       "normalize_mean", "normalize_std", "validation_split", "train_samples"});
+  deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5", "tokens"});
+  const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"}, tokens{"tokens"}, pixels{"idx", "hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
                   {{"train_images", idx},
                    {"train_labels", idx},
@@ -300,21 +301,29 @@ Deck parse_deck(const std::string& text, const std::string& path,
                    {"train_file", hdf5},
                    {"test_file", hdf5},
                    {"images_dataset", hdf5},
-                   {"labels_dataset", hdf5}});
+                   {"labels_dataset", hdf5},
+                   {"train_tokens", tokens},
+                   {"test_tokens", tokens},
+                   {"token_type", tokens},
+                   {"normalize_mean", pixels},
+                   {"normalize_std", pixels}});
   using FileKey = std::pair<const char*, std::string*>;
   const std::vector<FileKey> files =
-      deck.data_format == "idx"
-          ? std::vector<FileKey>{{"train_images", &deck.train_images},
-                                 {"train_labels", &deck.train_labels},
-                                 {"test_images", &deck.test_images},
-                                 {"test_labels", &deck.test_labels}}
-          : std::vector<FileKey>{{"train_file", &deck.train_file}, {"test_file", &deck.test_file}};
+      deck.data_format == "idx" ? std::vector<FileKey>{{"train_images", &deck.train_images},
+                                                       {"train_labels", &deck.train_labels},
+                                                       {"test_images", &deck.test_images},
+                                                       {"test_labels", &deck.test_labels}}
+      : deck.data_format == "hdf5"
+          ? std::vector<FileKey>{{"train_file", &deck.train_file}, {"test_file", &deck.test_file}}
+          : std::vector<FileKey>{{"train_tokens", &deck.train_tokens},
+                                 {"test_tokens", &deck.test_tokens}};
   for (const auto& [key, target] : files) {
     *target = r.get<std::string>(data, "data.", key, "", true);
     deck.data_files.push_back({key, *target, r.location(data.get(key)->source())});
   }
   deck.images_dataset = r.get<std::string>(data, "data.", "images_dataset", "images");
   deck.labels_dataset = r.get<std::string>(data, "data.", "labels_dataset", "labels");
+  deck.token_type = r.choice(data, "data.", "token_type", deck.token_type, {"uint16", "int32"});
   // Pixels are scaled to [0, 1] before (x - mean) / std, so a mean outside
   // [0, 1] or a std above 1 is a setting for another scale (0 to 255).
   const std::string scale_hint =
@@ -349,6 +358,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
   if (deck.input_shape.empty() || deck.input_shape.size() > 3)
     r.fail(shape->source(), "model.input_shape", "expected 1 to 3 dimensions");
   deck.input_shape_location = r.location(shape->source());
+  if (deck.data_format == "tokens" && deck.input_shape.size() != 1)
+    r.fail(shape->source(), "model.input_shape",
+           "token data needs one extent, the window of tokens a sample holds, e.g. [128]");
   const toml::array* layers = model.get_as<toml::array>("layers");
   if (!layers || layers->empty())
     r.fail(model.source(), "model.layers", "at least one [[model.layers]] entry is required");
