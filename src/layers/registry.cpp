@@ -13,6 +13,7 @@
 #define TESSERA_FOR_EACH_LAYER_TYPE(X) \
   X(dense)                             \
   X(embedding)                         \
+  X(causalselfattention)               \
   X(conv2d)                            \
   X(maxpool2d)                         \
   X(avgpool2d)                         \
