@@ -9,11 +9,15 @@
 // Y written to columns h D.. of heads [N * T, C]. P is kept for backward;
 // the dropout mask is drawn again from counters rather than stored.
 //
-// Each (sample, head) is one work item: its products are KokkosBatched
-// serial GEMMs on strided views of qkv (no copies into [N, H, T, D]) and its
-// softmax a loop in a fixed order, so the results have the same bits for any
-// thread count. The causal products compute the full T x T block (the
-// blocked GEMM is faster than skipping the masked half one entry at a time).
+// Each (sample, head) is one work item that reads its columns of qkv in
+// place (no copies into [N, H, T, D]) and visits only the positions j <= t
+// each t may see, with the head's D values innermost: rows of qkv are
+// contiguous there, so the dot products and updates vectorise, and the
+// masked half costs nothing. Every sum runs in a fixed order, so the results
+// have the same bits for any thread count. KokkosBatched's serial blocked
+// GEMMs over the full T x T block on the same strided views took 1.9 times
+// as long forward and 2.3 times backward (N 32, T 128, 4 heads of 32, one
+// thread, both versions interleaved in one run on a busy 2-core machine).
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -21,9 +25,6 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
-
-#include <KokkosBatched_Gemm_Decl.hpp>
-#include <KokkosBatched_Gemm_Serial_Impl.hpp>
 
 #include <cstdint>
 
@@ -64,17 +65,16 @@ void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, c
           static_cast<std::int64_t>(qkv.extent(1)) == 3 * c &&
           static_cast<std::int64_t>(heads.extent(0)) == rows &&
           static_cast<std::int64_t>(heads.extent(1)) == c && scores_fit(probs) &&
-          scores_fit(scratch),
+          scores_fit(scratch) && (rows == 0 || (qkv.stride(1) == 1 && heads.stride(1) == 1)),
       fn << ": qkv [" << qkv.extent(0) << ", " << qkv.extent(1) << "], scores [" << probs.extent(0)
          << ", " << probs.extent(1) << ", " << probs.extent(2) << "], scratch ["
          << scratch.extent(0) << ", " << scratch.extent(1) << ", " << scratch.extent(2)
          << "], heads [" << heads.extent(0) << ", " << heads.extent(1) << "] for batch " << l.batch
          << ", " << l.positions << " positions, " << l.heads << " heads of " << l.head_dim
          << "; expected qkv [N T, 3 C], scores and scratch "
-         << "[N H, T, T], heads [N T, C]");
+         << "[N H, T, T], heads [N T, C], rows of qkv and heads contiguous");
 }
 
-using Pair = Kokkos::pair<std::int64_t, std::int64_t>;
 }  // namespace impl
 
 template <class ExecSpace, class QKV, class Heads>
@@ -84,45 +84,44 @@ void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float sc
                        const Heads& heads) {
   ScopedRegion region("tessera::kernels::attention_forward");
   impl::check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch, heads);
-  using namespace KokkosBatched;
-  using impl::Pair;
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   Kokkos::parallel_for(
       "tessera::kernels::attention_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
       KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
-        const Pair rows(n * T, n * T + T);
-        const auto q = Kokkos::subview(qkv, rows, Pair(h * D, h * D + D));
-        const auto k = Kokkos::subview(qkv, rows, Pair(C + h * D, C + h * D + D));
-        const auto v = Kokkos::subview(qkv, rows, Pair(2 * C + h * D, 2 * C + h * D + D));
-        const auto p = Kokkos::subview(probs, nh, Kokkos::ALL(), Kokkos::ALL());
-        const auto kept = Kokkos::subview(scratch, nh, Kokkos::ALL(), Kokkos::ALL());
-        SerialGemm<Trans::NoTranspose, Trans::Transpose, Algo::Gemm::Blocked>::invoke(scale, q, k,
-                                                                                      0.0f, p);
         for (std::int64_t t = 0; t < T; ++t) {
-          float max = p(t, 0);
-          for (std::int64_t j = 1; j <= t; ++j) max = p(t, j) > max ? p(t, j) : max;
+          const float* q = &qkv(n * T + t, h * D);
+          // Scores of the positions t may see; the row maximum first, so
+          // exp never overflows.
+          float max = 0;
+          for (std::int64_t j = 0; j <= t; ++j) {
+            const float* k = &qkv(n * T + j, C + h * D);
+            float dot = 0;
+            for (std::int64_t d = 0; d < D; ++d) dot += q[d] * k[d];
+            const float score = scale * dot;
+            probs(nh, t, j) = score;
+            max = j == 0 || score > max ? score : max;
+          }
           float sum = 0;
           for (std::int64_t j = 0; j <= t; ++j) {
-            const float e = compat::exp(p(t, j) - max);
-            p(t, j) = e;
+            const float e = compat::exp(probs(nh, t, j) - max);
+            probs(nh, t, j) = e;
             sum += e;
           }
           const float inverse = 1.0f / sum;
-          for (std::int64_t j = 0; j <= t; ++j) p(t, j) *= inverse;
-          for (std::int64_t j = t + 1; j < T; ++j) p(t, j) = 0.0f;
-          if (drop)
-            for (std::int64_t j = 0; j < T; ++j)
-              kept(t, j) = p(t, j) * dropout.scale((nh * T + t) * T + j);
+          for (std::int64_t j = 0; j <= t; ++j) probs(nh, t, j) *= inverse;
+          for (std::int64_t j = t + 1; j < T; ++j) probs(nh, t, j) = 0.0f;
+          // Y(t) = sum over j <= t of P'(t, j) V(j), in order of j.
+          float* y = &heads(n * T + t, h * D);
+          for (std::int64_t d = 0; d < D; ++d) y[d] = 0.0f;
+          for (std::int64_t j = 0; j <= t; ++j) {
+            const float w =
+                drop ? probs(nh, t, j) * dropout.scale((nh * T + t) * T + j) : probs(nh, t, j);
+            const float* v = &qkv(n * T + j, 2 * C + h * D);
+            for (std::int64_t d = 0; d < D; ++d) y[d] += w * v[d];
+          }
         }
-        const auto y = Kokkos::subview(heads, rows, Pair(h * D, h * D + D));
-        if (drop)
-          SerialGemm<Trans::NoTranspose, Trans::NoTranspose, Algo::Gemm::Blocked>::invoke(
-              1.0f, kept, v, 0.0f, y);
-        else
-          SerialGemm<Trans::NoTranspose, Trans::NoTranspose, Algo::Gemm::Blocked>::invoke(
-              1.0f, p, v, 0.0f, y);
       });
 }
 
@@ -136,53 +135,50 @@ void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float s
   ScopedRegion region("tessera::kernels::attention_backward");
   impl::check_attention("tessera::kernels::attention_backward", l, qkv, probs, scratch, dheads);
   impl::check_attention("tessera::kernels::attention_backward", l, dqkv, probs, scratch, dheads);
-  using namespace KokkosBatched;
-  using impl::Pair;
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   Kokkos::parallel_for(
       "tessera::kernels::attention_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
       KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
-        const Pair rows(n * T, n * T + T), qc(h * D, h * D + D), kc(C + h * D, C + h * D + D),
-            vc(2 * C + h * D, 2 * C + h * D + D);
-        const auto q = Kokkos::subview(qkv, rows, qc);
-        const auto k = Kokkos::subview(qkv, rows, kc);
-        const auto v = Kokkos::subview(qkv, rows, vc);
-        const auto dq = Kokkos::subview(dqkv, rows, qc);
-        const auto dk = Kokkos::subview(dqkv, rows, kc);
-        const auto dv = Kokkos::subview(dqkv, rows, vc);
-        const auto dy = Kokkos::subview(dheads, rows, qc);
-        const auto p = Kokkos::subview(probs, nh, Kokkos::ALL(), Kokkos::ALL());
-        const auto g = Kokkos::subview(scratch, nh, Kokkos::ALL(), Kokkos::ALL());
-        // dV = P'^T dY, with P' drawn again into the scratch.
-        if (drop) {
-          for (std::int64_t t = 0; t < T; ++t)
-            for (std::int64_t j = 0; j < T; ++j)
-              g(t, j) = p(t, j) * dropout.scale((nh * T + t) * T + j);
-          SerialGemm<Trans::Transpose, Trans::NoTranspose, Algo::Gemm::Blocked>::invoke(1.0f, g, dy,
-                                                                                        0.0f, dv);
-        } else {
-          SerialGemm<Trans::Transpose, Trans::NoTranspose, Algo::Gemm::Blocked>::invoke(1.0f, p, dy,
-                                                                                        0.0f, dv);
-        }
-        // dP' = dY V^T; dP = dP' .* mask; dS = P .* (dP - sum_j P dP), row by row.
-        SerialGemm<Trans::NoTranspose, Trans::Transpose, Algo::Gemm::Blocked>::invoke(1.0f, dy, v,
-                                                                                      0.0f, g);
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t d = 0; d < D; ++d) {
+            dqkv(n * T + t, h * D + d) = 0.0f;
+            dqkv(n * T + t, C + h * D + d) = 0.0f;
+            dqkv(n * T + t, 2 * C + h * D + d) = 0.0f;
+          }
         for (std::int64_t t = 0; t < T; ++t) {
+          const float* q = &qkv(n * T + t, h * D);
+          const float* dy = &dheads(n * T + t, h * D);
+          // dP'(t, j) = dY(t) . V(j); dV(j) += P'(t, j) dY(t); dP = dP' .* mask.
           float dot = 0;
           for (std::int64_t j = 0; j <= t; ++j) {
-            if (drop) g(t, j) *= dropout.scale((nh * T + t) * T + j);
-            dot += p(t, j) * g(t, j);
+            const float* v = &qkv(n * T + j, 2 * C + h * D);
+            float* dv = &dqkv(n * T + j, 2 * C + h * D);
+            const float keep = drop ? dropout.scale((nh * T + t) * T + j) : 1.0f;
+            const float p = probs(nh, t, j), w = p * keep;
+            float dp = 0;
+            for (std::int64_t d = 0; d < D; ++d) {
+              dp += dy[d] * v[d];
+              dv[d] += w * dy[d];
+            }
+            dp *= keep;
+            scratch(nh, t, j) = dp;
+            dot += p * dp;
           }
-          for (std::int64_t j = 0; j <= t; ++j) g(t, j) = p(t, j) * (g(t, j) - dot);
-          for (std::int64_t j = t + 1; j < T; ++j) g(t, j) = 0.0f;
+          // dS(t, j) = P (dP - sum_j P dP); dQ(t) = scale sum_j dS K(j);
+          // dK(j) += scale dS Q(t).
+          float* dq = &dqkv(n * T + t, h * D);
+          for (std::int64_t j = 0; j <= t; ++j) {
+            const float ds = scale * probs(nh, t, j) * (scratch(nh, t, j) - dot);
+            const float* k = &qkv(n * T + j, C + h * D);
+            float* dk = &dqkv(n * T + j, C + h * D);
+            for (std::int64_t d = 0; d < D; ++d) {
+              dq[d] += ds * k[d];
+              dk[d] += ds * q[d];
+            }
+          }
         }
-        // dQ = scale dS K, dK = scale dS^T Q.
-        SerialGemm<Trans::NoTranspose, Trans::NoTranspose, Algo::Gemm::Blocked>::invoke(scale, g, k,
-                                                                                        0.0f, dq);
-        SerialGemm<Trans::Transpose, Trans::NoTranspose, Algo::Gemm::Blocked>::invoke(scale, g, q,
-                                                                                      0.0f, dk);
       });
 }
 
