@@ -18,7 +18,7 @@ class Dense final : public Layer {
     bool bias = true;
     Init init = Init::he_uniform;  // the weights; the bias starts at zero
     bool last_axis = false;        // act on the last axis, not on every feature of a sample
-    std::string tie;               // non-empty: use this earlier layer's `weight`
+    std::string tie = {};          // non-empty: use this earlier layer's `weight`
   };
 
   Dense(std::string name, const Options& options, std::vector<std::string> inputs = {});

@@ -31,8 +31,9 @@ struct ParameterSpec {
   // Non-empty: this parameter is the parameter of the same name of the
   // layer so named, declared earlier, shared rather than copied (one value,
   // one gradient that both layers add to; an LM head tied to its token
-  // embedding). The shapes must agree.
-  std::string tied_layer;
+  // embedding). The shapes must agree. Initialised, so that the specs of
+  // other layers may leave it out without a missing-initialiser warning.
+  std::string tied_layer = {};
 };
 
 }  // namespace tessera
