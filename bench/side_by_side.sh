@@ -6,12 +6,13 @@
 # step as a fraction of the sgemm peak tessera-bench measured.
 #
 #   bash bench/side_by_side.sh [--cores N] [--batch B] [--steps S] [--repetitions R] [--out DIR]
+#                              [--case NAME]   (one case only: mlp, mlp-512-256, cnn, gpt)
 #
 # Environment: TESSERA_BUILD_DIR (default <clone>/build) holds apps/tessera-bench.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-cores=$(nproc) batch=128 steps=20 repetitions=5 out=""
+cores=$(nproc) batch=128 steps=20 repetitions=5 out="" only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cores) cores="$2"; shift 2 ;;
@@ -19,7 +20,8 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --repetitions) repetitions="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --case) only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "side_by_side.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +48,12 @@ cases=(
   "cnn|${root}/inputs/fashion_mnist_cnn.toml||1.2"
   "gpt|${root}/inputs/tiny_gpt.toml||1.0|32"
 )
+if [ -n "$only" ]; then
+  known=""
+  for entry in "${cases[@]}"; do known+=" ${entry%%|*}"; done
+  [[ " $known " == *" $only "* ]] ||
+    { echo "side_by_side.sh: --case $only: no such case; cases:$known" >&2; exit 2; }
+fi
 # PyTorch thread settings: OMP_NUM_THREADS (PyTorch's intra-op threads, and
 # the OpenMP pool), OPENBLAS_NUM_THREADS (the BLAS it links); "default" sets
 # neither. A setting that hangs or fails is reported and skipped.
@@ -70,6 +78,7 @@ echo "batch $batch (or the case's own), $steps steps x $repetitions repetitions 
 summary=()
 for entry in "${cases[@]}"; do
   IFS='|' read -r name deck overrides target case_batch <<<"$entry"
+  [ -z "$only" ] || [ "$only" = "$name" ] || continue
   case_batch="${case_batch:-$batch}"
   sets=()
   for o in $overrides; do sets+=(--set "$o"); done
