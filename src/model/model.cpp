@@ -2,6 +2,8 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/model/model.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -248,10 +250,14 @@ std::int64_t Model::flops_per_sample() const {
 
 std::string Model::summary() const {
   std::ostringstream os;
-  os << std::left << std::setw(16) << "layer" << std::setw(14) << "type" << std::setw(18)
+  // The type column fits the longest type name ("CausalSelfAttention").
+  std::size_t type_width = 12;
+  for (const auto& layer : layers_) type_width = std::max(type_width, std::strlen(layer->type()));
+  const int tw = static_cast<int>(type_width) + 2;
+  os << std::left << std::setw(16) << "layer" << std::setw(tw) << "type" << std::setw(18)
      << "output" << std::right << std::setw(12) << "parameters"
      << "  inputs\n";
-  os << std::left << std::setw(16) << "input" << std::setw(14) << "" << std::setw(18)
+  os << std::left << std::setw(16) << "input" << std::setw(tw) << "" << std::setw(18)
      << to_string(sample_shape_) << "\n";
   std::int64_t total = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -263,7 +269,7 @@ std::string Model::summary() const {
     for (auto node : layer_inputs_[i])
       inputs += (inputs.empty() ? "" : ", ") +
                 (node == 0 ? std::string("input") : layers_[node - 1]->name());
-    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(14) << layers_[i]->type()
+    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(tw) << layers_[i]->type()
        << std::setw(18) << to_string(sample_shapes_[i + 1]) << std::right << std::setw(12) << count
        << "  " << inputs << "\n";
   }
