@@ -278,6 +278,16 @@ tessera::Dataset synthetic_dataset(const tessera::Shape& sample, std::int64_t sa
   return data;
 }
 
+// A language model's data: `samples` consecutive windows of `block` + 1
+// random token ids below `vocabulary`.
+tessera::Dataset synthetic_tokens(std::int64_t block, std::int64_t samples, std::int64_t vocabulary,
+                                  std::uint64_t seed) {
+  std::vector<std::int32_t> tokens(samples * block + 1);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::int32_t>(tessera::counter_hash(seed, 9, i) % vocabulary);
+  return tessera::make_token_dataset(tokens, block, false, "synthetic tokens");
+}
+
 json shape_json(const tessera::Shape& s) {
   json a = json::array();
   for (int i = 0; i < s.rank(); ++i) a.push_back(s[i]);
@@ -430,8 +440,11 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   }
 
   // One dataset of `steps` batches: a repetition is one epoch over it.
-  const auto data =
-      synthetic_dataset(sample, batch * opt.steps, static_cast<int>(out[0]), deck.training.seed);
+  const bool tokens = deck.data_format == "tokens";
+  const auto data = tokens
+                        ? synthetic_tokens(sample[0], batch * opt.steps, out[1], deck.training.seed)
+                        : synthetic_dataset(sample, batch * opt.steps, static_cast<int>(out[0]),
+                                            deck.training.seed);
   const auto optimizer = tessera::make_optimizer(deck.optimizer);
   tessera::Trainer trainer(*model, *optimizer, options);
   int epoch = 0;
@@ -586,8 +599,14 @@ int run(const Options& opt) {
               << " (choose another --json path)\n";
     return 2;
   }
-  TESSERA_REQUIRE(out.rank() == 1 && out[0] >= 2, "tessera-bench: the model's output "
-                                                      << out << " is not a vector of class scores");
+  // A classifier's output is [classes]; a language model's [T, vocabulary].
+  const bool tokens = deck.data_format == "tokens";
+  TESSERA_REQUIRE((tokens ? out.rank() == 2 && out[0] == sample[0] : out.rank() == 1) &&
+                      out[out.rank() - 1] >= 2,
+                  "tessera-bench: the model's output "
+                      << out << " is not "
+                      << (tokens ? "[T, vocabulary] scores for token windows [T]"
+                                 : "a vector of class scores"));
 
   json report = report_identity(opt, deck, batch);
   try {

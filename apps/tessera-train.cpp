@@ -133,7 +133,9 @@ int main(int argc, char** argv) {
     hooks.before_data = [&](int rank) {
       if (fault.what == "data" && fault.here(rank)) {
         const tessera::Deck& d = run->deck();
-        throw tessera::Error((d.data_format == "hdf5" ? d.train_file : d.train_images) +
+        throw tessera::Error((d.data_format == "hdf5"     ? d.train_file
+                              : d.data_format == "tokens" ? d.train_tokens
+                                                          : d.train_images) +
                              ": cannot read (fault injected by --inject-fault)");
       }
     };

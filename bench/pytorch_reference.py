@@ -75,13 +75,59 @@ class Concat(nn.Module):
         return torch.cat(xs, dim=1)
 
 
-def make_layer(spec, in_shapes):
-    """The module for one [[model.layers]] entry; in_shapes exclude the batch."""
+class Embedding(nn.Module):
+    """Tessera's embedding: token ids (floats in the input buffer) to
+    vectors, plus a learned vector per position when asked."""
+
+    def __init__(self, vocabulary, dim, positions):
+        super().__init__()
+        self.table = nn.Embedding(vocabulary, dim)
+        self.position = nn.Parameter(torch.randn(positions, dim) * 0.02) if positions else None
+
+    def forward(self, ids):
+        y = self.table(ids.long())
+        return y + self.position if self.position is not None else y
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention (its explicit path: PyTorch 1.13 has no fused
+    scaled_dot_product_attention): fused QKV, causal mask, softmax,
+    dropout, output projection."""
+
+    def __init__(self, channels, positions, heads, dropout, bias):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(channels, 3 * channels, bias=bias)
+        self.proj = nn.Linear(channels, channels, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.tril(torch.ones(positions, positions, dtype=torch.bool)))
+
+    def forward(self, x):
+        n, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (z.view(n, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.heads))
+        att = self.dropout(att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(dim=-1))
+        return self.proj((att @ v).transpose(1, 2).reshape(n, t, c))
+
+
+def make_layer(spec, in_shapes, modules):
+    """The module for one [[model.layers]] entry; in_shapes exclude the
+    batch; modules are the earlier layers' by name (for tied weights)."""
     kind = spec["type"]
     shape = in_shapes[0]
     if kind == "dense":
-        linear = nn.Linear(math.prod(shape), spec["units"])
-        return nn.Sequential(nn.Flatten(), linear) if len(shape) > 1 else linear
+        last_axis = spec.get("last_axis", False)
+        linear = nn.Linear(shape[-1] if last_axis else math.prod(shape), spec["units"],
+                           bias=spec.get("bias", True))
+        if spec.get("tie"):
+            linear.weight = modules[spec["tie"]].table.weight
+        return nn.Sequential(nn.Flatten(), linear) if len(shape) > 1 and not last_axis else linear
+    if kind == "embedding":
+        return Embedding(spec["vocabulary"], spec["dim"], shape[0] if spec.get("positions") else 0)
+    if kind == "causalselfattention":
+        return CausalSelfAttention(shape[-1], shape[0], spec["heads"], spec.get("dropout", 0.0),
+                                   spec.get("bias", True))
     if kind == "conv2d":
         return nn.Conv2d(shape[0], spec["out_channels"], pair(spec["kernel"]),
                          pair(spec.get("stride", 1)), pair(spec.get("padding", 0)))
@@ -98,7 +144,8 @@ def make_layer(spec, in_shapes):
         norm = nn.BatchNorm1d if len(shape) == 1 else nn.BatchNorm2d
         return norm(shape[0], eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1))
     if kind == "layernorm":
-        return nn.LayerNorm(list(shape), eps=spec.get("eps", 1e-5))
+        normalized = [shape[-1]] if spec.get("last_axis", False) else list(shape)
+        return nn.LayerNorm(normalized, eps=spec.get("eps", 1e-5))
     if kind == "dropout":
         return nn.Dropout(spec["rate"])
     simple = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
@@ -119,11 +166,13 @@ class DeckModel(nn.Module):
         shapes = {"input": tuple(deck["model"]["input_shape"])}
         self.blocks = nn.ModuleList()
         self.wiring = []
+        modules = {}
         previous = "input"
         for index, spec in enumerate(deck["model"]["layers"]):
             name = spec.get("name", f"{spec['type']}{index}")
             inputs = spec.get("inputs", [previous])
-            module = make_layer(spec, [shapes[n] for n in inputs])
+            module = make_layer(spec, [shapes[n] for n in inputs], modules)
+            modules[name] = module
             with torch.no_grad():  # infer the output shape from a batch of two
                 out = module(*[torch.zeros((2,) + shapes[n]) for n in inputs])
             shapes[name] = tuple(out.shape[1:])
@@ -188,11 +237,17 @@ def main():
     optimizer = make_optimizer(deck, model.parameters())
     loss_fn = nn.CrossEntropyLoss()
     # The same data tessera-bench uses in kind: inputs in [-1, 1), random
-    # labels, one epoch = `steps` batches gathered through a permutation.
+    # labels, one epoch = `steps` batches gathered through a permutation; for
+    # a language model, windows of random token ids with a label per position.
     samples = batch * args.steps
     generator = torch.Generator().manual_seed(seed)
-    x = torch.rand((samples,) + model.input_shape, generator=generator) * 2 - 1
-    y = torch.randint(0, model.output_shape[0], (samples,), generator=generator)
+    classes = model.output_shape[-1]
+    if deck.get("data", {}).get("format") == "tokens":
+        x = torch.randint(0, classes, (samples,) + model.input_shape, generator=generator).float()
+        y = torch.randint(0, classes, (samples,) + model.input_shape, generator=generator)
+    else:
+        x = torch.rand((samples,) + model.input_shape, generator=generator) * 2 - 1
+        y = torch.randint(0, classes, (samples,), generator=generator)
 
     def epoch():
         order = torch.randperm(samples, generator=generator)
@@ -201,7 +256,7 @@ def main():
             index = order[s * batch:(s + 1) * batch]
             inputs, labels = x.index_select(0, index), y.index_select(0, index)
             optimizer.zero_grad(set_to_none=False)
-            loss = loss_fn(model(inputs), labels)
+            loss = loss_fn(model(inputs).reshape(-1, classes), labels.reshape(-1))
             loss.backward()
             if clip_norm > 0:
                 nn.utils.clip_grad_norm_(model.parameters(), clip_norm)

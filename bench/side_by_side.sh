@@ -6,12 +6,13 @@
 # step as a fraction of the sgemm peak tessera-bench measured.
 #
 #   bash bench/side_by_side.sh [--cores N] [--batch B] [--steps S] [--repetitions R] [--out DIR]
+#                              [--case NAME]   (one case only: mlp, mlp-512-256, cnn, gpt)
 #
 # Environment: TESSERA_BUILD_DIR (default <clone>/build) holds apps/tessera-bench.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-cores=$(nproc) batch=128 steps=20 repetitions=5 out=""
+cores=$(nproc) batch=128 steps=20 repetitions=5 out="" only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cores) cores="$2"; shift 2 ;;
@@ -19,7 +20,8 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --repetitions) repetitions="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --case) only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "side_by_side.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,12 +41,19 @@ mkdir -p "$out"
 # Both run on the same first `cores` CPUs.
 pin=(taskset -c "0-$((cores - 1))")
 
-# name | deck | overrides (space-separated key=value) | target ratio
+# name | deck | overrides (space-separated key=value) | target ratio [| batch, default --batch]
 cases=(
   "mlp|${root}/inputs/fashion_mnist_mlp.toml||1.1"
   "mlp-512-256|${root}/inputs/fashion_mnist_mlp.toml|model.layers[0].units=512 model.layers[2].units=256|1.1"
   "cnn|${root}/inputs/fashion_mnist_cnn.toml||1.2"
+  "gpt|${root}/inputs/tiny_gpt.toml||1.0|32"
 )
+if [ -n "$only" ]; then
+  known=""
+  for entry in "${cases[@]}"; do known+=" ${entry%%|*}"; done
+  [[ " $known " == *" $only "* ]] ||
+    { echo "side_by_side.sh: --case $only: no such case; cases:$known" >&2; exit 2; }
+fi
 # PyTorch thread settings: OMP_NUM_THREADS (PyTorch's intra-op threads, and
 # the OpenMP pool), OPENBLAS_NUM_THREADS (the BLAS it links); "default" sets
 # neither. A setting that hangs or fails is reported and skipped.
@@ -65,10 +74,12 @@ tessera_settings=("1,1")
 [ "$cores" -eq 1 ] || tessera_settings+=("1,$cores" "$cores,$cores")
 
 echo "machine: $(hostname), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; using $cores"
-echo "batch $batch, $steps steps x $repetitions repetitions (median), results in $out"
+echo "batch $batch (or the case's own), $steps steps x $repetitions repetitions (median), results in $out"
 summary=()
 for entry in "${cases[@]}"; do
-  IFS='|' read -r name deck overrides target <<<"$entry"
+  IFS='|' read -r name deck overrides target case_batch <<<"$entry"
+  [ -z "$only" ] || [ "$only" = "$name" ] || continue
+  case_batch="${case_batch:-$batch}"
   sets=()
   for o in $overrides; do sets+=(--set "$o"); done
   echo
@@ -81,7 +92,7 @@ for entry in "${cases[@]}"; do
     report="$out/tessera-$name-omp$t-openblas$b.json"
     OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$b" OMP_PROC_BIND=spread OMP_PLACES=threads \
       "${pin[@]}" "$bench" "$deck" \
-      ${sets[@]+"${sets[@]}"} --batch "$batch" --steps "$steps" --repetitions "$repetitions" \
+      ${sets[@]+"${sets[@]}"} --batch "$case_batch" --steps "$steps" --repetitions "$repetitions" \
       --json "$report" > "${report%.json}.log" 2>&1 \
       || { cat "${report%.json}.log"; echo "side_by_side.sh: tessera-bench failed on $name" >&2; exit 1; }
     rate=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"]["samples_per_second"])' "$report")
@@ -100,7 +111,7 @@ for entry in "${cases[@]}"; do
     fi
     log="$out/pytorch-$name-${setting/,/-}.log"
     if env "${envs[@]}" timeout 600 "${pin[@]}" "$python" "$here/pytorch_reference.py" "$deck" \
-         ${sets[@]+"${sets[@]}"} --batch "$batch" --steps "$steps" --repetitions "$repetitions" > "$log" 2>&1; then
+         ${sets[@]+"${sets[@]}"} --batch "$case_batch" --steps "$steps" --repetitions "$repetitions" > "$log" 2>&1; then
       rate=$("$python" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["samples_per_second"])' "$log")
       printf '  %-28s %10.0f samples/s\n' "PyTorch $label" "$rate"
       if awk -v a="$rate" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=$rate best_setting=$label; fi

@@ -11,6 +11,7 @@
 #   TESSERA_BUILD_DIR  build directory           (default: <clone>/build)
 #   TESSERA_DEPS_DIR   cached dependency prefixes (default: /opt/tessera-deps)
 #   TESSERA_JOBS       parallel build jobs        (default: nproc)
+#   TESSERA_DATA_DIR   byte-level token files     (default: /var/lib/tessera)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 action="${1:-build}"
@@ -24,7 +25,7 @@ step "Debian packages"
 apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
-  dataset-fashion-mnist python3 python3-matplotlib
+  dataset-fashion-mnist dict-devil python3 python3-matplotlib
 if [ "$action" = bench ]; then
   step "Debian packages for the PyTorch reference"
   apt_install python3-torch
@@ -42,6 +43,17 @@ note "configured (log: ${build_dir}.configure.log)"
 
 step "Tessera: build"
 cmake --build "$build_dir" -j "$TESSERA_JOBS"
+
+# inputs/tiny_gpt.toml trains on The Devil's Dictionary (Ambrose Bierce,
+# public domain; Debian's dict-devil), one token per byte, its last tenth
+# held out.
+data_dir="${TESSERA_DATA_DIR:-/var/lib/tessera}"
+if [ ! -s "${data_dir}/devil.val.bin" ]; then
+  step "Byte-level tokens of The Devil's Dictionary (${data_dir})"
+  as_root mkdir -p "$data_dir"
+  as_root "${build_dir}/apps/tessera-tokenize" /usr/share/dictd/devil.dict.dz --out "${data_dir}/devil" \
+    || die "tessera-tokenize failed"
+fi
 
 case "$action" in
   train)

@@ -71,6 +71,18 @@ class LayerHarness {
     }
   }
 
+  // Token ids below `vocabulary` in every input (an embedding's), so that
+  // central differences (step 0.01) never change which id an input holds.
+  void token_inputs(std::int64_t vocabulary, std::uint64_t seed = 5) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto n = static_cast<std::size_t>(inputs[i].numel());
+      std::vector<float> ids(n);
+      for (std::size_t k = 0; k < n; ++k)
+        ids[k] = static_cast<float>(counter_hash(seed + i, 3, k) % vocabulary);
+      from_host(inputs[i].flat(), ids);
+    }
+  }
+
   ParameterStore& parameters() { return params_; }
   ParameterStore& state() { return state_; }
 

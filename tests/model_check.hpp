@@ -87,4 +87,22 @@ inline Evaluation expect_learns_bars(Model& model, float lr, int epochs) {
   return expect_converges(trainer, data, epochs);
 }
 
+// Trains a sequence model (input [8] token ids, output [8, vocabulary]) on
+// counting tokens with SGD and momentum; it must predict > 95% of the next
+// tokens.
+inline Evaluation expect_learns_counting(Model& model, std::int64_t vocabulary, float lr,
+                                         int epochs) {
+  const Dataset data = counting_tokens(256, 8, vocabulary, 91);
+  TrainOptions options;
+  options.batch_size = 32;
+  options.seed = 3;
+  options.schedule.base_lr = lr;
+  if (!model.compiled()) model.compile(options.batch_size, options.seed);
+  SGD::Params hp;
+  hp.momentum = 0.9f;
+  SGD sgd(hp);
+  Trainer trainer(model, sgd, options);
+  return expect_converges(trainer, data, epochs);
+}
+
 }  // namespace tessera::test

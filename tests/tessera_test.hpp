@@ -97,6 +97,29 @@ inline Dataset make_dataset(const Shape& sample_shape, int classes,
   return d;
 }
 
+// 0, 1, ..., n - 1 on the device: an unshuffled order of samples.
+inline Vector<std::int64_t> identity_order(std::int64_t n) {
+  Vector<std::int64_t> order("tessera_test::order", n);
+  std::vector<std::int64_t> host(n);
+  for (std::int64_t i = 0; i < n; ++i) host[i] = i;
+  from_host(order, host);
+  return order;
+}
+
+// A token stream counting 0, 1, ..., vocabulary - 1, 0, 1, ... as random
+// windows of `positions` tokens, `samples` of them per epoch: every next
+// token follows from the current one.
+inline Dataset counting_tokens(std::int64_t samples, std::int64_t positions,
+                               std::int64_t vocabulary, std::uint64_t seed) {
+  std::vector<std::int32_t> tokens(samples * positions + 1);
+  const auto offset = static_cast<std::int64_t>(counter_hash(seed, 9, 0) % vocabulary);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::int32_t>((static_cast<std::int64_t>(i) + offset) % vocabulary);
+  Dataset data = make_token_dataset(tokens, positions, true, "counting tokens");
+  data.classes = static_cast<int>(vocabulary);
+  return data;
+}
+
 // Points in [-1, 1)^2 labelled by `label(x, y)`.
 template <class Label>
 Dataset plane_dataset(std::int64_t n, std::uint64_t seed, Label label) {

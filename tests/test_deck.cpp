@@ -200,6 +200,13 @@ gamma = 0.9
 
 // nan, infinities, values beyond single precision and absurdly large ones
 // fail at the key's line and column, whatever the key's own range.
+// A tie names a layer declared before the one that ties.
+TEST(Deck, TieNamesAnEarlierLayer) {
+  expect_deck_error(
+      "tie_unknown", replace(valid_deck, "units = 10\n", "units = 10\ntie = \"fc\"\n"), 24, 7,
+      "model.layers[2].tie", "'fc' is not the name of a layer declared before this one");
+}
+
 TEST(Deck, EveryFloatingPointKeyRejectsNonFiniteAndAbsurdValues) {
   int keys = 0;
   for (const char* text : {every_float_key_adamw, every_float_key_sgd}) {

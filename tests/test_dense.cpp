@@ -151,4 +151,34 @@ TEST(Dense, GradientsMatchFiniteDifferences) {
   hn.expect_gradients();
 }
 
+// last_axis: the same weights at every position, [N, T, C] -> [N, T, units],
+// against a host loop; and the gradients.
+TEST(Dense, LastAxisActsOnEachPosition) {
+  Dense::Options options;
+  options.units = 4;
+  options.last_axis = true;
+  Dense dense("proj", options);
+  const std::int64_t n = 2, t = 3, c = 5;
+  test::LayerHarness h(dense, {Shape{n, t, c}});
+  EXPECT_EQ(h.output.shape(), (Shape{n, t, 4}));
+  ASSERT_EQ(h.parameters().entries().size(), 2u);
+  EXPECT_EQ(h.parameters().entries()[0].spec.shape, (Shape{4, c}));
+  EXPECT_EQ(dense.flops_per_sample({Shape{n, t, c}}), t * (2 * c * 4 + 4));
+  h.forward();
+  const auto x = test::to_host(h.inputs[0].flat()), y = test::to_host(h.output.flat());
+  const auto w = test::to_host(h.parameters().value(0).flat());
+  const auto b = test::to_host(h.parameters().value(1).flat());
+  for (std::int64_t r = 0; r < n * t; ++r)
+    for (std::int64_t u = 0; u < 4; ++u) {
+      double sum = b[u], bound = std::abs(b[u]);
+      for (std::int64_t k = 0; k < c; ++k) {
+        sum += double(x[r * c + k]) * w[u * c + k];
+        bound += std::abs(double(x[r * c + k]) * w[u * c + k]);
+      }
+      // Through the vendor BLAS: the rounding bound (c + 1) u sum |terms|.
+      EXPECT_NEAR(y[r * 4 + u], sum, (c + 1) * 6e-8 * bound + 1e-7) << r << ", " << u;
+    }
+  h.expect_gradients();
+}
+
 }  // namespace

@@ -1,7 +1,9 @@
 // Losses: fused softmax cross-entropy against a double-precision reference,
 // finite-difference gradients, stability for large logits, accuracy counts;
-// mean squared error values and gradient.
+// the same loss over sequences (one prediction per position); mean squared
+// error values and gradient.
 #include <tessera/kernels/loss.hpp>
+#include <tessera/model/loss.hpp>
 
 #include "tessera_test.hpp"
 
@@ -112,6 +114,36 @@ TYPED_TEST(SoftmaxCrossEntropy, StableForLargeLogits) {
   EXPECT_NEAR(loss[0], 0.0, 1e-6);
   EXPECT_NEAR(loss[1], std::log(3.0), 1e-5);
   for (float g : test::to_host(buf.dlogits)) EXPECT_TRUE(std::isfinite(g));
+}
+
+// A language model's output [N, T, vocabulary]: one prediction per token,
+// each the cross-entropy of its own row, the gradient of the scaled sum.
+TEST(SequenceCrossEntropy, OnePredictionPerPosition) {
+  const std::int64_t n = 2, t = 3, v = 5;
+  Tensor<float> logits("logits", Shape{n, t, v}), grad("grad", Shape{n, t, v});
+  Vector<int> labels("labels", n * t), correct("correct", n * t);
+  Vector<float> loss("loss", n * t);
+  const auto z = test::random_values(n * t * v, 43, -3.0f, 3.0f);
+  const std::vector<int> y = {4, 0, 2, 1, 1, 3};
+  test::from_host(logits.flat(), z);
+  test::from_host(labels, y);
+  const tessera::SoftmaxCrossEntropy ce;
+  const float scale = 1.0f / static_cast<float>(n * t);
+  const auto mean = [&]() {
+    ce.evaluate(ExecSpace(), logits, labels, scale, grad, loss, correct, true);
+    double sum = 0;
+    for (float l : test::to_host(loss)) sum += l;
+    return sum * scale;
+  };
+  mean();
+  const auto l = test::to_host(loss);
+  for (std::int64_t r = 0; r < n * t; ++r) {
+    double sum = 0;
+    for (std::int64_t k = 0; k < v; ++k) sum += std::exp(double(z[r * v + k]));
+    EXPECT_NEAR(l[r], std::log(sum) - z[r * v + y[r]], 1e-5) << "prediction " << r;
+  }
+  const auto analytic = test::to_host(grad.flat());
+  test::expect_gradient("dlogits", logits.flat(), analytic, mean, 1e-2f, 2e-3, 1e-4);
 }
 
 template <class ExecSpace>

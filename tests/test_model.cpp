@@ -1,11 +1,13 @@
 // Models end to end: a gradient check through Dense + ReLU + loss, a tiny
 // model that must converge, bitwise determinism, gradient accumulation over
-// micro-batches, layer ranges, seeded shuffling.
+// micro-batches, layer ranges, seeded shuffling, a head tied to an
+// embedding.
 #include <tessera/kernels/loss.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
+#include <tessera/layers/embedding.hpp>
 #include <tessera/layers/pool.hpp>
 #include <tessera/layers/structural.hpp>
 #include <tessera/model/trainer.hpp>
@@ -220,6 +222,51 @@ TEST(Model, BackwardAccumulatesUntilZeroGradients) {
     EXPECT_NEAR(twice[i], 2 * once[i], 1e-6 * (1 + std::fabs(once[i]))) << i;
   model->zero_gradients();
   for (float g : test::to_host(model->parameters().gradients())) EXPECT_EQ(g, 0.0f);
+}
+
+// An LM head tied to the token embedding: one weight in the buffer, whose
+// gradient is the sum of both uses (checked by central differences of
+// sum(r .* y)); a tie to a weight of another shape, or to no such layer, is
+// refused at compile with both names.
+TEST(Model, TiedHeadSharesTheEmbeddingWeight) {
+  const std::int64_t batch = 2, positions = 4, vocabulary = 5, dim = 3;
+  const auto lm = [&](const std::string& tie, std::int64_t units) {
+    auto model = std::make_unique<Model>(Shape{positions});
+    Embedding::Options embed;
+    embed.vocabulary = vocabulary;
+    embed.dim = dim;
+    Dense::Options head;
+    head.units = units;
+    head.last_axis = true;
+    head.bias = false;
+    head.tie = tie;
+    model->add<Embedding>("embed", embed).add<Dense>("head", head);
+    return model;
+  };
+  auto model = lm("embed", vocabulary);
+  model->compile(batch, 4);
+  ASSERT_EQ(model->parameters().entries().size(), 1u);
+  EXPECT_EQ(model->parameters().entries()[0].spec.shape, (Shape{vocabulary, dim}));
+  test::from_host(model->input(batch).flat(), {0, 1, 2, 1, 4, 4, 3, 0});
+  const auto r = test::random_values(batch * positions * vocabulary, 43);
+  test::from_host(model->output_gradient(batch).flat(), r);
+  const auto loss = [&]() {
+    const auto y = test::to_host(model->forward(batch, StepContext{}).flat());
+    double sum = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) sum += double(r[i]) * y[i];
+    return sum;
+  };
+  loss();
+  model->zero_gradients();
+  model->backward(batch, StepContext{});
+  test::expect_gradient("embed.weight (tied)", model->parameters().values(),
+                        test::to_host(model->parameters().gradients()), loss, 1e-2f, 2e-3, 2e-3);
+  test::expect_error([&] { lm("embed", vocabulary + 1)->compile(batch, 4); },
+                     "layer 'head' ties its weight to layer 'embed', whose weight is [5, 3], not "
+                     "[6, 3]");
+  test::expect_error([&] { lm("nothing", vocabulary)->compile(batch, 4); },
+                     "layer 'head' ties its weight to layer 'nothing', which is not a layer "
+                     "declared before it with a parameter 'weight'");
 }
 
 TEST(Shuffle, SeededPermutation) {

@@ -245,6 +245,30 @@ TEST(LayerNorm, Gradients) {
   expect_layer_gradients(LayerNorm("ln"), Shape{2, 3, 2, 2});
 }
 
+// last_axis: each position of [N, T, C] normalised over its C channels,
+// gamma and beta of length C.
+TEST(LayerNorm, LastAxisNormalisesEachPosition) {
+  const float eps = 1e-5f;
+  LayerNorm::Options options;
+  options.eps = eps;
+  options.last_axis = true;
+  const Shape shape{2, 3, 4};
+  LayerNorm ln("ln", options);
+  test::LayerHarness h(ln, {shape});
+  const auto specs = ln.parameter_specs({shape});
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].shape, (Shape{4}));
+  auto x = test::to_host(h.inputs[0].flat());
+  for (auto& v : x) v += 50.0f;
+  test::from_host(h.inputs[0].flat(), x);
+  h.forward();
+  expect_close(test::to_host(h.output.flat()),
+               layernorm_reference(x, 6, 4, eps, test::to_host(h.parameters().value(0).flat()),
+                                   test::to_host(h.parameters().value(1).flat())),
+               2e-5, "layernorm last axis");
+  expect_layer_gradients(LayerNorm("ln", options), shape);
+}
+
 TEST(LayerNorm, RejectsInputWithoutFeatures) {
   LayerNorm ln("ln");
   try {

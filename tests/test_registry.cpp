@@ -2,13 +2,16 @@
 // it, so that a type cannot be added without them: its example parses from
 // deck keys and builds; a finite-difference check of every input and
 // parameter gradient; a small CNN with the layer inside learns to tell bar
-// orientations apart; the trained model survives a checkpoint round trip bit
-// for bit. The layer table of docs/decks.md must be the registry's.
+// orientations apart (a sequence layer: a small language model with the
+// layer inside learns to count); the trained model survives a checkpoint
+// round trip bit for bit. The layer table of docs/decks.md must be the
+// registry's.
 #include <tessera/deck/build.hpp>
 #include <tessera/io/checkpoint.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/dense.hpp>
+#include <tessera/layers/embedding.hpp>
 #include <tessera/layers/registry.hpp>
 #include <tessera/layers/structural.hpp>
 #include <tessera/optim/sgd.hpp>
@@ -121,7 +124,10 @@ TEST(Registry, EveryLayerTypeMatchesFiniteDifferences) {
     Shapes inputs;
     for (const auto& dims : type.example.inputs) inputs.push_back(shape_of(dims));
     test::LayerHarness h(*layer, inputs, 17);
-    h.spread_inputs();
+    if (type.example.context == LayerExample::Context::tokens)
+      h.token_inputs(type.example.vocabulary);
+    else
+      h.spread_inputs();
     StepContext ctx;
     ctx.seed = 7;
     ctx.step = 3;
@@ -131,31 +137,69 @@ TEST(Registry, EveryLayerTypeMatchesFiniteDifferences) {
 
 // input [1, 8, 8] -> conv 8 (3x3) -> relu -> the layer -> flatten -> dense 2.
 // A type taking several inputs merges the convolution and the activation.
+// A sequence layer sits in a small language model instead: token ids [T]
+// -> the layer -> a per-token head over the vocabulary (tokens context), or
+// token ids -> an embedding with positions -> the layer -> the head
+// (vectors context, the embedding as wide as the example's input).
+constexpr std::int64_t sequence_positions = 8, sequence_vocabulary = 6;
+
+std::int64_t vocabulary_of(const LayerType& type) {
+  return type.example.context == LayerExample::Context::tokens ? type.example.vocabulary
+                                                               : sequence_vocabulary;
+}
+
 std::unique_ptr<Model> model_around(const LayerType& type) {
-  auto model = std::make_unique<Model>(Shape{1, 8, 8});
-  model->add<Conv2D>("stem", 8, 3, 1, 1).add<ReLU>("act");
   const LayerDeck entry = example_entry(type);
-  model->add(type.build(
-      "under_test", entry.options,
-      type.arity == 1 ? std::vector<std::string>{} : std::vector<std::string>{"stem", "act"}));
-  model->add<Flatten>("flat").add<Dense>("out", 2);
+  const auto context = type.example.context;
+  if (context == LayerExample::Context::images) {
+    auto model = std::make_unique<Model>(Shape{1, 8, 8});
+    model->add<Conv2D>("stem", 8, 3, 1, 1).add<ReLU>("act");
+    model->add(type.build(
+        "under_test", entry.options,
+        type.arity == 1 ? std::vector<std::string>{} : std::vector<std::string>{"stem", "act"}));
+    model->add<Flatten>("flat").add<Dense>("out", 2);
+    return model;
+  }
+  auto model = std::make_unique<Model>(Shape{sequence_positions});
+  const std::int64_t vocabulary = vocabulary_of(type);
+  if (context == LayerExample::Context::vectors) {
+    Embedding::Options embedding;
+    embedding.vocabulary = vocabulary;
+    embedding.dim = type.example.inputs.at(0).back();
+    embedding.positions = true;
+    model->add<Embedding>("embed", embedding);
+  }
+  model->add(type.build("under_test", entry.options, {}));
+  Dense::Options head;
+  head.units = vocabulary;
+  head.last_axis = true;
+  model->add<Dense>("out", head);
   return model;
 }
 
-TEST(Registry, EveryLayerTypeTrainsInsideASmallCnn) {
+// Bars for a layer among images, counting tokens for a sequence layer.
+Dataset data_for(const LayerType& type, std::int64_t samples) {
+  if (type.example.context == LayerExample::Context::images) return test::bar_images(samples, 5);
+  return test::counting_tokens(samples, sequence_positions, vocabulary_of(type), 5);
+}
+
+TEST(Registry, EveryLayerTypeTrainsInsideASmallModel) {
   for (const auto& type : layer_types()) {
     SCOPED_TRACE(type.name);
     auto model = model_around(type);
-    test::expect_learns_bars(*model, 0.02f, 40);
+    if (type.example.context == LayerExample::Context::images)
+      test::expect_learns_bars(*model, 0.02f, 40);
+    else
+      test::expect_learns_counting(*model, vocabulary_of(type), 0.05f, 30);
   }
 }
 
 TEST(Registry, EveryLayerTypeSurvivesACheckpointRoundTrip) {
   const std::string dir = ::testing::TempDir() + "tessera_registry_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  const Dataset data = test::bar_images(64, 5);
   for (const auto& type : layer_types()) {
     SCOPED_TRACE(type.name);
+    const Dataset data = data_for(type, 64);
     auto trained = model_around(type);
     trained->compile(16, 1);
     TrainOptions options;
@@ -177,9 +221,9 @@ TEST(Registry, EveryLayerTypeSurvivesACheckpointRoundTrip) {
     EXPECT_EQ(test::to_host(fresh->state().values()), test::to_host(trained->state().values()));
     StepContext eval;
     eval.training = false;
+    Vector<int> labels("labels", 16 * data.label_positions());
     for (auto* m : {trained.get(), fresh.get()})
-      Kokkos::deep_copy(m->input(16).matrix(),
-                        Kokkos::subview(data.samples, std::make_pair(0, 16), Kokkos::ALL()));
+      gather_batch(ExecSpace(), data, test::identity_order(16), 0, m->input(16), labels);
     const auto a = test::to_host(trained->forward(16, eval).flat());
     const auto b = test::to_host(fresh->forward(16, eval).flat());
     EXPECT_EQ(a, b);

@@ -3,6 +3,7 @@
 #include <tessera/app/run.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/data/hdf5.hpp>
+#include <tessera/data/tokens.hpp>
 #include <tessera/deck/build.hpp>
 
 #include <nlohmann/json.hpp>
@@ -108,8 +109,11 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
     agree(comm, [&] {
       if (callbacks.before_data) callbacks.before_data(comm.rank());
       const auto load = [&](const std::string& images, const std::string& labels,
-                            const std::string& file) {
+                            const std::string& file, const std::string& tokens, bool training) {
         const auto read = [&] {
+          if (deck_.data_format == "tokens")
+            // Training draws random windows; evaluation covers the stream once.
+            return load_token_dataset(tokens, deck_.token_type, deck_.input_shape.at(0), training);
           return deck_.data_format == "hdf5"
                      ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
                                          deck_.normalize_mean, deck_.normalize_std)
@@ -123,11 +127,16 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
             << file << '\n'
             << deck_.images_dataset << '\n'
             << deck_.labels_dataset << '\n'
+            << tokens << '\n'
+            << deck_.token_type << ' '
+            << (deck_.data_format == "tokens" ? deck_.input_shape.at(0) : 0) << ' ' << training
+            << '\n'
             << std::hexfloat << deck_.normalize_mean << ' ' << deck_.normalize_std;
         return cache->get(key.str(), read);
       };
-      train_ = load(deck_.train_images, deck_.train_labels, deck_.train_file);
-      test_ = load(deck_.test_images, deck_.test_labels, deck_.test_file);
+      train_ =
+          load(deck_.train_images, deck_.train_labels, deck_.train_file, deck_.train_tokens, true);
+      test_ = load(deck_.test_images, deck_.test_labels, deck_.test_file, deck_.test_tokens, false);
     });
   } catch (const CollectiveError& e) {
     throw CollectiveError(std::string("data error: ") + e.what());

@@ -1,5 +1,7 @@
-// Loading a classification dataset to the device and gathering batches there.
+// Loading a dataset to the device (classification samples, or a token
+// stream) and gathering batches there.
 #include <tessera/core/profiling.hpp>
+#include <tessera/core/random.hpp>
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/idx.hpp>
 
@@ -62,10 +64,55 @@ Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
   return data;
 }
 
+namespace {
+// Keeps the window stream apart from the shuffle and initialisation streams.
+constexpr std::uint64_t window_stream = 0x57494e444f57ULL;
+
+void gather_windows(const ExecSpace& exec, const Dataset& data, const Vector<std::int64_t>& order,
+                    std::int64_t start, const Tensor<float>& batch_samples,
+                    const Vector<int>& batch_labels, const WindowDraw& draw) {
+  const auto dst = batch_samples.matrix();
+  const std::int64_t batch = static_cast<std::int64_t>(dst.extent(0));
+  const std::int64_t block = data.sample_shape[0];
+  const std::int64_t length = static_cast<std::int64_t>(data.tokens.extent(0));
+  TESSERA_REQUIRE(
+      static_cast<std::int64_t>(dst.extent(1)) == block &&
+          start + batch <= static_cast<std::int64_t>(order.extent(0)) &&
+          static_cast<std::int64_t>(batch_labels.extent(0)) >= batch * block && length > block,
+      "tessera::gather_batch: batch " << batch_samples.shape() << " of windows of " << block
+                                      << " + 1 tokens from a stream of " << length << " at "
+                                      << start << " of " << order.extent(0));
+  const auto tokens = data.tokens;
+  const bool random = data.random_windows;
+  const std::uint64_t seed = draw.seed;
+  const std::uint64_t first_id =
+      static_cast<std::uint64_t>(draw.epoch) * static_cast<std::uint64_t>(data.windows);
+  const auto starts = static_cast<std::uint64_t>(length - block);
+  Kokkos::parallel_for(
+      "tessera::gather_windows",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {batch, block}),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t t) {
+        const std::int64_t sample = order(start + b);
+        const std::int64_t at =
+            random ? static_cast<std::int64_t>(
+                         counter_hash(seed, window_stream,
+                                      first_id + static_cast<std::uint64_t>(sample)) %
+                         starts)
+                   : sample * block;
+        dst(b, t) = static_cast<float>(tokens(at + t));
+        batch_labels(b * block + t) = tokens(at + t + 1);
+      });
+}
+}  // namespace
+
 void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::int64_t>& order,
                   std::int64_t start, const Tensor<float>& batch_samples,
-                  const Vector<int>& batch_labels) {
+                  const Vector<int>& batch_labels, const WindowDraw& draw) {
   ScopedRegion region("tessera::gather_batch");
+  if (data.token_stream()) {
+    gather_windows(exec, data, order, start, batch_samples, batch_labels, draw);
+    return;
+  }
   const auto dst = batch_samples.matrix();
   const std::int64_t batch = static_cast<std::int64_t>(dst.extent(0));
   const std::int64_t features = static_cast<std::int64_t>(data.samples.extent(1));
@@ -92,10 +139,49 @@ Dataset slice(const Dataset& data, std::int64_t first, std::int64_t count) {
                   "tessera::slice: samples [" << first << ", " << first + count
                                               << ") of a dataset of " << data.size());
   Dataset part = data;
+  if (data.token_stream()) {
+    // The tokens of windows [first, first + count), plus the one each
+    // window's last label needs; the tail of the stream goes with the last part.
+    const std::int64_t block = data.sample_shape[0];
+    const std::int64_t length = static_cast<std::int64_t>(data.tokens.extent(0));
+    const std::int64_t end = first + count == data.size() ? length : (first + count) * block + 1;
+    part.tokens = Kokkos::subview(data.tokens, std::make_pair(first * block, end));
+    part.windows = count;
+    part.random_windows = data.random_windows && first == 0;
+    if (!part.random_windows) part.windows = std::min(count, (end - first * block - 1) / block);
+    return part;
+  }
   const std::pair<std::int64_t, std::int64_t> rows(first, first + count);
   part.samples = Kokkos::subview(data.samples, rows, Kokkos::ALL());
   part.labels = Kokkos::subview(data.labels, rows);
   return part;
+}
+
+Dataset make_token_dataset(const std::vector<std::int32_t>& tokens, std::int64_t block,
+                           bool random_windows, const std::string& source) {
+  TESSERA_REQUIRE(block > 0, source << ": windows of " << block << " tokens; expected at least 1");
+  const auto length = static_cast<std::int64_t>(tokens.size());
+  TESSERA_REQUIRE(length > block, source << ": " << length << " tokens, too few for one window of "
+                                         << block << " + 1 (the model's input_shape)");
+  std::int32_t max = 0;
+  for (std::int64_t i = 0; i < length; ++i) {
+    TESSERA_REQUIRE(
+        tokens[i] >= 0 && tokens[i] < (1 << 24),
+        source << ": token " << i << " is " << tokens[i] << "; ids must lie in [0, 16777216)");
+    max = std::max(max, tokens[i]);
+  }
+  Dataset data;
+  data.sample_shape = Shape{block};
+  data.classes = max + 1;
+  data.tokens = Vector<std::int32_t>(
+      Kokkos::view_alloc("tessera::Dataset::tokens", Kokkos::WithoutInitializing), length);
+  Kokkos::deep_copy(
+      data.tokens,
+      Kokkos::View<const std::int32_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          tokens.data(), tokens.size()));
+  data.windows = (length - 1) / block;
+  data.random_windows = random_windows;
+  return data;
 }
 
 }  // namespace tessera

@@ -173,6 +173,9 @@ KeyValue read_layer_key(const Reader& r, const toml::table& lt, const std::strin
     case KeyKind::extent2:
       read_extent2(r, node, key, spec.range, value.pair);
       break;
+    case KeyKind::layer:
+      value.text = r.get<std::string>(lt, prefix, spec.name, "");
+      break;
   }
   return value;
 }
@@ -230,7 +233,12 @@ LayerDeck read_layer(const Reader& r, const toml::table& lt, std::size_t index,
       if (spec.required) r.fail(lt.source(), prefix + spec.name, "required key is missing");
       continue;
     }
-    spec.set(layer.options, read_layer_key(r, lt, prefix, spec));
+    const KeyValue value = read_layer_key(r, lt, prefix, spec);
+    if (spec.kind == KeyKind::layer && !value.text.empty() &&
+        (!names.count(value.text) || value.text == "input" || value.text == layer.name))
+      r.fail(lt.get(spec.name)->source(), prefix + spec.name,
+             "'" + value.text + "' is not the name of a layer declared before this one");
+    spec.set(layer.options, value);
   }
   if (type->complete) type->complete(layer.options);
   return layer;
@@ -279,12 +287,13 @@ Deck parse_deck(const std::string& text, const std::string& path,
   deck.training.seed = static_cast<std::uint64_t>(seed);
 
   const auto& data = r.table(root, "data", true);
-  r.only_keys(data, "data.",
-              {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
-               "test_file", "images_dataset", "labels_dataset", "normalize_mean", "normalize_std",
-               "validation_split", "train_samples"});
-  deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5"});
-  const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"};
+  r.only_keys(
+      data, "data.",
+      {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
+       "test_file", "images_dataset", "labels_dataset", "train_tokens", "test_tokens", "token_type",
+       "normalize_mean", "normalize_std", "validation_split", "train_samples"});
+  deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5", "tokens"});
+  const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"}, tokens{"tokens"}, pixels{"idx", "hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
                   {{"train_images", idx},
                    {"train_labels", idx},
@@ -293,15 +302,22 @@ Deck parse_deck(const std::string& text, const std::string& path,
                    {"train_file", hdf5},
                    {"test_file", hdf5},
                    {"images_dataset", hdf5},
-                   {"labels_dataset", hdf5}});
+                   {"labels_dataset", hdf5},
+                   {"train_tokens", tokens},
+                   {"test_tokens", tokens},
+                   {"token_type", tokens},
+                   {"normalize_mean", pixels},
+                   {"normalize_std", pixels}});
   using FileKey = std::pair<const char*, std::string*>;
   const std::vector<FileKey> files =
-      deck.data_format == "idx"
-          ? std::vector<FileKey>{{"train_images", &deck.train_images},
-                                 {"train_labels", &deck.train_labels},
-                                 {"test_images", &deck.test_images},
-                                 {"test_labels", &deck.test_labels}}
-          : std::vector<FileKey>{{"train_file", &deck.train_file}, {"test_file", &deck.test_file}};
+      deck.data_format == "idx" ? std::vector<FileKey>{{"train_images", &deck.train_images},
+                                                       {"train_labels", &deck.train_labels},
+                                                       {"test_images", &deck.test_images},
+                                                       {"test_labels", &deck.test_labels}}
+      : deck.data_format == "hdf5"
+          ? std::vector<FileKey>{{"train_file", &deck.train_file}, {"test_file", &deck.test_file}}
+          : std::vector<FileKey>{{"train_tokens", &deck.train_tokens},
+                                 {"test_tokens", &deck.test_tokens}};
   for (const auto& [key, target] : files) {
     const std::string written = r.get<std::string>(data, "data.", key, "", true);
     const toml::source_region& where = data.get(key)->source();
@@ -314,6 +330,7 @@ Deck parse_deck(const std::string& text, const std::string& path,
   }
   deck.images_dataset = r.get<std::string>(data, "data.", "images_dataset", "images");
   deck.labels_dataset = r.get<std::string>(data, "data.", "labels_dataset", "labels");
+  deck.token_type = r.choice(data, "data.", "token_type", deck.token_type, {"uint16", "int32"});
   // Pixels are scaled to [0, 1] before (x - mean) / std, so a mean outside
   // [0, 1] or a std above 1 is a setting for another scale (0 to 255).
   const std::string scale_hint =
@@ -348,6 +365,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
   if (deck.input_shape.empty() || deck.input_shape.size() > 3)
     r.fail(shape->source(), "model.input_shape", "expected 1 to 3 dimensions");
   deck.input_shape_location = r.location(shape->source());
+  if (deck.data_format == "tokens" && deck.input_shape.size() != 1)
+    r.fail(shape->source(), "model.input_shape",
+           "token data needs one extent, the window of tokens a sample holds, e.g. [128]");
   const toml::array* layers = model.get_as<toml::array>("layers");
   if (!layers || layers->empty())
     r.fail(model.source(), "model.layers", "at least one [[model.layers]] entry is required");

@@ -14,13 +14,29 @@ Shape Dense::output_shape(const Shapes& inputs) const {
   const Shape& input = inputs.at(0);
   TESSERA_REQUIRE(input.rank() >= 2,
                   where() << ": input " << input << " needs a batch and a feature dimension");
-  return Shape{input[0], options_.units};
+  if (!options_.last_axis) return Shape{input[0], options_.units};
+  Shape out = input;
+  out.set(input.rank() - 1, options_.units);
+  return out;
+}
+
+std::int64_t Dense::in_features(const Shape& input) const {
+  return options_.last_axis ? input[input.rank() - 1] : input.inner();
+}
+
+std::int64_t Dense::rows_per_sample(const Shape& input) const {
+  return input.inner() / in_features(input);
+}
+
+UnmanagedMatrix<float> Dense::rows(const Tensor<float>& t) const {
+  return options_.last_axis ? t.last_axis_matrix() : t.matrix();
 }
 
 std::vector<ParameterSpec> Dense::parameter_specs(const Shapes& inputs) const {
-  const std::int64_t in = inputs.at(0).inner(), units = options_.units;
-  std::vector<ParameterSpec> specs{
-      ParameterSpec{"weight", Shape{units, in}, options_.init, in, units}};
+  const std::int64_t in = in_features(inputs.at(0)), units = options_.units;
+  ParameterSpec weight{"weight", Shape{units, in}, options_.init, in, units};
+  weight.tied_layer = options_.tie;
+  std::vector<ParameterSpec> specs{weight};
   if (options_.bias) specs.push_back(ParameterSpec{"bias", Shape{units}, Init::zeros, in, units});
   return specs;
 }
@@ -36,14 +52,17 @@ void Dense::bind_parameters(const Tensors& values, const Tensors& gradients) {
 }
 
 std::int64_t Dense::flops_per_sample(const Shapes& inputs) const {
-  return 2 * inputs.at(0).inner() * options_.units + (options_.bias ? options_.units : 0);
+  const Shape& in = inputs.at(0);
+  return rows_per_sample(in) *
+         (2 * in_features(in) * options_.units + (options_.bias ? options_.units : 0));
 }
 
 LayerCost Dense::cost(const Shapes& inputs, bool input_gradient) const {
   LayerCost c = Layer::cost(inputs, input_gradient);
-  const double batch = static_cast<double>(inputs.at(0)[0]);
-  const double product = 2 * batch * static_cast<double>(inputs.at(0).inner() * options_.units);
-  const double bias = options_.bias ? batch * static_cast<double>(options_.units) : 0.0;
+  const Shape& in = inputs.at(0);
+  const double rows = static_cast<double>(in[0] * rows_per_sample(in));
+  const double product = 2 * rows * static_cast<double>(in_features(in) * options_.units);
+  const double bias = options_.bias ? rows * static_cast<double>(options_.units) : 0.0;
   // Backward: dW = dy^T x, dx = dy W when wanted, and the bias sums.
   c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
   return c;
@@ -55,19 +74,25 @@ LayerType dense_layer_type() {
       .integer("units", &O::units, Range::closed(1, 1 << 24), impl::required)
       .boolean("bias", &O::bias)
       .initializer("init", &O::init)
-      .output("`[N, units]`; the input's non-batch dimensions are flattened")
+      .boolean("last_axis", &O::last_axis)
+      .note("true: the last axis only, the same weights at every position before it")
+      .layer_name("tie", &O::tie)
+      .note("a layer whose `weight` [units, in] this one shares, e.g. an `embedding`")
+      .output(
+          "`[N, units]`; the input's non-batch dimensions are flattened; with `last_axis`, "
+          "`[N, ..., units]`")
       .example({{2, 3, 4}}, "units = 3");
 }
 
 void Dense::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Dense::forward");
-  kernels::dense_forward(ExecSpace(), x[0].matrix(), weight_.matrix(), bias_.flat(), y.matrix());
+  kernels::dense_forward(ExecSpace(), rows(x[0]), weight_.matrix(), bias_.flat(), rows(y));
 }
 
 void Dense::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
                      const Tensors& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Dense::backward");
-  kernels::dense_backward(ExecSpace(), x[0].matrix(), weight_.matrix(), dy.matrix(), dx[0].matrix(),
+  kernels::dense_backward(ExecSpace(), rows(x[0]), weight_.matrix(), rows(dy), rows(dx[0]),
                           weight_grad_.matrix(), bias_grad_.flat());
 }
 

@@ -108,9 +108,11 @@ LayerType batchnorm_layer_type() {
 LayerType layernorm_layer_type() {
   return impl::LayerTypeBuilder<LayerNorm>("layernorm")
       .number("eps", &LayerNorm::Options::eps, Range::open_closed(0, 1))
+      .boolean("last_axis", &LayerNorm::Options::last_axis)
+      .note("true: each position over its last axis, e.g. each token of `[N, T, C]`")
       .output(
-          "same shape; normalises each sample over all its elements, with an elementwise "
-          "scale and shift")
+          "same shape; normalises each sample over all its elements (with `last_axis`, each "
+          "position over the last axis), with an elementwise scale and shift")
       .example({{3, 2, 2, 2}});
 }
 
@@ -187,9 +189,17 @@ void BatchNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Ten
 }
 
 LayerNorm::LayerNorm(std::string name, const Options& options, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), eps_(options.eps) {
+    : Layer(std::move(name), std::move(inputs)), eps_(options.eps), last_axis_(options.last_axis) {
   const float eps = options.eps;
   TESSERA_REQUIRE(eps > 0.0f, where() << ": eps must be positive, got " << eps);
+}
+
+// Each sample is one group of all its elements, or each position one
+// group of its last axis.
+kernels::GroupLayout LayerNorm::layout(const Shape& s) const {
+  if (!last_axis_) return kernels::GroupLayout{1, s[0], s.inner()};
+  const std::int64_t last = s[s.rank() - 1];
+  return kernels::GroupLayout{1, s.numel() / last, last};
 }
 
 Shape LayerNorm::output_shape(const Shapes& inputs) const {
@@ -200,7 +210,8 @@ Shape LayerNorm::output_shape(const Shapes& inputs) const {
 }
 
 std::vector<ParameterSpec> LayerNorm::parameter_specs(const Shapes& inputs) const {
-  return affine_specs(drop_batch(output_shape(inputs)));
+  const Shape out = output_shape(inputs);
+  return affine_specs(last_axis_ ? Shape{out[out.rank() - 1]} : drop_batch(out));
 }
 
 void LayerNorm::bind_parameters(const Tensors& values, const Tensors& gradients) {
@@ -208,21 +219,16 @@ void LayerNorm::bind_parameters(const Tensors& values, const Tensors& gradients)
 }
 
 void LayerNorm::allocate(const Shapes& inputs) {
-  normalizer_.allocate(output_shape(inputs)[0], "tessera::LayerNorm '" + name() + "'");
+  normalizer_.allocate(layout(output_shape(inputs)).groups, "tessera::LayerNorm '" + name() + "'");
 }
 
 std::int64_t LayerNorm::flops_per_sample(const Shapes& inputs) const {
   return norm_flops_per_element * inputs.at(0).inner();
 }
 
-namespace {
-// Each sample is one group of all its elements.
-kernels::GroupLayout per_sample(const Shape& s) { return kernels::GroupLayout{1, s[0], s.inner()}; }
-}  // namespace
-
 void LayerNorm::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::LayerNorm::forward");
-  const kernels::GroupLayout l = per_sample(x[0].shape());
+  const kernels::GroupLayout l = layout(x[0].shape());
   normalizer_.batch_sums(l, x[0]);
   normalizer_.batch_moments(l.groups, l.group_size(), eps_);
   normalizer_.normalize(l, x[0], y);
@@ -231,7 +237,7 @@ void LayerNorm::forward(const Tensors& x, const Tensor<float>& y, const StepCont
 void LayerNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
                          const Tensors& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::LayerNorm::backward");
-  const kernels::GroupLayout l = per_sample(x[0].shape());
+  const kernels::GroupLayout l = layout(x[0].shape());
   normalizer_.backward(l, x[0], dy, dx[0], true, l.group_size());
 }
 

@@ -12,6 +12,8 @@
 // each, naming <name>_layer_type(), which the layer's own source defines.
 #define TESSERA_FOR_EACH_LAYER_TYPE(X) \
   X(dense)                             \
+  X(embedding)                         \
+  X(causalselfattention)               \
   X(conv2d)                            \
   X(maxpool2d)                         \
   X(avgpool2d)                         \

@@ -17,8 +17,11 @@ void SoftmaxCrossEntropy::evaluate(const ExecSpace& exec, const Tensor<float>& o
                                    const Tensor<float>& grad, const Vector<float>& sample_loss,
                                    const Vector<int>& correct, bool training) const {
   ScopedRegion region("tessera::SoftmaxCrossEntropy::evaluate");
-  kernels::softmax_cross_entropy(exec, output.matrix(), labels, scale, grad.matrix(), sample_loss,
-                                 correct, training ? label_smoothing_ : 0.0f);
+  // One prediction per row of the output's last axis: a sample of a
+  // classifier, a token of a sequence model ([N, T, vocabulary]).
+  kernels::softmax_cross_entropy(exec, output.last_axis_matrix(), labels, scale,
+                                 grad.last_axis_matrix(), sample_loss, correct,
+                                 training ? label_smoothing_ : 0.0f);
 }
 
 const std::vector<std::string>& loss_types() {

@@ -2,6 +2,8 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/model/model.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -87,6 +89,10 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     layer_inputs_.push_back(inputs);
     node_of[layer.name()] = i + 1;
     for (auto spec : layer.parameter_specs(input_shapes[i])) {
+      if (!spec.tied_layer.empty()) {
+        param_slots[i].push_back(tied_slot(i, spec));
+        continue;
+      }
       for (const auto& [target, init] : initializers_)
         if (target == layer.name() && is_fan_based(spec.init)) spec.init = init;
       param_slots[i].push_back(parameters_.add(layer.name(), spec));
@@ -135,6 +141,23 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     offset += s.numel();
   }
   compiled_ = true;
+}
+
+std::size_t Model::tied_slot(std::size_t layer, const ParameterSpec& spec) const {
+  const std::string& owner = spec.tied_layer;
+  const std::string what = "tessera::Model::compile: layer '" + layers_[layer]->name() +
+                           "' ties its " + spec.name + " to layer '" + owner + "'";
+  const auto& entries = parameters_.entries();
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].layer != owner || entries[k].spec.name != spec.name) continue;
+    if (entries[k].spec.shape != spec.shape)
+      throw LayerError(layer, what + ", whose " + spec.name + " is " +
+                                  to_string(entries[k].spec.shape) + ", not " +
+                                  to_string(spec.shape));
+    return k;
+  }
+  throw LayerError(layer, what + ", which is not a layer declared before it with a parameter '" +
+                              spec.name + "'");
 }
 
 Tensor<float> Model::input(std::int64_t batch) const {
@@ -227,10 +250,14 @@ std::int64_t Model::flops_per_sample() const {
 
 std::string Model::summary() const {
   std::ostringstream os;
-  os << std::left << std::setw(16) << "layer" << std::setw(14) << "type" << std::setw(18)
+  // The type column fits the longest type name ("CausalSelfAttention").
+  std::size_t type_width = 12;
+  for (const auto& layer : layers_) type_width = std::max(type_width, std::strlen(layer->type()));
+  const int tw = static_cast<int>(type_width) + 2;
+  os << std::left << std::setw(16) << "layer" << std::setw(tw) << "type" << std::setw(18)
      << "output" << std::right << std::setw(12) << "parameters"
      << "  inputs\n";
-  os << std::left << std::setw(16) << "input" << std::setw(14) << "" << std::setw(18)
+  os << std::left << std::setw(16) << "input" << std::setw(tw) << "" << std::setw(18)
      << to_string(sample_shape_) << "\n";
   std::int64_t total = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -242,7 +269,7 @@ std::string Model::summary() const {
     for (auto node : layer_inputs_[i])
       inputs += (inputs.empty() ? "" : ", ") +
                 (node == 0 ? std::string("input") : layers_[node - 1]->name());
-    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(14) << layers_[i]->type()
+    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(tw) << layers_[i]->type()
        << std::setw(18) << to_string(sample_shapes_[i + 1]) << std::right << std::setw(12) << count
        << "  " << inputs << "\n";
   }

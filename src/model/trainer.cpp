@@ -118,9 +118,15 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   norm_scratch_ = Kokkos::View<double*, MemSpace>(
       "tessera::Trainer::norm_scratch",
       kernels::deterministic_sum_scratch(model.parameters().count()));
-  batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", shard);
-  sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", shard);
-  sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", shard);
+  // A model's output holds `positions_` predictions per sample, each over
+  // the classes of its last axis: one for a classifier, one per token of a
+  // language model. Losses and accuracies are means over all predictions.
+  const Shape out = model.output_shape();
+  classes_ = out[out.rank() - 1];
+  positions_ = out.numel() / classes_;
+  batch_labels_ = Vector<int>("tessera::Trainer::batch_labels", shard * positions_);
+  sample_loss_ = Vector<float>("tessera::Trainer::sample_loss", shard * positions_);
+  sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", shard * positions_);
   sample_loss_host_ = Kokkos::create_mirror_view(sample_loss_);
   sample_correct_host_ = Kokkos::create_mirror_view(sample_correct_);
 }
@@ -145,10 +151,20 @@ void Trainer::average_state() {
 void Trainer::ensure_buffers(const Dataset& data) {
   TESSERA_REQUIRE(data.size() > 0, "tessera::Trainer: the dataset is empty");
   const Shape input = model_.input(1).shape();
-  TESSERA_REQUIRE(static_cast<std::int64_t>(data.samples.extent(1)) == input.inner(),
-                  "tessera::Trainer: dataset samples have "
-                      << data.samples.extent(1) << " features, the model's input " << input
-                      << " takes " << input.inner());
+  const std::int64_t features =
+      data.token_stream() ? data.sample_shape.numel() : data.samples.extent(1);
+  TESSERA_REQUIRE(features == input.inner(), "tessera::Trainer: dataset samples have "
+                                                 << features << " features, the model's input "
+                                                 << input << " takes " << input.inner());
+  TESSERA_REQUIRE(data.label_positions() == positions_,
+                  "tessera::Trainer: the dataset has "
+                      << data.label_positions() << " label(s) per sample, the model's output "
+                      << model_.output_shape() << " makes " << positions_
+                      << " prediction(s) over its last axis");
+  TESSERA_REQUIRE(data.classes <= classes_, "tessera::Trainer: the dataset's labels run to "
+                                                << data.classes - 1 << ", the model's output "
+                                                << model_.output_shape() << " predicts " << classes_
+                                                << " classes");
   if (static_cast<std::int64_t>(order_.extent(0)) < data.size())
     order_ = Vector<std::int64_t>("tessera::Trainer::order", data.size());
   if (static_cast<std::int64_t>(identity_order_.extent(0)) != data.size()) {
@@ -163,6 +179,8 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   const ExecSpace exec;
   const std::int64_t n = data.size();
   const std::int64_t batch_size = options_.batch_size, micro_steps = options_.accumulation_steps;
+  const std::int64_t positions = positions_;
+  const WindowDraw draw{options_.seed, epoch};
   const std::int64_t steps = steps_per_epoch(n);
   const auto& loss_host = sample_loss_host_;
   const auto& correct_host = sample_correct_host_;
@@ -205,16 +223,16 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
                             micro.count};
       if (batch > 0) {
-        const auto labels =
-            Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch));
-        gather_batch(exec, data, order, start + offset, model_.input(batch), labels);
+        const auto labels = Kokkos::subview(
+            batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions));
+        gather_batch(exec, data, order, start + offset, model_.input(batch), labels, draw);
         clock.stop(time_.data);
         const Tensor<float> output = model_.forward(batch, ctx);
-        loss_->evaluate(exec, output, labels, 1.0f / static_cast<float>(global),
+        loss_->evaluate(exec, output, labels, 1.0f / static_cast<float>(global * positions),
                         model_.output_gradient(batch), sample_loss_, sample_correct_, train);
         Kokkos::deep_copy(loss_host, sample_loss_);
         Kokkos::deep_copy(correct_host, sample_correct_);
-        for (std::int64_t i = 0; i < batch; ++i) {
+        for (std::int64_t i = 0; i < batch * positions; ++i) {
           sums[0] += loss_host(i);
           sums[1] += correct_host(i);
         }
@@ -263,16 +281,18 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     }
     ++step_;
     if (on_step_)
-      on_step_(StepReport{step_, epoch, global, batch_loss / static_cast<double>(global), lr_,
-                          grad_norm_, s});
+      on_step_(StepReport{step_, epoch, global,
+                          batch_loss / static_cast<double>(global * positions), lr_, grad_norm_,
+                          s});
     if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       const double done = static_cast<double>(start + global - first_step * batch_size);
+      const double predictions = done * static_cast<double>(positions);
       std::ostringstream os;
       os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps << "  loss "
-         << std::setprecision(4) << totals[0] / done << "  acc " << totals[1] / done << "  lr "
-         << std::defaultfloat << std::setprecision(4) << lr_ << std::fixed << "  "
+         << std::setprecision(4) << totals[0] / predictions << "  acc " << totals[1] / predictions
+         << "  lr " << std::defaultfloat << std::setprecision(4) << lr_ << std::fixed << "  "
          << std::setprecision(0) << done / seconds << " samples/s  ETA " << std::setprecision(1)
          << seconds / done * static_cast<double>(n - start - global) << " s";
       log(os.str());
@@ -281,8 +301,9 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   if (!train && comm_ != nullptr) comm_->sum(totals, 2);
   Evaluation result;
   result.samples = n - first_step * batch_size;
-  result.loss = totals[0] / static_cast<double>(result.samples);
-  result.accuracy = totals[1] / static_cast<double>(result.samples);
+  const double predictions = static_cast<double>(result.samples * positions);
+  result.loss = totals[0] / predictions;
+  result.accuracy = totals[1] / predictions;
   if (!train && !std::isfinite(result.loss))
     throw CollectiveError("tessera::Trainer: non-finite loss in the evaluation; check the data");
   return result;

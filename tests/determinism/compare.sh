@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the determinism probe twice with 1 OpenMP thread and once with 2.
+# Runs the determinism probe twice with 1 OpenMP thread and once with 2,
+# for the model with every layer type and for the small GPT (--gpt).
 # - The two 1-thread runs must be bitwise identical: same binary, machine,
 #   thread count and data, so nothing may vary.
 # - The 2-thread run goes through the vendor BLAS with another split of the
@@ -14,14 +15,18 @@
 set -euo pipefail
 probe="$1" dir="$2"
 mkdir -p "$dir"
-OMP_NUM_THREADS=1 "$probe" > "$dir/threads1a.txt"
-OMP_NUM_THREADS=1 "$probe" > "$dir/threads1b.txt"
-OMP_NUM_THREADS=2 "$probe" > "$dir/threads2.txt"
-lines=$(wc -l < "$dir/threads1a.txt")
-[ "$lines" -gt 100 ] || { echo "FAIL: the probe printed only $lines lines"; exit 1; }
-if ! cmp -s "$dir/threads1a.txt" "$dir/threads1b.txt"; then
-  echo "FAIL: two runs with 1 thread differ:"; diff "$dir/threads1a.txt" "$dir/threads1b.txt" | head -20; exit 1
-fi
-echo "ok: two 1-thread runs are bitwise identical ($lines lines)"
-bash "$(dirname "$0")/../compare_outputs.sh" "$dir/threads1a.txt" "$dir/threads2.txt" 1e-5 \
-  "1 and 2 threads" 1e-2
+for model in every_layer gpt; do
+  flag=""
+  [ "$model" = gpt ] && flag="--gpt"
+  OMP_NUM_THREADS=1 "$probe" $flag > "$dir/$model-threads1a.txt"
+  OMP_NUM_THREADS=1 "$probe" $flag > "$dir/$model-threads1b.txt"
+  OMP_NUM_THREADS=2 "$probe" $flag > "$dir/$model-threads2.txt"
+  lines=$(wc -l < "$dir/$model-threads1a.txt")
+  [ "$lines" -gt 100 ] || { echo "FAIL: $model: the probe printed only $lines lines"; exit 1; }
+  if ! cmp -s "$dir/$model-threads1a.txt" "$dir/$model-threads1b.txt"; then
+    echo "FAIL: $model: two runs with 1 thread differ:"; diff "$dir/$model-threads1a.txt" "$dir/$model-threads1b.txt" | head -20; exit 1
+  fi
+  echo "ok: $model: two 1-thread runs are bitwise identical ($lines lines)"
+  bash "$(dirname "$0")/../compare_outputs.sh" "$dir/$model-threads1a.txt" "$dir/$model-threads2.txt" 1e-5 \
+    "$model: 1 and 2 threads" 1e-2
+done

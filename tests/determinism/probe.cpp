@@ -4,12 +4,17 @@
 // thread counts and compares the outputs; tests/mpi/compare.sh runs it under
 // mpiexec on 1, 2 and 3 ranks (data parallel, BatchNorm synchronised, the
 // same global batch), where rank 0 prints. `--sgd` trains with SGD and
-// momentum instead of AdamW.
+// momentum instead of AdamW. `--gpt` trains a small GPT instead (token and
+// position embedding, per-token LayerNorm, causal self-attention with
+// dropout, a GELU MLP, residual adds, a head tied to the embedding) on
+// random windows of a token stream.
 #include <tessera/core/runtime.hpp>
 #include <tessera/layers/activation.hpp>
+#include <tessera/layers/attention.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
+#include <tessera/layers/embedding.hpp>
 #include <tessera/layers/norm.hpp>
 #include <tessera/layers/pool.hpp>
 #include <tessera/layers/structural.hpp>
@@ -63,6 +68,57 @@ std::unique_ptr<Model> every_layer_model() {
   return m;
 }
 
+constexpr std::int64_t gpt_vocabulary = 11, gpt_positions = 6, gpt_channels = 8;
+
+std::unique_ptr<Model> gpt_model() {
+  auto m = std::make_unique<Model>(Shape{gpt_positions});
+  Embedding::Options embed;
+  embed.vocabulary = gpt_vocabulary;
+  embed.dim = gpt_channels;
+  embed.positions = true;
+  LayerNorm::Options ln;
+  ln.last_axis = true;
+  CausalSelfAttention::Options attn;
+  attn.heads = 2;
+  attn.dropout = 0.1f;
+  // No projection biases: the key bias adds q . b to every score of a row,
+  // which the softmax cancels, so its gradient is rounding noise alone (see
+  // the note on BatchNorm above).
+  attn.bias = false;
+  const auto linear = [](std::int64_t units, const std::string& tie = "") {
+    Dense::Options o;
+    o.units = units;
+    o.last_axis = true;
+    o.tie = tie;
+    o.bias = tie.empty();
+    return o;
+  };
+  m->add<Embedding>("embed", embed)
+      .add<LayerNorm>("ln1", ln)
+      .add<CausalSelfAttention>("attn", attn)
+      .add<Add>("res1", Names{"embed", "attn"})
+      .add<LayerNorm>("ln2", ln)
+      .add<Dense>("fc", linear(4 * gpt_channels))
+      .add<GELU>("gelu")
+      .add<Dense>("proj", linear(gpt_channels))
+      .add<Add>("res2", Names{"res1", "proj"})
+      .add<LayerNorm>("ln3", ln)
+      .add<Dense>("head", linear(gpt_vocabulary, "embed"));
+  return m;
+}
+
+// A stream where each token mostly follows from the two before it.
+Dataset gpt_tokens() {
+  std::vector<std::int32_t> tokens(6 * 70 + 1);
+  tokens[0] = 1;
+  tokens[1] = 2;
+  for (std::size_t i = 2; i < tokens.size(); ++i)
+    tokens[i] = counter_hash(17, 1, i) % 4 == 0
+                    ? static_cast<std::int32_t>(counter_hash(17, 2, i) % gpt_vocabulary)
+                    : (tokens[i - 1] + 2 * tokens[i - 2]) % gpt_vocabulary;
+  return make_token_dataset(tokens, gpt_positions, true, "probe tokens");
+}
+
 void print_buffer(const char* what, const Vector<float>& buffer) {
   const auto host = test::to_host(buffer);
   for (std::size_t i = 0; i < host.size(); ++i) std::printf("%s[%zu] %.9e\n", what, i, host[i]);
@@ -78,13 +134,17 @@ int main(int argc, char** argv) {
     const std::int64_t n = 100;  // batches of 32: the last one is partial
     std::vector<int> labels(n);
     for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>(i % 3);
+    const std::string mode = argc > 1 ? argv[1] : "";
+    // --gpt: 70 windows of 6 + 1 tokens, batches of 32: the last one is partial.
+    const bool gpt = mode == "--gpt";
     const Dataset data =
-        test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 17), labels);
+        gpt ? gpt_tokens()
+            : test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 17), labels);
     // --sgd: SGD with momentum instead of AdamW. Adam divides each gradient
     // by its own magnitude, so it is the harder test of agreement: a
     // parameter with no signal would turn rounding noise into full steps.
-    const bool sgd = argc > 1 && std::string(argv[1]) == "--sgd";
-    auto model = every_layer_model();
+    const bool sgd = mode == "--sgd";
+    auto model = gpt ? gpt_model() : every_layer_model();
     TrainOptions options;
     options.batch_size = 32;
     options.epochs = 3;

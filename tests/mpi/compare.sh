@@ -7,16 +7,17 @@
 # them carries the rounding noise of its tensor). Sums over ranks are taken
 # in another order than on one rank, so agreement is to rounding, not to the
 # bit. Runs with AdamW (which turns any parameter without signal into
-# noise-driven steps; the probe has none) and with SGD and momentum.
+# noise-driven steps; the probe has none), with SGD and momentum, and the
+# small GPT (--gpt: embeddings, attention with dropout, a tied head).
 # Usage: compare.sh <mpiexec> <probe executable> <scratch directory>
 set -euo pipefail
 mpiexec="$1" probe="$2" dir="$3"
 mkdir -p "$dir"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMP_NUM_THREADS=1
-for optimizer in adamw sgd; do
+for optimizer in adamw sgd gpt; do
   flag=""
-  [ "$optimizer" = sgd ] && flag="--sgd"
+  [ "$optimizer" = adamw ] || flag="--$optimizer"
   for ranks in 1 2 3; do
     timeout 120 "$mpiexec" --oversubscribe -n "$ranks" "$probe" $flag \
       > "$dir/$optimizer-ranks$ranks.log"

@@ -145,6 +145,14 @@ class Tensor {
     return UnmanagedMatrix<T, Space>(data_.data(), shape_[0], shape_.inner());
   }
 
+  // The tensor as rows of its last axis: [everything before, last], e.g. the
+  // tokens of a [N, T, C] batch as [N * T, C]; 0 x 0 when empty.
+  UnmanagedMatrix<T, Space> last_axis_matrix() const {
+    if (shape_.rank() == 0 || numel() == 0) return UnmanagedMatrix<T, Space>(data_.data(), 0, 0);
+    const std::int64_t last = shape_[shape_.rank() - 1];
+    return UnmanagedMatrix<T, Space>(data_.data(), numel() / last, last);
+  }
+
  private:
   Vector<T, Space> data_;
   Shape shape_;

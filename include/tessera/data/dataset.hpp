@@ -1,20 +1,45 @@
-// A labelled classification dataset resident in device memory: copied to
-// the device once, then batches are gathered on the device.
+// A labelled dataset resident in device memory: copied to the device once,
+// then batches are gathered on the device. Either fixed samples with one
+// label each (classification), or a stream of token ids from which every
+// sample is a window of T + 1 tokens: the first T are the input, the last
+// T the labels (at each position, the token that follows).
 #pragma once
 
 #include <tessera/core/tensor.hpp>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
 struct Dataset {
-  Matrix<float> samples;  // [N, features], normalised
-  Vector<int> labels;     // [N]
-  Shape sample_shape;     // one sample, e.g. {784} or {1, 28, 28}
-  int classes = 0;
-  std::int64_t size() const { return static_cast<std::int64_t>(labels.extent(0)); }
+  Matrix<float> samples;  // [N, features], normalised; empty for a token stream
+  Vector<int> labels;     // [N]; empty for a token stream
+  Shape sample_shape;     // one sample, e.g. {784} or {1, 28, 28}; {T} for a token stream
+  int classes = 0;        // labels (or token ids) run from 0 to classes - 1
+
+  // A token stream: the ids, and how its windows are drawn. Sample i of
+  // epoch e starts at counter_hash(seed, window stream, e * windows + i)
+  // modulo (tokens - T) with random_windows (training: restarts and rank
+  // counts draw the same windows), else at i * T (evaluation: consecutive
+  // windows cover the stream once).
+  Vector<std::int32_t> tokens;
+  std::int64_t windows = 0;  // samples per epoch
+  bool random_windows = false;
+
+  bool token_stream() const { return tokens.extent(0) > 0; }
+  std::int64_t size() const {
+    return token_stream() ? windows : static_cast<std::int64_t>(labels.extent(0));
+  }
+  // Labels per sample: 1, or T for a token stream.
+  std::int64_t label_positions() const { return token_stream() ? sample_shape[0] : 1; }
+};
+
+// Where a training run's windows come from: its seed and the epoch.
+struct WindowDraw {
+  std::uint64_t seed = 0;
+  int epoch = 0;
 };
 
 // Images (any IDX rank >= 2, first dim N) scaled to [0, 1], then
@@ -30,13 +55,22 @@ Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
                           const std::string& images_source, const std::string& labels_source,
                           float mean, float stddev);
 
+// A token stream from ids in host memory (data/tokens.hpp reads files);
+// the ids must lie in [0, 2^24) (floats hold them exactly); `source` names
+// them in errors.
+Dataset make_token_dataset(const std::vector<std::int32_t>& tokens, std::int64_t block,
+                           bool random_windows, const std::string& source);
+
 // Samples [first, first + count) as a dataset sharing the same memory (a
-// validation split held out of a training set).
+// validation split held out of a training set). A token stream splits its
+// tokens instead: the first (or last) `count` windows' worth of tokens,
+// with consecutive windows when held out.
 Dataset slice(const Dataset& data, std::int64_t first, std::int64_t count);
 
-// Gathers samples and labels order(start .. start + batch) into the batch buffers.
+// Gathers samples and labels order(start .. start + batch) into the batch
+// buffers; a token stream gathers windows (T labels per sample) drawn from `draw`.
 void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::int64_t>& order,
                   std::int64_t start, const Tensor<float>& batch_samples,
-                  const Vector<int>& batch_labels);
+                  const Vector<int>& batch_labels, const WindowDraw& draw = {});
 
 }  // namespace tessera

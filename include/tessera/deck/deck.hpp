@@ -63,10 +63,12 @@ struct Deck {
   std::string text;                    // the deck file as written
   std::vector<std::string> overrides;  // --set key.path=value, applied in order
 
-  std::string data_format = "idx";                                   // "idx" | "hdf5"
+  std::string data_format = "idx";                                   // "idx" | "hdf5" | "tokens"
   std::string train_images, train_labels, test_images, test_labels;  // idx
   std::string train_file, test_file;                                 // hdf5
   std::string images_dataset = "images", labels_dataset = "labels";  // hdf5
+  std::string train_tokens, test_tokens;                             // tokens
+  std::string token_type = "uint16";                                 // tokens: "uint16" | "int32"
   // Every data file key the format uses, with its value and where it was set.
   struct DataFile {
     std::string key, path, location;  // location: "file:line:column" or "--set ..."

@@ -36,6 +36,22 @@ KOKKOS_INLINE_FUNCTION T lane_sum(const T* v, std::int64_t n) {
   return lane[0];
 }
 
+// a[i] * b[i] summed over [0, n) in lane_sum's order: product i goes to
+// partial sum i % sum_lanes. The products and adds vectorise without
+// reassociating anything (a plain dot product loop does not, as its one
+// accumulator makes each add wait on the last).
+template <class T>
+KOKKOS_INLINE_FUNCTION T lane_dot(const T* a, const T* b, std::int64_t n) {
+  T lane[sum_lanes] = {};
+  std::int64_t i = 0;
+  for (; i + sum_lanes <= n; i += sum_lanes)
+    for (int l = 0; l < sum_lanes; ++l) lane[l] += a[i + l] * b[i + l];
+  for (int l = 0; i + l < n; ++l) lane[l] += a[i + l] * b[i + l];
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
 // Scratch elements deterministic_sum_squares needs for n inputs:
 // one per chunk, plus the total.
 inline std::int64_t deterministic_sum_scratch(std::int64_t n) {

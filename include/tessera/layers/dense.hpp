@@ -1,5 +1,9 @@
 // Dense layer: y = x W^T + b over the flattened features of each sample;
-// without a bias (Options::bias = false), y = x W^T.
+// without a bias (Options::bias = false), y = x W^T. With last_axis, the
+// same product acts on the last axis alone, at every position before it
+// (PyTorch's nn.Linear): [N, T, C] -> [N, T, units], one token at a time.
+// With tie, the weight is another layer's (an LM head that reads its
+// token embedding's table, [vocabulary, channels]).
 #pragma once
 
 #include <tessera/layers/layer.hpp>
@@ -13,6 +17,8 @@ class Dense final : public Layer {
     // A bias in front of a normalisation is cancelled by it: leave it out there.
     bool bias = true;
     Init init = Init::he_uniform;  // the weights; the bias starts at zero
+    bool last_axis = false;        // act on the last axis, not on every feature of a sample
+    std::string tie = {};          // non-empty: use this earlier layer's `weight`
   };
 
   Dense(std::string name, const Options& options, std::vector<std::string> inputs = {});
@@ -22,6 +28,7 @@ class Dense final : public Layer {
   const char* type() const override { return "Dense"; }
   std::int64_t units() const { return options_.units; }
   bool has_bias() const { return options_.bias; }
+  const Options& options() const { return options_; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
@@ -33,6 +40,11 @@ class Dense final : public Layer {
                 const Tensors& dx, const StepContext& ctx) override;
 
  private:
+  // Features the product takes per row, and rows per sample.
+  std::int64_t in_features(const Shape& input) const;
+  std::int64_t rows_per_sample(const Shape& input) const;
+  UnmanagedMatrix<float> rows(const Tensor<float>& t) const;
+
   Options options_;
   Tensor<float> weight_, bias_, weight_grad_, bias_grad_;
 };

@@ -95,16 +95,19 @@ class BatchNorm final : public Layer {
 
 // Layer normalisation over every non-batch element of a sample, with
 // elementwise gamma and beta of the per-sample shape (PyTorch's LayerNorm
-// with normalized_shape = input.shape[1:]).
+// with normalized_shape = input.shape[1:]); with last_axis, over the last
+// axis of every position alone, gamma and beta of its length
+// (normalized_shape = input.shape[-1:], each token of [N, T, C] by itself).
 class LayerNorm final : public Layer {
  public:
   struct Options {
     float eps = 1e-5f;
+    bool last_axis = false;
   };
 
   LayerNorm(std::string name, const Options& options, std::vector<std::string> inputs = {});
   explicit LayerNorm(std::string name, float eps = 1e-5f, std::vector<std::string> inputs = {})
-      : LayerNorm(std::move(name), Options{eps}, std::move(inputs)) {}
+      : LayerNorm(std::move(name), Options{eps, false}, std::move(inputs)) {}
 
   const char* type() const override { return "LayerNorm"; }
   float eps() const { return eps_; }
@@ -119,7 +122,10 @@ class LayerNorm final : public Layer {
                 const Tensors& dx, const StepContext& ctx) override;
 
  private:
+  kernels::GroupLayout layout(const Shape& input) const;
+
   float eps_;
+  bool last_axis_;
   impl::GroupNormalizer normalizer_{kernels::Affine::per_position};
 };
 

@@ -28,6 +28,12 @@ struct ParameterSpec {
   Init init = Init::zeros;
   std::int64_t fan_in = 0;
   std::int64_t fan_out = 0;
+  // Non-empty: this parameter is the parameter of the same name of the
+  // layer so named, declared earlier, shared rather than copied (one value,
+  // one gradient that both layers add to; an LM head tied to its token
+  // embedding). The shapes must agree. Initialised, so that the specs of
+  // other layers may leave it out without a missing-initialiser warning.
+  std::string tied_layer = {};
 };
 
 }  // namespace tessera

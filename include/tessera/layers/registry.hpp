@@ -29,7 +29,8 @@ enum class KeyKind {
   number,   // a TOML number (an integer is accepted)
   boolean,  // true or false
   choice,   // one string of a fixed list
-  extent2   // one positive integer for both axes, or [rows, columns]
+  extent2,  // one positive integer for both axes, or [rows, columns]
+  layer     // the name of a layer declared earlier ("" for none)
 };
 
 // An interval a key's values must lie in; each end closed unless marked open.
@@ -53,7 +54,7 @@ struct KeyValue {
   std::int64_t integer = 0;       // integer
   double number = 0;              // number
   bool boolean = false;           // boolean
-  std::string text;               // choice
+  std::string text;               // choice, layer
   std::int64_t pair[2] = {0, 0};  // extent2: rows, columns
 };
 
@@ -73,10 +74,19 @@ struct LayerKey {
 
 // Shapes and keys the generic layer tests (tests/test_registry.cpp) build
 // the layer from: a finite-difference gradient check on these input shapes
-// (batch first), and a small convergence run with the layer inside a CNN.
+// (batch first), and a small convergence run with the layer inside a CNN,
+// or, for a sequence layer, inside a small language model.
 struct LayerExample {
   std::vector<std::vector<std::int64_t>> inputs;
   std::string keys;  // TOML lines for [[model.layers]], e.g. "units = 3"
+  // What the layer works on in the convergence run: images [N, C, H, W]
+  // after a convolution, or sequences: token ids [N, T] (`tokens`, the
+  // layer reads the model input) or token vectors [N, T, C] after an
+  // embedding (`vectors`).
+  enum class Context { images, tokens, vectors };
+  Context context = Context::images;
+  // Token-id inputs (context tokens): the ids lie below this vocabulary.
+  std::int64_t vocabulary = 0;
 };
 
 using LayerBuilder = std::function<std::unique_ptr<Layer>(

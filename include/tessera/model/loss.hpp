@@ -15,10 +15,12 @@ class Loss {
   virtual ~Loss() = default;
   // The deck's name, e.g. "cross_entropy".
   virtual const char* name() const = 0;
-  // output: [N, classes]; labels: [N]. Writes sample_loss(i) and
-  // correct(i) for i < N (evaluation reports the plain loss: no label
-  // smoothing when training is false), and the gradient of scale times the
-  // sum of the per-sample training losses into grad ([N, classes]).
+  // output: [N, classes], or [N, ..., classes] with one prediction per row
+  // of the last axis (a language model's [N, T, vocabulary]); labels: one
+  // per prediction. Writes sample_loss(i) and correct(i) for every
+  // prediction i (evaluation reports the plain loss: no label smoothing
+  // when training is false), and the gradient of scale times the sum of the
+  // training losses into grad (the output's shape).
   virtual void evaluate(const ExecSpace& exec, const Tensor<float>& output,
                         const Vector<int>& labels, float scale, const Tensor<float>& grad,
                         const Vector<float>& sample_loss, const Vector<int>& correct,

@@ -96,6 +96,8 @@ class Model {
   Tensors gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
                  std::int64_t batch) const;
   LayerRange clamp(LayerRange range, const char* fn) const;
+  // The slot of the parameter `spec` shares (ParameterSpec::tied_layer).
+  std::size_t tied_slot(std::size_t layer, const ParameterSpec& spec) const;
 
   Shape sample_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;

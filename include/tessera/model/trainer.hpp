@@ -23,6 +23,8 @@
 
 namespace tessera {
 
+// Means over every prediction: one per sample for a classifier, one per
+// position for a sequence model (loss in nats per token).
 struct Evaluation {
   double loss = 0;
   double accuracy = 0;
@@ -34,7 +36,7 @@ struct StepReport {
   std::int64_t step = 0;   // 1-based count of optimizer steps taken
   int epoch = 0;           // 0-based
   std::int64_t batch = 0;  // samples in the global batch
-  double loss = 0;         // mean over the global batch
+  double loss = 0;         // mean over the global batch (and its positions)
   float lr = 0;
   float grad_norm = 0;             // global gradient norm, before any clipping
   std::int64_t step_in_epoch = 0;  // 0-based index of this step within the epoch
@@ -112,6 +114,8 @@ class Trainer {
   float grad_norm_ = 0;
   [[noreturn]] void throw_non_finite_gradient(int epoch, std::int64_t batch_index);
 
+  std::int64_t classes_ = 0;    // the last axis of the model's output
+  std::int64_t positions_ = 1;  // predictions per sample
   Kokkos::View<double*, MemSpace> norm_scratch_;
   PhaseTimes time_;
   Vector<int> batch_labels_;

@@ -102,6 +102,14 @@ class LayerTypeBuilder {
         });
   }
 
+  // The name of a layer declared earlier in the deck (a string; "" = none).
+  LayerTypeBuilder& layer_name(const char* key, std::string Options::*member) {
+    return add(
+        key, KeyKind::layer, optional, Range::any(), member,
+        [](const KeyValue& v) { return v.text; },
+        [](const std::string& value) { return "\"" + value + "\""; });
+  }
+
   // A weight initialiser, one of weight_initializer_names().
   LayerTypeBuilder& initializer(const char* key, Init Options::*member) {
     add(
@@ -132,7 +140,15 @@ class LayerTypeBuilder {
     return *this;
   }
   LayerTypeBuilder& example(std::vector<std::vector<std::int64_t>> inputs, std::string keys = "") {
-    type_.example = LayerExample{std::move(inputs), std::move(keys)};
+    type_.example.inputs = std::move(inputs);
+    type_.example.keys = std::move(keys);
+    return *this;
+  }
+  // The example is a sequence layer (see LayerExample::Context); token-id
+  // inputs lie below `vocabulary`.
+  LayerTypeBuilder& sequence_example(LayerExample::Context context, std::int64_t vocabulary = 0) {
+    type_.example.context = context;
+    type_.example.vocabulary = vocabulary;
     return *this;
   }
 

@@ -1,0 +1,192 @@
+// Embedding kernels: each row r of a batch of token ids looks up its token's
+// vector in a table [vocabulary, channels] and, optionally, adds the
+// learned vector of its position r % positions (a [positions, channels]
+// table): y(r, :) = table(id(r), :) + position_table(r % positions, :).
+// Ids arrive as floats (the model's input buffer holds token ids exactly up
+// to 2^24); an id is the nearest integer.
+//
+// Backward adds to the table's gradient, per row v, the sum of dy over every
+// row whose token is v, without floating-point atomics and in a fixed order:
+// the rows are bucketed by token (integer counts, a prefix sum, integer
+// atomic slots), each bucket is sorted by row index, and one thread per
+// (token, channel) sums its bucket in that order. Integer atomics only
+// decide where a row lands inside its bucket, and the sort undoes that, so
+// the gradient has the same bits for any thread count and backend. The work
+// is O(rows * channels + vocabulary * channels), whatever the vocabulary.
+#pragma once
+
+#include <tessera/core/compat.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/types.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels {
+
+KOKKOS_INLINE_FUNCTION std::int64_t token_id(float id) {
+  return static_cast<std::int64_t>(id < 0.0f ? id - 0.5f : id + 0.5f);
+}
+
+// Scratch for the deterministic backward, for up to `rows` ids and a
+// vocabulary of `vocabulary` tokens.
+struct TokenBuckets {
+  Kokkos::View<std::int64_t*, MemSpace>
+      offsets;  // [vocabulary + 1]: bucket v is [offsets(v), offsets(v + 1))
+  Kokkos::View<std::int64_t*, MemSpace> fill;  // [vocabulary]: counts, then slots taken
+  Kokkos::View<std::int64_t*, MemSpace> rows;  // [rows]: row indices, bucket by bucket
+
+  TokenBuckets() = default;
+  TokenBuckets(const std::string& label, std::int64_t vocabulary, std::int64_t max_rows)
+      : offsets(label + "::offsets", vocabulary + 1),
+        fill(label + "::fill", vocabulary),
+        rows(label + "::rows", max_rows) {}
+};
+
+namespace impl {
+// In-place heap sort of v[0, n): no recursion and no scratch, for one thread.
+template <class V>
+KOKKOS_INLINE_FUNCTION void heap_sort(const V& v, std::int64_t first, std::int64_t n) {
+  const auto sift = [&](std::int64_t root, std::int64_t end) {
+    while (2 * root + 1 < end) {
+      std::int64_t child = 2 * root + 1;
+      if (child + 1 < end && v(first + child) < v(first + child + 1)) ++child;
+      if (!(v(first + root) < v(first + child))) return;
+      const auto t = v(first + root);
+      v(first + root) = v(first + child);
+      v(first + child) = t;
+      root = child;
+    }
+  };
+  for (std::int64_t start = n / 2; start-- > 0;) sift(start, n);
+  for (std::int64_t end = n; end-- > 1;) {
+    const auto t = v(first);
+    v(first) = v(first + end);
+    v(first + end) = t;
+    sift(0, end);
+  }
+}
+}  // namespace impl
+
+// The first row (in row order) whose id is not within 0.25 of an integer in
+// [0, vocabulary), or -1 when every id is valid.
+template <class ExecSpace, class Ids>
+std::int64_t first_invalid_token(const ExecSpace& exec, const Ids& ids, std::int64_t vocabulary) {
+  ScopedRegion region("tessera::kernels::first_invalid_token");
+  const std::int64_t n = ids.extent(0);
+  std::int64_t first = n;
+  Kokkos::parallel_reduce(
+      "tessera::kernels::first_invalid_token", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& found) {
+        const float x = ids(r);
+        const std::int64_t id = token_id(x);
+        const float off = x - static_cast<float>(id);
+        const bool bad = !(off <= 0.25f && off >= -0.25f) || id < 0 || id >= vocabulary;
+        if (bad && r < found) found = r;
+      },
+      Kokkos::Min<std::int64_t>(first));
+  return first < n ? first : -1;
+}
+
+// y [rows, channels] = table(id) (+ position_table(r % positions) when that
+// table is not empty).
+template <class ExecSpace, class Ids, class Table, class PositionTable, class Y>
+void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
+                       const Table& table, const PositionTable& position_table, const Y& y) {
+  ScopedRegion region("tessera::kernels::embedding_forward");
+  const bool with_positions = position_table.extent(0) > 0;
+  TESSERA_REQUIRE(
+      y.extent(0) == ids.extent(0) && y.extent(1) == table.extent(1) && positions > 0 &&
+          ids.extent(0) % positions == 0 &&
+          (!with_positions || (static_cast<std::int64_t>(position_table.extent(0)) == positions &&
+                               position_table.extent(1) == table.extent(1))),
+      "tessera::kernels::embedding_forward: ids ["
+          << ids.extent(0) << "], table [" << table.extent(0) << ", " << table.extent(1)
+          << "], position table [" << position_table.extent(0) << ", " << position_table.extent(1)
+          << "], y [" << y.extent(0) << ", " << y.extent(1) << "], " << positions
+          << " positions; expected y [rows, channels] for rows ids, whole samples of "
+             "`positions` rows, and a position table [positions, channels] or [0, 0]");
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_forward",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(
+          exec, {0, 0},
+          {static_cast<std::int64_t>(y.extent(0)), static_cast<std::int64_t>(y.extent(1))}),
+      KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t c) {
+        const float v = table(token_id(ids(r)), c);
+        y(r, c) = with_positions ? v + position_table(r % positions, c) : v;
+      });
+}
+
+// dtable(v, :) += sum of dy(r, :) over the rows r whose id is v, in row
+// order; dposition(p, :) += sum of dy over the rows at position p, in row
+// order (skipped when dposition is empty).
+template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
+void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids& ids, const DY& dy,
+                        const TokenBuckets& buckets, const DTable& dtable,
+                        const DPositionTable& dposition_table) {
+  ScopedRegion region("tessera::kernels::embedding_backward");
+  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
+  const std::int64_t channels = dtable.extent(1);
+  TESSERA_REQUIRE(static_cast<std::int64_t>(dy.extent(0)) == rows &&
+                      static_cast<std::int64_t>(dy.extent(1)) == channels &&
+                      static_cast<std::int64_t>(buckets.fill.extent(0)) == vocabulary &&
+                      static_cast<std::int64_t>(buckets.rows.extent(0)) >= rows && positions > 0 &&
+                      rows % positions == 0 &&
+                      (dposition_table.extent(0) == 0 ||
+                       (static_cast<std::int64_t>(dposition_table.extent(0)) == positions &&
+                        static_cast<std::int64_t>(dposition_table.extent(1)) == channels)),
+                  "tessera::kernels::embedding_backward: ids ["
+                      << rows << "], dy [" << dy.extent(0) << ", " << dy.extent(1) << "], dtable ["
+                      << vocabulary << ", " << channels << "], buckets for a vocabulary of "
+                      << buckets.fill.extent(0) << " and " << buckets.rows.extent(0)
+                      << " rows, dposition table [" << dposition_table.extent(0) << ", "
+                      << dposition_table.extent(1) << "], " << positions << " positions");
+  const auto offsets = buckets.offsets;
+  const auto fill = buckets.fill;
+  const auto order = buckets.rows;
+  Kokkos::deep_copy(exec, fill, std::int64_t(0));
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_count", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t r) { Kokkos::atomic_increment(&fill(token_id(ids(r)))); });
+  Kokkos::parallel_scan(
+      "tessera::kernels::embedding_offsets", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocabulary),
+      KOKKOS_LAMBDA(const std::int64_t v, std::int64_t& sum, const bool final) {
+        if (final) offsets(v) = sum;
+        sum += fill(v);
+        if (final && v + 1 == vocabulary) offsets(vocabulary) = sum;
+      });
+  Kokkos::deep_copy(exec, fill, std::int64_t(0));
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_place", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        const std::int64_t v = token_id(ids(r));
+        order(offsets(v) + Kokkos::atomic_fetch_add(&fill(v), std::int64_t(1))) = r;
+      });
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_sort", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocabulary),
+      KOKKOS_LAMBDA(const std::int64_t v) {
+        impl::heap_sort(order, offsets(v), offsets(v + 1) - offsets(v));
+      });
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_table_grad",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {vocabulary, channels}),
+      KOKKOS_LAMBDA(const std::int64_t v, const std::int64_t c) {
+        const std::int64_t end = offsets(v + 1);
+        if (offsets(v) == end) return;
+        double sum = 0;
+        for (std::int64_t k = offsets(v); k < end; ++k) sum += dy(order(k), c);
+        dtable(v, c) += static_cast<float>(sum);
+      });
+  if (dposition_table.extent(0) == 0) return;
+  const std::int64_t samples = rows / positions;
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_position_grad",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {positions, channels}),
+      KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t c) {
+        double sum = 0;
+        for (std::int64_t n = 0; n < samples; ++n) sum += dy(n * positions + p, c);
+        dposition_table(p, c) += static_cast<float>(sum);
+      });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,44 @@
+// Embedding: token ids [N, T] (the model's input, one id a position) become
+// vectors [N, T, dim] looked up in a learned table [vocabulary, dim], plus,
+// with positions, a learned vector per position (a table [T, dim]): GPT's
+// token and position embeddings in one layer. Ids are not differentiable:
+// the layer passes no gradient to its input.
+#pragma once
+
+#include <tessera/kernels/embedding.hpp>
+#include <tessera/layers/layer.hpp>
+
+namespace tessera {
+
+class Embedding final : public Layer {
+ public:
+  struct Options {
+    std::int64_t vocabulary = 0;
+    std::int64_t dim = 0;
+    bool positions = false;  // add a learned vector per position
+    // Both tables; the fans are (vocabulary, dim) and (positions, dim).
+    Init init = Init::xavier_normal;
+  };
+
+  Embedding(std::string name, const Options& options, std::vector<std::string> inputs = {});
+
+  const char* type() const override { return "Embedding"; }
+  const Options& options() const { return options_; }
+  Shape output_shape(const Shapes& inputs) const override;
+  std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
+  void bind_parameters(const Tensors& values, const Tensors& gradients) override;
+  void allocate(const Shapes& inputs) override;
+  // One add per element with positions; a lookup is no arithmetic.
+  std::int64_t flops_per_sample(const Shapes& inputs) const override;
+
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
+
+ private:
+  Options options_;
+  Tensor<float> table_, position_table_, table_grad_, position_table_grad_;
+  kernels::TokenBuckets buckets_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,189 @@
+// Causal self-attention: the fused QKV and output projections through the
+// dense kernels, the attention between them through the attention kernels.
+#include <tessera/kernels/dense.hpp>
+#include <tessera/kernels/dropout.hpp>
+#include <tessera/layers/attention.hpp>
+#include <tessera/layers/impl/registration.hpp>
+
+#include <cmath>
+
+namespace tessera {
+
+CausalSelfAttention::CausalSelfAttention(std::string name, const Options& options,
+                                         std::vector<std::string> inputs)
+    : Layer(std::move(name), std::move(inputs)),
+      options_(options),
+      stream_(kernels::name_stream(this->name())) {
+  TESSERA_REQUIRE(options.heads > 0, where() << ": heads must be positive, got " << options.heads);
+  TESSERA_REQUIRE(options.dropout >= 0.0f && options.dropout < 1.0f,
+                  where() << ": dropout must be in [0, 1), got " << options.dropout);
+}
+
+LayerType causalselfattention_layer_type() {
+  using O = CausalSelfAttention::Options;
+  return impl::LayerTypeBuilder<CausalSelfAttention>("causalselfattention")
+      .integer("heads", &O::heads, Range::closed(1, 1 << 16), impl::required)
+      .note("C must be a multiple")
+      .number("dropout", &O::dropout, Range::half_open(0, 1))
+      .note("on the attention weights, in training")
+      .boolean("bias", &O::bias)
+      .initializer("init", &O::init)
+      .output(
+          "`[N, T, C]` from `[N, T, C]`: fused QKV projection `qkv_weight [3C, C]`, softmax of "
+          "Q K^T / sqrt(C / heads) over positions 0 to t (causal), dropout, output projection "
+          "`proj_weight [C, C]`")
+      .example({{2, 5, 4}}, "heads = 2\ndropout = 0.25")
+      .sequence_example(LayerExample::Context::vectors);
+}
+
+Shape CausalSelfAttention::output_shape(const Shapes& inputs) const {
+  const Shape& in = inputs.at(0);
+  TESSERA_REQUIRE(in.rank() == 3 && in[2] % options_.heads == 0 && in[1] > 0,
+                  where() << ": input " << in << " must be token vectors [N, T, C] with C a "
+                          << "multiple of the " << options_.heads << " heads");
+  return in;
+}
+
+kernels::AttentionLayout CausalSelfAttention::layout(const Shape& in) const {
+  return kernels::AttentionLayout{in[0], in[1], options_.heads, in[2] / options_.heads};
+}
+
+std::vector<ParameterSpec> CausalSelfAttention::parameter_specs(const Shapes& inputs) const {
+  const std::int64_t c = output_shape(inputs)[2];
+  std::vector<ParameterSpec> specs{
+      ParameterSpec{"qkv_weight", Shape{3 * c, c}, options_.init, c, 3 * c}};
+  if (options_.bias)
+    specs.push_back(ParameterSpec{"qkv_bias", Shape{3 * c}, Init::zeros, c, 3 * c});
+  specs.push_back(ParameterSpec{"proj_weight", Shape{c, c}, options_.init, c, c});
+  if (options_.bias) specs.push_back(ParameterSpec{"proj_bias", Shape{c}, Init::zeros, c, c});
+  return specs;
+}
+
+void CausalSelfAttention::bind_parameters(const Tensors& values, const Tensors& gradients) {
+  std::size_t i = 0;
+  qkv_weight_ = values.at(i);
+  qkv_weight_grad_ = gradients.at(i++);
+  if (options_.bias) {
+    qkv_bias_ = values.at(i);
+    qkv_bias_grad_ = gradients.at(i++);
+  }
+  proj_weight_ = values.at(i);
+  proj_weight_grad_ = gradients.at(i++);
+  if (options_.bias) {
+    proj_bias_ = values.at(i);
+    proj_bias_grad_ = gradients.at(i);
+  }
+}
+
+void CausalSelfAttention::allocate(const Shapes& inputs) {
+  const Shape in = output_shape(inputs);
+  const kernels::AttentionLayout l = layout(in);
+  const std::int64_t rows = in[0] * in[1], c = in[2];
+  const std::string label = "tessera::CausalSelfAttention '" + name() + "'";
+  max_batch_ = in[0];
+  qkv_ = Matrix<float>(label + "::qkv", rows, 3 * c);
+  dqkv_ = Matrix<float>(label + "::dqkv", rows, 3 * c);
+  heads_ = Matrix<float>(label + "::heads", rows, c);
+  dheads_ = Matrix<float>(label + "::dheads", rows, c);
+  probs_ = kernels::AttentionScores(label + "::probs", l.batch * l.heads, l.positions, l.positions);
+  scratch_ =
+      kernels::AttentionScores(label + "::scratch", l.batch * l.heads, l.positions, l.positions);
+}
+
+std::int64_t CausalSelfAttention::flops_per_sample(const Shapes& inputs) const {
+  const Shape in = output_shape(inputs);
+  const std::int64_t t = in[1], c = in[2];
+  const std::int64_t bias = options_.bias ? 4 * c : 0;
+  // Projections, the two T x T x C products, the softmax (about 5 per score).
+  return t * (2 * c * 3 * c + 2 * c * c + bias) + 2 * 2 * t * t * c + 5 * options_.heads * t * t;
+}
+
+LayerCost CausalSelfAttention::cost(const Shapes& inputs, bool input_gradient) const {
+  LayerCost cost = Layer::cost(inputs, input_gradient);
+  const Shape in = output_shape(inputs);
+  const double n = static_cast<double>(in[0]), t = static_cast<double>(in[1]),
+               c = static_cast<double>(in[2]), h = static_cast<double>(options_.heads);
+  const double projections = 2 * n * t * (3 * c * c + c * c);
+  const double products = 2 * 2 * n * t * t * c, softmax = 5 * n * h * t * t;
+  const double bias = options_.bias ? n * t * 4 * c : 0;
+  // Backward: weight gradients and input gradients of both projections (the
+  // QKV input gradient only when wanted), four T x T x C products, the
+  // softmax gradient and the dropout mask drawn again.
+  cost.forward.flops = projections + products + softmax + bias;
+  cost.backward.flops = projections + 2 * n * t * c * c +
+                        (input_gradient ? 2 * n * t * 3 * c * c : 0) + 2 * products + softmax +
+                        bias;
+  // Probabilities and the scratch scores, written and read once each way.
+  cost.forward.bytes += sizeof(float) * (2 * n * h * t * t + 2 * n * t * 4 * c);
+  cost.backward.bytes += sizeof(float) * (3 * n * h * t * t + 4 * n * t * 4 * c);
+  return cost;
+}
+
+UnmanagedMatrix<float> CausalSelfAttention::leading_rows(const Matrix<float>& m,
+                                                         std::int64_t rows) {
+  return UnmanagedMatrix<float>(m.data(), rows, m.extent(1));
+}
+
+kernels::AttentionDropout CausalSelfAttention::dropout(const Shape& in,
+                                                       const StepContext& ctx) const {
+  kernels::AttentionDropout d;
+  if (!ctx.training || options_.dropout <= 0.0f) return d;
+  TESSERA_REQUIRE(ctx.step >= 0 && ctx.sample_offset >= 0,
+                  where() << ": step " << ctx.step << " and sample offset " << ctx.sample_offset
+                          << " must not be negative");
+  // As Dropout: each step owns 2^40 counters, numbered by the sample's place
+  // in the global batch, so a sample draws the same mask on any rank count.
+  const auto per_sample = static_cast<std::uint64_t>(options_.heads * in[1] * in[1]);
+  d.rate = options_.dropout;
+  d.seed = ctx.seed;
+  d.stream = stream_;
+  d.first_counter = (static_cast<std::uint64_t>(ctx.step) << 40) +
+                    static_cast<std::uint64_t>(ctx.sample_offset) * per_sample;
+  return d;
+}
+
+void CausalSelfAttention::forward(const Tensors& x, const Tensor<float>& y,
+                                  const StepContext& ctx) {
+  ScopedRegion region("tessera::CausalSelfAttention::forward");
+  const Shape& in = x[0].shape();
+  TESSERA_REQUIRE(in[0] <= max_batch_, where() << ": batch of " << in[0] << " exceeds the "
+                                               << max_batch_ << " allocate() was given");
+  const kernels::AttentionLayout l = layout(in);
+  const std::int64_t rows = in[0] * in[1];
+  const ExecSpace exec;
+  const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
+  const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
+  kernels::dense_forward(exec, x[0].last_axis_matrix(), qkv_weight_.matrix(), qkv_bias_.flat(),
+                         qkv);
+  kernels::attention_forward(
+      exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
+      Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
+      Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), heads);
+  kernels::dense_forward(exec, heads, proj_weight_.matrix(), proj_bias_.flat(),
+                         y.last_axis_matrix());
+}
+
+void CausalSelfAttention::backward(const Tensors& x, const Tensor<float>& /*y*/,
+                                   const Tensor<float>& dy, const Tensors& dx,
+                                   const StepContext& ctx) {
+  ScopedRegion region("tessera::CausalSelfAttention::backward");
+  const Shape& in = x[0].shape();
+  const kernels::AttentionLayout l = layout(in);
+  const std::int64_t rows = in[0] * in[1];
+  const ExecSpace exec;
+  const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
+  const auto dqkv = leading_rows(dqkv_, rows), dheads = leading_rows(dheads_, rows);
+  const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
+  Kokkos::deep_copy(exec, dheads, 0.0f);
+  kernels::dense_backward(exec, heads, proj_weight_.matrix(), dy.last_axis_matrix(), dheads,
+                          proj_weight_grad_.matrix(), proj_bias_grad_.flat());
+  kernels::attention_backward(
+      exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
+      Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
+      Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), dheads, dqkv);
+  kernels::dense_backward(exec, x[0].last_axis_matrix(), qkv_weight_.matrix(), dqkv,
+                          dx[0].last_axis_matrix(), qkv_weight_grad_.matrix(),
+                          qkv_bias_grad_.flat());
+}
+
+}  // namespace tessera

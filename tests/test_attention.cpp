@@ -1,0 +1,217 @@
+// Causal self-attention: the attention kernel against a naive host loop
+// (with and without dropout, large scores included), causality (position t's
+// output, and the gradient reaching the input, do not depend on anything
+// after t), layer gradients over head counts, bias and dropout, and the
+// shape errors.
+#include <tessera/kernels/attention.hpp>
+#include <tessera/layers/attention.hpp>
+
+#include <cmath>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+template <class ExecSpace>
+class AttentionKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(AttentionKernels, test::ExecSpaces);
+
+template <class E>
+using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
+
+// Y for qkv [N T, 3 C] row-major, in double.
+std::vector<double> reference(const std::vector<float>& qkv, const kernels::AttentionLayout& l,
+                              float scale, const kernels::AttentionDropout& dropout) {
+  const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
+  std::vector<double> y(l.batch * T * C, 0.0);
+  const auto at = [&](std::int64_t n, std::int64_t t, std::int64_t col) {
+    return double(qkv[(n * T + t) * 3 * C + col]);
+  };
+  for (std::int64_t n = 0; n < l.batch; ++n)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::vector<double> s(t + 1);
+        double max = -1e300, sum = 0;
+        for (std::int64_t j = 0; j <= t; ++j) {
+          double dot = 0;
+          for (std::int64_t d = 0; d < D; ++d) dot += at(n, t, h * D + d) * at(n, j, C + h * D + d);
+          s[j] = scale * dot;
+          max = std::max(max, s[j]);
+        }
+        for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(s[j] - max);
+        for (std::int64_t j = 0; j <= t; ++j) {
+          double p = std::exp(s[j] - max) / sum;
+          if (dropout.rate > 0) p *= dropout.scale(((n * H + h) * T + t) * T + j);
+          for (std::int64_t d = 0; d < D; ++d)
+            y[(n * T + t) * C + h * D + d] += p * at(n, j, 2 * C + h * D + d);
+        }
+      }
+  return y;
+}
+
+TYPED_TEST(AttentionKernels, ForwardMatchesNaiveReference) {
+  using E = TypeParam;
+  const kernels::AttentionLayout l{2, 5, 2, 3};
+  const std::int64_t rows = l.batch * l.positions, C = l.channels();
+  for (const float rate : {0.0f, 0.3f}) {
+    SCOPED_TRACE(rate);
+    kernels::AttentionDropout dropout;
+    dropout.rate = rate;
+    dropout.seed = 3;
+    dropout.stream = 9;
+    dropout.first_counter = 1234;
+    V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C);
+    kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
+        scratch("s", l.batch * l.heads, l.positions, l.positions);
+    auto qkv_h = test::random_values(rows * 3 * C, 21, -2.0f, 2.0f);
+    // A score near 400: exp overflows unless the row maximum comes off first.
+    for (std::int64_t d = 0; d < l.head_dim; ++d) {
+      qkv_h[(1 * 3 * C) + d] = 20.0f;      // query of sample 0, position 1, head 0
+      qkv_h[(0 * 3 * C) + C + d] = 20.0f;  // key of position 0, head 0
+    }
+    test::from_host(qkv, qkv_h);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
+    kernels::attention_forward(E(), l, scale, dropout, qkv, probs, scratch, heads);
+    const auto expected = reference(qkv_h, l, scale, dropout);
+    const auto got = test::to_host(heads);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(std::isfinite(got[i])) << i;
+      EXPECT_NEAR(got[i], expected[i], 1e-5 * (1.0 + std::abs(expected[i]))) << i;
+    }
+    // Probabilities: rows sum to 1, nothing above the diagonal.
+    const auto p = test::to_host(probs);
+    for (std::int64_t b = 0; b < l.batch * l.heads; ++b)
+      for (std::int64_t t = 0; t < l.positions; ++t) {
+        double sum = 0;
+        for (std::int64_t j = 0; j < l.positions; ++j) {
+          const float v = p[(b * l.positions + t) * l.positions + j];
+          if (j > t) EXPECT_EQ(v, 0.0f);
+          sum += v;
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-6);
+      }
+  }
+}
+
+CausalSelfAttention::Options attention_options(std::int64_t heads, float dropout, bool bias) {
+  CausalSelfAttention::Options o;
+  o.heads = heads;
+  o.dropout = dropout;
+  o.bias = bias;
+  return o;
+}
+
+// Changing the tokens after position t leaves outputs 0..t unchanged, bit
+// for bit (masked scores are exact zeros, so they add nothing); and a
+// gradient at positions 0..t only reaches inputs 0..t.
+TEST(CausalSelfAttention, PositionTDependsOnNothingAfterT) {
+  const std::int64_t N = 2, T = 6, C = 8;
+  CausalSelfAttention attention("attn", attention_options(2, 0.0f, true));
+  test::LayerHarness h(attention, {Shape{N, T, C}}, 3);
+  StepContext eval;
+  eval.training = false;
+  h.forward(eval);
+  const auto before = test::to_host(h.output.flat());
+  const auto original = test::to_host(h.inputs[0].flat());
+  for (std::int64_t t = 0; t + 1 < T; ++t) {
+    SCOPED_TRACE(t);
+    auto x = original;
+    const auto noise = test::random_values(x.size(), 50 + t, -3.0f, 3.0f);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t s = t + 1; s < T; ++s)
+        for (std::int64_t c = 0; c < C; ++c) x[(n * T + s) * C + c] += noise[(n * T + s) * C + c];
+    test::from_host(h.inputs[0].flat(), x);
+    h.forward(eval);
+    const auto after = test::to_host(h.output.flat());
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t s = 0; s < T; ++s)
+        for (std::int64_t c = 0; c < C; ++c) {
+          const std::size_t i = (n * T + s) * C + c;
+          if (s <= t)
+            EXPECT_EQ(after[i], before[i]) << "sample " << n << " position " << s;
+          else
+            EXPECT_NE(after[i], before[i]) << "sample " << n << " position " << s;
+        }
+    // Backward from positions 0..t only: inputs after t get exactly nothing.
+    std::vector<float> dy(h.output.numel(), 0.0f);
+    const auto r = test::random_values(dy.size(), 70 + t);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t s = 0; s <= t; ++s)
+        for (std::int64_t c = 0; c < C; ++c) dy[(n * T + s) * C + c] = r[(n * T + s) * C + c];
+    test::from_host(h.output_grad.flat(), dy);
+    h.backward(eval);
+    const auto dx = test::to_host(h.input_grads[0].flat());
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t s = t + 1; s < T; ++s)
+        for (std::int64_t c = 0; c < C; ++c)
+          EXPECT_EQ(dx[(n * T + s) * C + c], 0.0f) << "sample " << n << " position " << s;
+  }
+}
+
+TEST(CausalSelfAttention, GradientsMatchFiniteDifferences) {
+  struct Case {
+    std::int64_t heads;
+    float dropout;
+    bool bias;
+    Shape input;
+  };
+  for (const Case& c : {Case{1, 0.0f, true, Shape{2, 4, 3}}, Case{2, 0.0f, false, Shape{1, 5, 4}},
+                        Case{4, 0.3f, true, Shape{2, 3, 8}}}) {
+    SCOPED_TRACE(to_string(c.input) + " heads " + std::to_string(c.heads));
+    CausalSelfAttention attention("attn", attention_options(c.heads, c.dropout, c.bias));
+    test::LayerHarness h(attention, {c.input}, 4);
+    EXPECT_EQ(h.output.shape(), c.input);
+    EXPECT_EQ(h.parameters().entries().size(), c.bias ? 4u : 2u);
+    StepContext ctx;
+    ctx.seed = 5;
+    ctx.step = 2;
+    h.expect_gradients(ctx);
+  }
+}
+
+TEST(CausalSelfAttention, DropoutFollowsStepAndIsOffInEvaluation) {
+  CausalSelfAttention attention("attn", attention_options(2, 0.5f, true));
+  test::LayerHarness h(attention, {Shape{2, 4, 4}}, 6);
+  StepContext ctx;
+  ctx.seed = 1;
+  const auto run = [&](const StepContext& c) {
+    h.forward(c);
+    return test::to_host(h.output.flat());
+  };
+  ctx.step = 1;
+  const auto first = run(ctx);
+  EXPECT_EQ(run(ctx), first);  // the mask is drawn from counters, not state
+  ctx.step = 2;
+  EXPECT_NE(run(ctx), first);
+  StepContext eval;
+  eval.training = false;
+  const auto plain = run(eval);
+  EXPECT_NE(plain, first);
+  CausalSelfAttention no_dropout("attn", attention_options(2, 0.0f, true));
+  test::LayerHarness h0(no_dropout, {Shape{2, 4, 4}}, 6);
+  h0.forward(ctx);
+  EXPECT_EQ(test::to_host(h0.output.flat()), plain);
+}
+
+TEST(CausalSelfAttention, ErrorsNameLayerAndShape) {
+  CausalSelfAttention attention("attn", attention_options(3, 0.0f, true));
+  test::expect_error(
+      [&] {
+        attention.output_shape({Shape{2, 4, 8}});
+      },
+      "tessera::CausalSelfAttention 'attn': input [2, 4, 8] must be token vectors "
+      "[N, T, C] with C a multiple of the 3 heads");
+  test::expect_error(
+      [&] {
+        attention.output_shape({Shape{2, 12}});
+      },
+      "tessera::CausalSelfAttention 'attn': input [2, 12] must be token vectors");
+  test::expect_error([&] { CausalSelfAttention("a", attention_options(0, 0.0f, true)); },
+                     "tessera::CausalSelfAttention 'a': heads must be positive, got 0");
+  test::expect_error([&] { CausalSelfAttention("a", attention_options(2, 1.0f, true)); },
+                     "tessera::CausalSelfAttention 'a': dropout must be in [0, 1), got 1");
+}
+
+}  // namespace

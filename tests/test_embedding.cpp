@@ -1,0 +1,139 @@
+// Embedding: lookups against a naive host loop, a backward that sums each
+// token's rows in row order (the same bits as a sequential host sum, on
+// every space and thread count, with many repeated tokens), layer gradients
+// with and without positions, and the errors for ids outside the
+// vocabulary and for inputs that are not token ids.
+#include <tessera/kernels/embedding.hpp>
+#include <tessera/layers/embedding.hpp>
+
+#include "layer_check.hpp"
+
+namespace {
+
+using namespace tessera;
+
+template <class ExecSpace>
+class EmbeddingKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(EmbeddingKernels, test::ExecSpaces);
+
+template <class E>
+using V1 = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
+template <class E>
+using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
+
+TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
+  using E = TypeParam;
+  const std::int64_t samples = 6, positions = 5, vocabulary = 4, channels = 3;
+  const std::int64_t rows = samples * positions;
+  for (const bool with_positions : {false, true}) {
+    SCOPED_TRACE(with_positions ? "with positions" : "tokens only");
+    // Few tokens over many rows: every bucket holds several rows, and token
+    // 3 none (its gradient row must stay as it was).
+    std::vector<float> ids(rows);
+    for (std::int64_t r = 0; r < rows; ++r)
+      ids[r] = static_cast<float>(counter_hash(11, 1, r) % (vocabulary - 1));
+    V1<E> id_view("ids", rows);
+    V2<E> table("table", vocabulary, channels), y("y", rows, channels), dy("dy", rows, channels),
+        dtable("dtable", vocabulary, channels);
+    V2<E> pos("pos", with_positions ? positions : 0, with_positions ? channels : 0),
+        dpos("dpos", with_positions ? positions : 0, with_positions ? channels : 0);
+    test::from_host(id_view, ids);
+    const auto table_h = test::random_values(vocabulary * channels, 2);
+    const auto pos_h = test::random_values(pos.size(), 3);
+    const auto dy_h = test::random_values(rows * channels, 4);
+    const auto dtable_start = test::random_values(vocabulary * channels, 5);
+    const auto dpos_start = test::random_values(dpos.size(), 6);
+    test::from_host(table, table_h);
+    test::from_host(pos, pos_h);
+    test::from_host(dy, dy_h);
+    test::from_host(dtable, dtable_start);
+    test::from_host(dpos, dpos_start);
+    kernels::TokenBuckets buckets("buckets", vocabulary, rows);
+
+    kernels::embedding_forward(E(), positions, id_view, table, pos, y);
+    kernels::embedding_backward(E(), positions, id_view, dy, buckets, dtable, dpos);
+
+    const auto yh = test::to_host(y);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < channels; ++c) {
+        float expected = table_h[static_cast<std::int64_t>(ids[r]) * channels + c];
+        if (with_positions) expected += pos_h[(r % positions) * channels + c];
+        EXPECT_EQ(yh[r * channels + c], expected) << r << ", " << c;
+      }
+    // Sums in double in row order, then one rounding: bit for bit.
+    std::vector<float> dtable_expected = dtable_start;
+    for (std::int64_t v = 0; v < vocabulary; ++v)
+      for (std::int64_t c = 0; c < channels; ++c) {
+        double sum = 0;
+        bool any = false;
+        for (std::int64_t r = 0; r < rows; ++r)
+          if (static_cast<std::int64_t>(ids[r]) == v) {
+            sum += dy_h[r * channels + c];
+            any = true;
+          }
+        if (any) dtable_expected[v * channels + c] += static_cast<float>(sum);
+      }
+    EXPECT_EQ(test::to_host(dtable), dtable_expected);
+    if (with_positions) {
+      std::vector<float> dpos_expected = dpos_start;
+      for (std::int64_t p = 0; p < positions; ++p)
+        for (std::int64_t c = 0; c < channels; ++c) {
+          double sum = 0;
+          for (std::int64_t n = 0; n < samples; ++n)
+            sum += dy_h[(n * positions + p) * channels + c];
+          dpos_expected[p * channels + c] += static_cast<float>(sum);
+        }
+      EXPECT_EQ(test::to_host(dpos), dpos_expected);
+    }
+  }
+}
+
+TYPED_TEST(EmbeddingKernels, FindsTheFirstInvalidId) {
+  using E = TypeParam;
+  V1<E> ids("ids", 6);
+  test::from_host(ids, {0.0f, 3.0f, 1.0f, 2.0f, 1.0f, 0.0f});
+  EXPECT_EQ(kernels::first_invalid_token(E(), ids, 4), -1);
+  EXPECT_EQ(kernels::first_invalid_token(E(), ids, 3), 1);  // 3 is outside [0, 3)
+  test::from_host(ids, {0.0f, 1.0f, 1.5f, -1.0f, 1.0f, 0.0f});
+  EXPECT_EQ(kernels::first_invalid_token(E(), ids, 4), 2);  // 1.5 is no id
+}
+
+TEST(Embedding, GradientsMatchFiniteDifferences) {
+  for (const bool positions : {false, true}) {
+    SCOPED_TRACE(positions ? "with positions" : "tokens only");
+    Embedding::Options options;
+    options.vocabulary = 5;
+    options.dim = 3;
+    options.positions = positions;
+    Embedding embedding("embed", options);
+    test::LayerHarness h(embedding, {Shape{3, 4}});
+    EXPECT_EQ(h.output.shape(), (Shape{3, 4, 3}));
+    ASSERT_EQ(h.parameters().entries().size(), positions ? 2u : 1u);
+    EXPECT_EQ(h.parameters().entries()[0].spec.shape, (Shape{5, 3}));
+    if (positions) EXPECT_EQ(h.parameters().entries()[1].spec.shape, (Shape{4, 3}));
+    h.token_inputs(options.vocabulary);
+    h.expect_gradients();
+  }
+}
+
+TEST(Embedding, ErrorsNameLayerSampleAndPosition) {
+  Embedding::Options options;
+  options.vocabulary = 4;
+  options.dim = 2;
+  Embedding embedding("embed", options);
+  test::expect_error(
+      [&] {
+        embedding.output_shape({Shape{2, 3, 4}});
+      },
+      "tessera::Embedding 'embed': input [2, 3, 4] must be token ids [N, T]");
+  test::LayerHarness h(embedding, {Shape{2, 3}});
+  test::from_host(h.inputs[0].flat(), {0.0f, 1.0f, 2.0f, 3.0f, 7.0f, 1.0f});
+  test::expect_error([&] { h.forward(); },
+                     "tessera::Embedding 'embed': sample 1, position 1 holds 7, not a token id "
+                     "from 0 to 3");
+  options.dim = 0;
+  test::expect_error([&] { Embedding("bad", options); },
+                     "tessera::Embedding 'bad': vocabulary and dim must be positive, got 4 and 0");
+}
+
+}  // namespace
