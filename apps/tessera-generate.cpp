@@ -108,7 +108,6 @@ int generate(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tessera::Runtime runtime(argc, argv);
   CLI::App app{"tessera-generate: sample text from a language-model checkpoint"};
   Options o;
   app.add_option("checkpoint", o.checkpoint,
@@ -122,8 +121,10 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", o.top_k, "draw among the k most likely tokens only (default 0: all)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 24));
   app.add_option("--seed", o.seed, "seed of the draws (default 1)");
+  // Help, version and command-line errors are answered before Kokkos starts.
   if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-generate"))
     return *status;
+  tessera::Runtime runtime(argc, argv);
   try {
     return generate(o);
   } catch (const tessera::DeckError& e) {

@@ -33,8 +33,10 @@ lacks() {
 
 # Each app's required arguments, so that an unknown option is the only problem.
 declare -A required=([tessera-train]="$deck" [tessera-bench]="$deck" [tessera-inspect]="x.h5"
-                     [tessera-idx2hdf5]="a b c.h5" [tessera-sweep]="$deck x.sweep.toml")
-for app in tessera-train tessera-sweep tessera-bench tessera-inspect tessera-idx2hdf5; do
+                     [tessera-idx2hdf5]="a b c.h5" [tessera-sweep]="$deck x.sweep.toml"
+                     [tessera-tokenize]="a.txt --out x" [tessera-generate]="x.h5")
+for app in tessera-train tessera-sweep tessera-bench tessera-inspect tessera-idx2hdf5 \
+  tessera-tokenize tessera-generate; do
   exe="${apps}/${app}"
   read -r -a args <<<"${required[$app]}"
   run "$app-help" 0 "$exe" --help && {
