@@ -9,6 +9,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 namespace tessera::kernels {
 
@@ -31,12 +32,14 @@ void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, co
   using T = typename Y::non_const_value_type;
   compat::gemm(exec, "N", "T", T(1), x, w, T(0), y);
   if (b.extent(0) == 0) return;
-  const int out = static_cast<int>(y.extent(1));
-  Kokkos::parallel_for(
-      "tessera::kernels::dense_bias",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0},
-                                                        {static_cast<int>(y.extent(0)), out}),
-      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += b(j); });
+  const std::int64_t out = y.extent(1);
+  impl::for_each_row_span(
+      exec, "tessera::kernels::dense_bias", y.extent(0), out,
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
+        auto* row = &y(i, 0);
+        const auto* bias = b.data();
+        for (std::int64_t j = begin; j < end; ++j) row[j] += bias[j];
+      });
 }
 
 template <class X, class W, class B, class Y>

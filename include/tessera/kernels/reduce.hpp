@@ -8,6 +8,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
 
@@ -94,9 +95,12 @@ void scale_in_place(const ExecSpace& exec, const X& x, double factor) {
   ScopedRegion region("tessera::kernels::scale_in_place");
   using T = typename X::non_const_value_type;
   const T f = static_cast<T>(factor);
-  Kokkos::parallel_for(
-      "tessera::kernels::scale_in_place", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { x(i) *= f; });
+  impl::for_each_span(
+      exec, "tessera::kernels::scale_in_place", x.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        T* v = x.data();
+        for (std::int64_t i = begin; i < end; ++i) v[i] *= f;
+      });
 }
 
 }  // namespace tessera::kernels
