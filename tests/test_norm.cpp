@@ -297,13 +297,43 @@ std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels:
   return out;
 }
 
+// Small layouts (one chunk per group) and layouts whose groups span several
+// chunks: blocks of rows (BatchNorm) and segments of a long row (LayerNorm).
 TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
-  const kernels::GroupLayout batchnorm{16, 5, 37}, layernorm{1, 9, 70};
-  EXPECT_EQ(run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
-            run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
-  EXPECT_EQ(
-      run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
-      run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+  for (const kernels::GroupLayout batchnorm :
+       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300}})
+    EXPECT_EQ(
+        run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
+        run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
+  for (const kernels::GroupLayout layernorm :
+       {kernels::GroupLayout{1, 9, 70}, kernels::GroupLayout{1, 3, 9000}})
+    EXPECT_EQ(
+        run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
+        run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+}
+
+// The chunked statistics against sums in double, over layouts of one and
+// of many chunks per group.
+TYPED_TEST(NormKernels, ChunkedSumsMatchDoubleSums) {
+  using E = TypeParam;
+  for (const kernels::GroupLayout layout :
+       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1}}) {
+    V<E> x("x", layout.size());
+    D<E> sums("sums", 2 * layout.groups);
+    const auto xh = test::random_values(layout.size(), 65, -1.0f, 3.0f);
+    test::from_host(x, xh);
+    kernels::group_sums(E(), layout, x, sums);
+    std::vector<double> expected(2 * layout.groups);
+    for (std::int64_t i = 0; i < layout.size(); ++i) {
+      const std::int64_t g = (i / layout.inner) % layout.groups;
+      expected[g] += xh[i];
+      expected[layout.groups + g] += double(xh[i]) * xh[i];
+    }
+    const auto got = test::to_host(sums);
+    for (std::size_t g = 0; g < expected.size(); ++g)
+      EXPECT_NEAR(got[g], expected[g], 1e-9 * layout.group_size()) << "sum " << g;
+  }
 }
 
 TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {
