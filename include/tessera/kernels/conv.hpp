@@ -2,7 +2,7 @@
 // that convolution and pooling share. Forward lowers a block of samples to
 // columns (im2col) and multiplies by the weights with KokkosBlas::gemm, one
 // product per block rather than per sample; backward multiplies again and
-// folds the columns back in gather form (one thread owns each input row and
+// folds the columns back in gather form (one thread owns each input plane and
 // collects every tap that read it), so no atomics are needed and results do
 // not depend on the thread count. Backward accumulates into dx, dW and db.
 // An empty bias (extent 0) means a convolution without one: forward adds
@@ -94,75 +94,96 @@ template <class T, class Space>
 using ColumnMatrix =
     Kokkos::View<T**, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
+// Copies and sums along one row; restrict parameters let the compiler
+// vectorise the short rows of a convolution without checking for overlap.
+template <class T>
+KOKKOS_INLINE_FUNCTION void copy_row(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT in, int n,
+                                     int stride) {
+  if (stride == 1)
+    for (int i = 0; i < n; ++i) out[i] = in[i];
+  else
+    for (int i = 0; i < n; ++i) out[i] = in[i * stride];
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION void add_row(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT in, int n,
+                                    int stride) {
+  if (stride == 1)
+    for (int i = 0; i < n; ++i) out[i] += in[i];
+  else
+    for (int i = 0; i < n; ++i) out[i * stride] += in[i];
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION void zero_row(T* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = 0;
+}
+
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
-// (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread per
-// (k, n) writes that sample's P contiguous entries of row k.
+// (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread
+// per input plane (n, c) writes that plane's kh * kw rows of P entries.
 template <class ExecSpace, class X, class Col>
 void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int64_t first,
             std::int64_t count, const Col& col) {
   const WindowAxis rows = g.rows, cols = g.cols;
-  const std::int64_t channels = g.in_channels, taps = std::int64_t(rows.kernel) * cols.kernel;
-  const std::int64_t positions = g.positions(), plane = std::int64_t(rows.in) * cols.in;
+  const std::int64_t channels = g.in_channels, positions = g.positions();
+  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
   Kokkos::parallel_for(
-      "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, g.patch() * count),
+      "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t n = r % count, k = r / count;
-        const std::int64_t c = k / taps;
-        const int ki = static_cast<int>((k % taps) / cols.kernel);
-        const int kj = static_cast<int>(k % cols.kernel);
-        const auto* in = &x(0) + ((first + n) * channels + c) * plane;
-        auto* out = &col(k, n * positions);
-        int ho_lo, ho_hi, wo_lo, wo_hi;
-        rows.inside(ki, ho_lo, ho_hi);
-        cols.inside(kj, wo_lo, wo_hi);
-        for (int ho = 0; ho < rows.out; ++ho, out += cols.out) {
-          if (ho < ho_lo || ho >= ho_hi) {
-            for (int wo = 0; wo < cols.out; ++wo) out[wo] = 0;
-            continue;
+        const std::int64_t n = r / channels, c = r % channels;
+        const auto* in = x.data() + (first * channels + r) * plane;
+        auto* block = col.data() + n * positions;
+        for (int ki = 0; ki < rows.kernel; ++ki) {
+          int ho_lo, ho_hi;
+          rows.inside(ki, ho_lo, ho_hi);
+          for (int kj = 0; kj < cols.kernel; ++kj) {
+            auto* out = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+            int wo_lo, wo_hi;
+            cols.inside(kj, wo_lo, wo_hi);
+            // Input column of output wo: wo * stride + (kj - pad).
+            const int shift = kj - cols.pad;
+            zero_row(out, ho_lo * cols.out);
+            for (int ho = ho_lo; ho < ho_hi; ++ho) {
+              auto* line = out + std::int64_t(ho) * cols.out;
+              const auto* source = in + std::int64_t(rows.start(ho) + ki) * cols.in;
+              zero_row(line, wo_lo);
+              copy_row(line + wo_lo, source + wo_lo * cols.stride + shift, wo_hi - wo_lo,
+                       cols.stride);
+              zero_row(line + wo_hi, cols.out - wo_hi);
+            }
+            zero_row(out + std::int64_t(ho_hi) * cols.out, (rows.out - ho_hi) * cols.out);
           }
-          // Input column of output wo: wo * stride + (kj - pad).
-          const auto* line = in + std::int64_t(rows.start(ho) + ki) * cols.in;
-          const int shift = kj - cols.pad;
-          for (int wo = 0; wo < wo_lo; ++wo) out[wo] = 0;
-          if (cols.stride == 1)
-            for (int wo = wo_lo; wo < wo_hi; ++wo) out[wo] = line[wo + shift];
-          else
-            for (int wo = wo_lo; wo < wo_hi; ++wo) out[wo] = line[wo * cols.stride + shift];
-          for (int wo = wo_hi; wo < cols.out; ++wo) out[wo] = 0;
         }
       });
 }
 
-// dx(n, c, h, :) += the entries of col that im2col copied from input row
-// (n, c, h): one thread owns each input row and adds the taps in a fixed
-// order (output row, kernel column), so no two threads write one element.
+// dx(n, c) += the entries of col that im2col copied from input plane
+// (n, c): one thread owns each plane and adds the taps in a fixed order
+// (kernel row, kernel column, output row), so no two threads write one
+// element and the sums do not depend on the thread count.
 template <class ExecSpace, class Col, class DX>
 void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, std::int64_t first,
                 std::int64_t count, const DX& dx) {
   const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, positions = g.positions();
-  const std::int64_t plane = std::int64_t(rows.in) * cols.in;
+  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
   Kokkos::parallel_for(
-      "tessera::kernels::col2im_add",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels * rows.in),
+      "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
-        const int h = static_cast<int>(r % rows.in);
-        const std::int64_t c = (r / rows.in) % channels;
-        const std::int64_t n = r / (std::int64_t(rows.in) * channels);
-        auto* line = &dx(0) + ((first + n) * channels + c) * plane + std::int64_t(h) * cols.in;
-        int ho_lo, ho_hi;
-        rows.covering(h, ho_lo, ho_hi);
-        for (int ho = ho_lo; ho < ho_hi; ++ho) {
-          const std::int64_t k0 = (c * rows.kernel + (h - rows.start(ho))) * cols.kernel;
+        const std::int64_t n = r / channels, c = r % channels;
+        auto* grad = dx.data() + (first * channels + r) * plane;
+        const auto* block = col.data() + n * positions;
+        for (int ki = 0; ki < rows.kernel; ++ki) {
+          int ho_lo, ho_hi;
+          rows.inside(ki, ho_lo, ho_hi);
           for (int kj = 0; kj < cols.kernel; ++kj) {
-            const auto* taps = &col(k0 + kj, n * positions) + std::int64_t(ho) * cols.out;
-            const int shift = kj - cols.pad;  // input column of output wo: wo * stride + shift
+            const auto* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
             int wo_lo, wo_hi;
             cols.inside(kj, wo_lo, wo_hi);
-            if (cols.stride == 1)
-              for (int wo = wo_lo; wo < wo_hi; ++wo) line[wo + shift] += taps[wo];
-            else
-              for (int wo = wo_lo; wo < wo_hi; ++wo) line[wo * cols.stride + shift] += taps[wo];
+            const int shift = kj - cols.pad;
+            for (int ho = ho_lo; ho < ho_hi; ++ho)
+              add_row(
+                  grad + std::int64_t(rows.start(ho) + ki) * cols.in + wo_lo * cols.stride + shift,
+                  taps + std::int64_t(ho) * cols.out + wo_lo, wo_hi - wo_lo, cols.stride);
           }
         }
       });
