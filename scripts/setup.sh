@@ -43,6 +43,9 @@ note "configured (log: ${build_dir}.configure.log)"
 step "Tessera: build"
 cmake --build "$build_dir" -j "$TESSERA_JOBS"
 
+step "OpenBLAS kernels"
+apply_openblas_coretype "${build_dir}/apps/tessera-train"
+
 case "$action" in
   train)
     deck="${2:-${TESSERA_ROOT}/inputs/fashion_mnist_mlp.toml}"

@@ -1,4 +1,5 @@
 // Runtime start-up and build description.
+#include <tessera/core/machine.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/core/version.hpp>
 
@@ -20,6 +21,9 @@ Runtime::Runtime(int& argc, char**& argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   Kokkos::initialize(argc, argv);
+  // Once, from the first rank: a BLAS on narrow kernels costs every app that
+  // multiplies matrices, and the fix is one environment variable.
+  if (rank_ == 0) warn_if_blas_is_narrow();
 }
 
 Runtime::~Runtime() {

@@ -9,7 +9,8 @@ namespace tessera {
 class Runtime {
  public:
   // Initialises MPI (if not already) and Kokkos; Kokkos consumes its own
-  // --kokkos-* arguments from argv.
+  // --kokkos-* arguments from argv. Rank 0 warns once on stderr when the
+  // BLAS runs narrower vector kernels than the CPU has (core/machine.hpp).
   Runtime(int& argc, char**& argv);
   ~Runtime();
   Runtime(const Runtime&) = delete;
