@@ -66,16 +66,27 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
                                                              << ", " << x.extent(1) << "]");
     compat::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
-  // One thread per output feature sums its column in a fixed order, so the
-  // result does not depend on the thread count.
-  const int n = static_cast<int>(dy.extent(0));
-  Kokkos::parallel_for(
-      "tessera::kernels::dense_bias_grad",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, static_cast<int>(db.extent(0))),
-      KOKKOS_LAMBDA(const int j) {
-        T sum = 0;
-        for (int i = 0; i < n; ++i) sum += dy(i, j);
-        db(j) += sum;
+  // Each output feature sums its column over the rows in order, so the
+  // result does not depend on the thread count. A host thread takes a span
+  // of features and walks the rows once for a tile of them (summing one
+  // strided column at a time ran at a few GB/s).
+  const std::int64_t n = dy.extent(0);
+  impl::for_each_span(
+      exec, "tessera::kernels::dense_bias_grad", db.extent(0),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        constexpr std::int64_t tile = 16;
+        for (std::int64_t j0 = begin; j0 < end; j0 += tile) {
+          T sum[tile] = {};
+          const std::int64_t width = end - j0 < tile ? end - j0 : tile;
+          for (std::int64_t i = 0; i < n; ++i) {
+            const T* row = &dy(i, j0);
+            if (width == tile)
+              for (std::int64_t t = 0; t < tile; ++t) sum[t] += row[t];
+            else
+              for (std::int64_t t = 0; t < width; ++t) sum[t] += row[t];
+          }
+          for (std::int64_t t = 0; t < width; ++t) db(j0 + t) += sum[t];
+        }
       });
 }
 
