@@ -114,10 +114,14 @@ struct Conv2dGeometry {
     const std::int64_t gradient = transposed().forward_per_sample();
     return lowered > gradient ? lowered : gradient;
   }
-  // Scratch floats besides the samples' (the flipped weights).
-  std::int64_t scratch_fixed() const {
+  // Floats of the flipped weights in scratch (transposed input gradient only).
+  std::int64_t flipped_weights_size() const {
     return transposed_input_gradient() ? in_channels * out_channels * rows.kernel * cols.kernel : 0;
   }
+  // Scratch floats besides the samples': the flipped weights, and the bias
+  // gradient's sum of each (sample, output channel) row, which backward
+  // takes while it copies dy anyway instead of reading dy once more.
+  std::int64_t scratch_fixed() const { return flipped_weights_size() + batch * out_channels; }
   // Scratch floats for blocks of `samples` samples.
   std::int64_t scratch_size(std::int64_t samples) const {
     return scratch_fixed() + samples * scratch_per_sample();
@@ -261,11 +265,13 @@ enum class Transfer {
 
 // Moves a block of samples between NCHW [count, C, P] (at sample `first` of
 // `nchw`) and the channel-major [C, count * P] that one gemm per block reads
-// and writes.
+// and writes. from_nchw with row_sums: also row_sums[n * C + c] = the
+// lane_sum of row (n, c) of nchw, for every sample n of the block.
 template <class ExecSpace, class Block, class NCHW, class B>
 void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, const B& bias,
                    std::int64_t first, std::int64_t count, std::int64_t channels,
-                   std::int64_t positions, Transfer transfer) {
+                   std::int64_t positions, Transfer transfer,
+                   typename Block::non_const_value_type* row_sums = nullptr) {
   const std::int64_t ld = block.stride(0);
   Kokkos::parallel_for(
       "tessera::kernels::channel_major", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
@@ -280,6 +286,8 @@ void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, 
           add_row(sample, row, static_cast<int>(positions), 1);
         } else {
           copy_row(row, sample, static_cast<int>(positions), 1);
+          if (row_sums != nullptr)  // the row is in cache now
+            row_sums[(first + n) * channels + c] = lane_sum(sample, positions);
         }
       });
 }
@@ -404,17 +412,8 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
   const std::int64_t k = g.patch(), positions = g.positions(), channels = g.out_channels;
   const std::int64_t batch = g.batch;
 
-  // One thread per output channel, summing samples in order.
-  Kokkos::parallel_for(
-      "tessera::kernels::conv2d_bias_grad",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, db.extent(0) > 0 ? channels : 0),
-      KOKKOS_LAMBDA(const std::int64_t c) {
-        T sum = 0;
-        for (std::int64_t n = 0; n < batch; ++n)
-          sum += lane_sum(&dy(0) + (n * channels + c) * positions, positions);
-        db(c) += sum;
-      });
-
+  // The sum of each row (n, c) of dy, taken by the copy of dy below.
+  T* const row_sums = db.extent(0) > 0 ? scratch.data() + g.flipped_weights_size() : nullptr;
   T* const blocks = scratch.data() + g.scratch_fixed();
   const bool transposed = with_dx && g.transposed_input_gradient();
   const Conv2dGeometry t = g.transposed();
@@ -426,7 +425,7 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
     impl::ColumnMatrix<T, Space> grad(blocks + k * count * positions, channels, count * positions);
     impl::im2col(exec, g, x, first, count, col);
     impl::channel_major(exec, grad, dy, db, first, count, channels, positions,
-                        impl::Transfer::from_nchw);
+                        impl::Transfer::from_nchw, row_sums);
     compat::gemm(exec, "N", "T", T(1), grad, col, T(1), dw);
     if (!with_dx) return;
     if (!transposed) {
@@ -445,6 +444,17 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
     impl::channel_major(exec, dx_block, dx, db, first, count, g.in_channels, inputs,
                         impl::Transfer::add_to_nchw);
   });
+
+  // db(c) += the rows' sums, samples in order: the same sums in the same
+  // order for any block size and thread count.
+  if (row_sums == nullptr) return;
+  Kokkos::parallel_for(
+      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        T sum = 0;
+        for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];
+        db(c) += sum;
+      });
 }
 
 template <class X, class W, class DY, class DX, class DW, class DB, class Scratch>
