@@ -1,8 +1,10 @@
 // tessera-bench: time the training step of the model a deck describes, layer
 // by layer and kernel by kernel, against the device's own measured peaks
-// (sgemm through KokkosBlas and a stream triad), and write a table and a
-// JSON report (schema in docs/benchmarks.md).
+// (FMA throughput with a Kokkos kernel, sgemm through KokkosBlas and a
+// stream triad), name the BLAS and the kernels it runs, and write a table
+// and a JSON report (schema in docs/benchmarks.md).
 #include <tessera/core/compat.hpp>
+#include <tessera/core/machine.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/runtime.hpp>
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -25,6 +28,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "fma_peak.hpp"
 
 namespace {
 
@@ -48,6 +52,7 @@ double median(std::vector<double> v) {
 // Peaks the device reaches on its own: they scale the per-layer figures.
 
 struct Peaks {
+  tessera::bench::FmaPeak fma;
   std::int64_t gemm_size = 0;
   double gemm_gflops = 0;
   std::int64_t triad_elements = 0;
@@ -338,9 +343,23 @@ struct Options {
 
 void print_table(std::ostream& os, const json& report) {
   const auto& peaks = report["peaks"];
-  os << std::fixed << std::setprecision(1) << "peaks: sgemm "
-     << peaks["sgemm"]["gflops"].get<double>() << " GFLOP/s (n = " << peaks["sgemm"]["size"]
-     << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n\n";
+  const auto& blas = report["blas"];
+  os << "CPU: " << report["machine"]["cpu"].get<std::string>() << " ("
+     << report["machine"]["cpu_isa"].get<std::string>() << "); Tessera's kernels compiled for "
+     << report["machine"]["kernels_isa"].get<std::string>()
+     << "\nBLAS: " << blas["library"].get<std::string>();
+  if (!blas["core"].get<std::string>().empty())
+    os << ", kernels " << blas["core"].get<std::string>() << " ("
+       << blas["core_isa"].get<std::string>() << ")";
+  os << "\n";
+  if (!blas["warning"].get<std::string>().empty()) os << blas["warning"].get<std::string>() << "\n";
+  const double fma = peaks["fma"]["gflops"].get<double>();
+  const double sgemm = peaks["sgemm"]["gflops"].get<double>();
+  os << std::fixed << std::setprecision(1) << "peaks: FMA " << fma << " GFLOP/s ("
+     << peaks["fma"]["isa"].get<std::string>() << ", " << peaks["fma"]["threads"]
+     << " threads), sgemm " << sgemm << " GFLOP/s (n = " << peaks["sgemm"]["size"];
+  if (fma > 0) os << ", " << 100 * sgemm / fma << "% of FMA";
+  os << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n\n";
   os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
      << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s" << std::setw(8) << "%peak"
      << std::setw(9) << "GB/s" << std::setw(8) << "%peak"
@@ -371,11 +390,20 @@ void print_table(std::ostream& os, const json& report) {
   os << "\ntraining step: " << std::setprecision(3) << step["seconds"].get<double>() * 1e3
      << " ms (median), " << std::setprecision(0) << step["samples_per_second"].get<double>()
      << " samples/s at batch " << report["batch_size"] << "; layers forward + backward "
-     << std::setprecision(3) << step["layers_seconds"].get<double>() * 1e3 << " ms\n";
+     << std::setprecision(3) << step["layers_seconds"].get<double>() * 1e3 << " ms\n"
+     << "training step: " << std::setprecision(1) << step["gflops"].get<double>()
+     << " GFLOP/s = " << 100 * step["fma_fraction"].get<double>() << "% of the FMA peak\n";
   const auto& dense = report["dense"];
   if (dense["layers"].get<int>() > 0)
     os << "dense layers, training step: " << std::setprecision(1) << dense["gflops"].get<double>()
        << " GFLOP/s = " << 100 * dense["flops_fraction"].get<double>() << "% of sgemm\n";
+  const auto& memory = report["memory_bound"];
+  if (memory["layers"].get<int>() > 0)
+    os << "other layers (no matrix products), training step: " << std::setprecision(3)
+       << memory["seconds"].get<double>() * 1e3 << " ms, " << std::setprecision(1)
+       << memory["gbs"].get<double>()
+       << " GB/s = " << 100 * memory["bandwidth_fraction"].get<double>()
+       << "% of the stream triad\n";
 }
 
 // The hardware a report was measured on, for tessera-compare's
@@ -410,7 +438,16 @@ json report_identity(const Options& opt, const tessera::Deck& deck, std::int64_t
       {"spack_spec", *TESSERA_BUILD_SPEC ? json(TESSERA_BUILD_SPEC) : json(nullptr)}};
   report["machine"] = {{"hostname", hostname()},
                        {"cpu", cpu_model()},
-                       {"cores", std::thread::hardware_concurrency()}};
+                       {"cores", std::thread::hardware_concurrency()},
+                       {"cpu_isa", tessera::isa_name(tessera::widest_isa(tessera::cpu_flags()))},
+                       {"kernels_isa", tessera::isa_name(tessera::compiled_isa())}};
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  report["blas"] = {
+      {"library", blas.library},
+      {"core", blas.core},
+      {"core_isa", blas.openblas ? tessera::isa_name(tessera::openblas_core_isa(blas.core)) : ""},
+      {"warning", tessera::blas_vector_warning(tessera::cpu_flags(), blas,
+                                               coretype != nullptr ? coretype : "")}};
   report["platform"] = opt.platform.empty() ? default_platform() : opt.platform;
   report["backend"] = tessera::ExecSpace::name();
   report["threads"] = tessera::ExecSpace::concurrency();
@@ -435,6 +472,7 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   peaks.gemm_size = opt.gemm_size > 0 ? opt.gemm_size : (host ? 2048 : 8192);
   peaks.triad_elements = opt.triad_elements;
   if (!opt.skip_peaks) {
+    peaks.fma = tessera::bench::measure_fma_peak(opt.peak_repetitions);
     peaks.gemm_gflops = measure_sgemm(peaks.gemm_size, opt.peak_repetitions);
     peaks.triad_gbs = measure_triad(peaks.triad_elements, opt.peak_repetitions);
   }
@@ -496,6 +534,8 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
                       {"repetitions", opt.repetitions},
                       {"statistic", "median over repetitions of the mean step"}};
   report["peaks"] = {
+      {"fma",
+       {{"gflops", peaks.fma.gflops}, {"isa", peaks.fma.isa}, {"threads", peaks.fma.threads}}},
       {"sgemm", {{"size", peaks.gemm_size}, {"gflops", peaks.gemm_gflops}}},
       {"stream_triad", {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}}},
       {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
@@ -503,6 +543,9 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   json rows = json::array();
   double layers_total = 0, step_flops = 0, dense_flops = 0, dense_seconds = 0;
   int dense_layers = 0;
+  // Layers without matrix products: bound by memory traffic.
+  double memory_bytes = 0, memory_seconds = 0;
+  int memory_layers = 0;
   for (std::size_t i = 0; i < layers; ++i) {
     const auto& layer = *model->layers()[i];
     tessera::Shapes inputs;
@@ -542,26 +585,40 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
       ++dense_layers;
       dense_flops += step_cost.flops;
       dense_seconds += both;
+    } else if (layer.type() != std::string("Conv2D")) {
+      ++memory_layers;
+      memory_bytes += step_cost.bytes;
+      memory_seconds += both;
     }
     rows.push_back(row);
   }
   report["layers"] = rows;
   const double step = median(step_seconds);
-  report["step"] = {{"seconds", step},
-                    {"samples_per_second", step > 0 ? double(batch) / step : 0},
-                    {"layers_seconds", layers_total},
-                    {"phases",
-                     {{"data", median(phase[0])},
-                      {"forward", median(phase[1])},
-                      {"backward", median(phase[2])},
-                      {"optimizer", median(phase[3])}}},
-                    {"flops", step_flops}};
+  report["step"] = {
+      {"seconds", step},
+      {"samples_per_second", step > 0 ? double(batch) / step : 0},
+      {"layers_seconds", layers_total},
+      {"phases",
+       {{"data", median(phase[0])},
+        {"forward", median(phase[1])},
+        {"backward", median(phase[2])},
+        {"optimizer", median(phase[3])}}},
+      {"flops", step_flops},
+      {"gflops", step > 0 ? step_flops / step * 1e-9 : 0},
+      {"fma_fraction",
+       step > 0 && peaks.fma.gflops > 0 ? step_flops / step * 1e-9 / peaks.fma.gflops : 0}};
   const double dense_gflops = dense_seconds > 0 ? dense_flops / dense_seconds * 1e-9 : 0;
   report["dense"] = {
       {"layers", dense_layers},
       {"seconds", dense_seconds},
       {"gflops", dense_gflops},
       {"flops_fraction", peaks.gemm_gflops > 0 ? dense_gflops / peaks.gemm_gflops : 0}};
+  const double memory_gbs = memory_seconds > 0 ? memory_bytes / memory_seconds * 1e-9 : 0;
+  report["memory_bound"] = {
+      {"layers", memory_layers},
+      {"seconds", memory_seconds},
+      {"gbs", memory_gbs},
+      {"bandwidth_fraction", peaks.triad_gbs > 0 ? memory_gbs / peaks.triad_gbs : 0}};
 
   std::cout << "\n";
   print_table(std::cout, report);

@@ -2,11 +2,13 @@
 # Tessera against PyTorch on the same decks, batch size and cores, one after
 # the other: tessera-bench for Tessera, bench/pytorch_reference.py for
 # PyTorch under several thread settings (its best counts), then a table of
-# samples/s, the ratios against the targets, and the Dense layers' training
-# step as a fraction of the sgemm peak tessera-bench measured.
+# samples/s, the ratios against the targets, each framework's training step
+# as a fraction of the FMA peak tessera-bench measured (the same model's
+# FLOPs over each one's step time), and the Dense layers' training step as
+# a fraction of the sgemm peak.
 #
 #   bash bench/side_by_side.sh [--cores N] [--batch B] [--steps S] [--repetitions R] [--out DIR]
-#                              [--case NAME]   (one case only: mlp, mlp-512-256, cnn, gpt)
+#                              [--cases mlp,mlp-512-256,cnn,resnet,gpt]
 #
 # Environment: TESSERA_BUILD_DIR (default <clone>/build) holds apps/tessera-bench.
 set -euo pipefail
@@ -20,8 +22,8 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --repetitions) repetitions="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    --case) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cases) only=",$2,"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "side_by_side.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +34,16 @@ python=/usr/bin/python3  # Debian's interpreter: it sees python3-torch
   || { echo "side_by_side.sh: PyTorch is missing; install it with: apt-get install -y python3-torch" >&2; exit 2; }
 [ "$cores" -ge 1 ] && [ "$cores" -le "$(nproc)" ] \
   || { echo "side_by_side.sh: --cores $cores must be 1 to $(nproc)" >&2; exit 2; }
+# OpenBLAS on narrower kernels than the CPU has: Tessera's start-up warning
+# names the OPENBLAS_CORETYPE that fixes it; both frameworks run with it.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  coretype=$(OMP_PROC_BIND=spread OMP_PLACES=threads "$(dirname "$bench")/tessera-train" --version 2>&1 \
+    | sed -n 's/.*Set OPENBLAS_CORETYPE=\([A-Za-z]*\).*/\1/p' | head -1 || true)
+  if [ -n "$coretype" ]; then
+    export OPENBLAS_CORETYPE="$coretype"
+    echo "note: OpenBLAS chose narrower kernels than the CPU has; running with OPENBLAS_CORETYPE=$coretype"
+  fi
+fi
 openblas=$(readlink -f /usr/lib/x86_64-linux-gnu/libopenblas.so.0 2>/dev/null || true)
 case "$openblas" in
   *pthread*) echo "side_by_side.sh: warning: the pthread OpenBLAS is selected ($openblas); its threads fight Kokkos' OpenMP threads. scripts/setup.sh selects the OpenMP build." >&2 ;;
@@ -43,16 +55,19 @@ pin=(taskset -c "0-$((cores - 1))")
 
 # name | deck | overrides (space-separated key=value) | target ratio [| batch, default --batch]
 cases=(
-  "mlp|${root}/inputs/fashion_mnist_mlp.toml||1.1"
-  "mlp-512-256|${root}/inputs/fashion_mnist_mlp.toml|model.layers[0].units=512 model.layers[2].units=256|1.1"
-  "cnn|${root}/inputs/fashion_mnist_cnn.toml||1.2"
-  "gpt|${root}/inputs/tiny_gpt.toml||1.0|32"
+  "mlp|${root}/inputs/fashion_mnist_mlp.toml||1.3"
+  "mlp-512-256|${root}/inputs/fashion_mnist_mlp.toml|model.layers[0].units=512 model.layers[2].units=256|1.3"
+  "cnn|${root}/inputs/fashion_mnist_cnn.toml||1.3"
+  "resnet|${root}/inputs/fashion_mnist_resnet.toml||1.3"
+  "gpt|${root}/inputs/tiny_gpt.toml||1.3|32"
 )
 if [ -n "$only" ]; then
   known=""
   for entry in "${cases[@]}"; do known+=" ${entry%%|*}"; done
-  [[ " $known " == *" $only "* ]] ||
-    { echo "side_by_side.sh: --case $only: no such case; cases:$known" >&2; exit 2; }
+  for name in ${only//,/ }; do
+    [[ " $known " == *" $name "* ]] ||
+      { echo "side_by_side.sh: --cases: no case '$name'; cases:$known" >&2; exit 2; }
+  done
 fi
 # PyTorch thread settings: OMP_NUM_THREADS (PyTorch's intra-op threads, and
 # the OpenMP pool), OPENBLAS_NUM_THREADS (the BLAS it links); "default" sets
@@ -75,10 +90,11 @@ tessera_settings=("1,1")
 
 echo "machine: $(hostname), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; using $cores"
 echo "batch $batch (or the case's own), $steps steps x $repetitions repetitions (median), results in $out"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 summary=()
 for entry in "${cases[@]}"; do
   IFS='|' read -r name deck overrides target case_batch <<<"$entry"
-  [ -z "$only" ] || [ "$only" = "$name" ] || continue
+  [ -z "$only" ] || [[ "$only" == *",$name,"* ]] || continue
   case_batch="${case_batch:-$batch}"
   sets=()
   for o in $overrides; do sets+=(--set "$o"); done
@@ -119,18 +135,36 @@ for entry in "${cases[@]}"; do
       printf '  %-28s %10s (exit %s after at most 600 s; see %s)\n' "$label" "failed" "$?" "$log"
     fi
   done
-  dense=$("$python" -c 'import json,sys; d=json.load(open(sys.argv[1]))["dense"]; print("%.1f%% (%.1f GFLOP/s)" % (100 * d["flops_fraction"], d["gflops"]) if d["layers"] else "-")' "$tessera_json")
-  summary+=("$name|$tessera|$tessera_setting|$best|$best_setting|$target|$dense|$tessera_json")
+  dense=$("$python" -c 'import json,sys; d=json.load(open(sys.argv[1]))["dense"]; print("%.1f%%" % (100 * d["flops_fraction"]) if d["layers"] else "-")' "$tessera_json")
+  # The step's FLOPs (the same model in both) over each step time, against
+  # the FMA peak of all `cores` (measured in the run with that many threads).
+  whole_cpu="$out/tessera-$name-omp$cores-openblas$cores.json"
+  fractions=$("$python" -c 'import json,sys
+r = json.load(open(sys.argv[1])); fma = r["peaks"]["fma"]["gflops"]; flops = r["step"]["flops"]
+batch = r["batch_size"]
+f = lambda rate: "%.1f%%" % (100 * flops * rate / batch * 1e-9 / fma) if fma > 0 and rate > 0 else "-"
+print(f(float(sys.argv[2])), f(float(sys.argv[3])))' "$whole_cpu" "$tessera" "$best")
+  summary+=("$name|$tessera|$tessera_setting|$best|$best_setting|$target|$dense|${fractions% *}|${fractions#* }|$whole_cpu")
 done
 echo
-echo "Tessera and PyTorch: samples/s at each's best thread setting; the Dense column is"
-echo "the Dense layers' forward + backward as a fraction of the sgemm peak that"
-echo "tessera-bench measured with the same threads (target 80%)."
-printf '%-12s %9s %-20s %9s %-20s %6s %7s  %-7s %s\n' case Tessera setting PyTorch setting ratio target verdict "Dense step / sgemm"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+first_report=$(echo "${summary[0]}" | awk -F'|' '{print $NF}')
+"$python" -c 'import json,sys
+r = json.load(open(sys.argv[1])); p = r["peaks"]; b = r["blas"]; m = r["machine"]
+print("CPU %s (%s), Tessera kernels compiled for %s" % (m["cpu"], m["cpu_isa"], m["kernels_isa"]))
+print("BLAS %s%s" % (b["library"], ", kernels %s (%s)" % (b["core"], b["core_isa"]) if b["core"] else ""))
+print("peaks (%d threads, first case): FMA %.1f GFLOP/s (%s, %d threads), sgemm %.1f GFLOP/s, stream triad %.1f GB/s"
+      % (r["threads"], p["fma"]["gflops"], p["fma"]["isa"], p["fma"]["threads"], p["sgemm"]["gflops"], p["stream_triad"]["gbs"]))' "$first_report"
+echo
+echo "Tessera and PyTorch: samples/s at each's best thread setting; \"of FMA\": the training"
+echo "step's FLOPs per second as a fraction of the FMA peak of all $cores cores, which"
+echo "tessera-bench measured with $cores threads; the Dense column: Tessera's Dense layers'"
+echo "forward + backward as a fraction of the sgemm peak measured in its best run."
+printf '%-12s %9s %-20s %9s %-20s %6s %7s  %-7s %8s %8s %s\n' case Tessera setting PyTorch setting ratio target verdict \
+  "T of FMA" "P of FMA" "Dense/sgemm"
 for row in "${summary[@]}"; do
-  IFS='|' read -r name tessera tsetting best setting target dense report <<<"$row"
+  IFS='|' read -r name tessera tsetting best setting target dense tfma pfma report <<<"$row"
   ratio=$(awk -v a="$tessera" -v b="$best" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
   verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { print (r != "-" && r >= t) ? "met" : "MISSED" }')
-  peaks=$("$python" -c 'import json,sys; p=json.load(open(sys.argv[1]))["peaks"]; print("sgemm %.1f GFLOP/s" % p["sgemm"]["gflops"])' "$report")
-  printf '%-12s %9.0f %-20s %9.0f %-20s %6s %6sx  %-7s %s of %s\n' "$name" "$tessera" "$tsetting" "$best" "$setting" "$ratio" "$target" "$verdict" "$dense" "$peaks"
+  printf '%-12s %9.0f %-20s %9.0f %-20s %6s %6sx  %-7s %8s %8s %s\n' "$name" "$tessera" "$tsetting" "$best" "$setting" "$ratio" "$target" "$verdict" "$tfma" "$pfma" "$dense"
 done

@@ -94,3 +94,23 @@ select_openblas_openmp() {
     as_root update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "$alt" >/dev/null
   fi
 }
+
+# OpenBLAS on narrower vector kernels than the CPU has (Debian's 0.3.21
+# takes its AVX2 Haswell kernels on AMD family 26, an AVX-512 CPU): a
+# Tessera app warns at start-up (and in --version) and names the
+# OPENBLAS_CORETYPE that fixes it; export that for the steps that follow (app: tessera-train). A value
+# the caller set stays.
+apply_openblas_coretype() {
+  local app="$1" coretype
+  if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    note "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE} (set by the caller)"
+    return 0
+  fi
+  coretype=$("$app" --version 2>&1 | sed -n 's/.*Set OPENBLAS_CORETYPE=\([A-Za-z]*\).*/\1/p' | head -1 || true)
+  if [ -n "$coretype" ]; then
+    export OPENBLAS_CORETYPE="$coretype"
+    note "OpenBLAS chose narrower kernels than the CPU has: OPENBLAS_CORETYPE=${coretype} from here on"
+  else
+    note "OpenBLAS's kernels use the CPU's widest vectors"
+  fi
+}

@@ -55,6 +55,9 @@ if [ ! -s "${data_dir}/devil.val.bin" ]; then
     || die "tessera-tokenize failed"
 fi
 
+step "OpenBLAS kernels"
+apply_openblas_coretype "${build_dir}/apps/tessera-train"
+
 case "$action" in
   train)
     deck="${2:-${TESSERA_ROOT}/inputs/fashion_mnist_mlp.toml}"

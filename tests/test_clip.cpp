@@ -50,14 +50,17 @@ TYPED_TEST(Reduce, SumSquaresIsBitwiseTheSameOnEverySpace) {
   const double here = kernels::deterministic_sum_squares(E(), x);
   const double serial =
       kernels::deterministic_sum_squares(Kokkos::DefaultHostExecutionSpace(), x_serial);
-  // The chunked order, written out sequentially.
+  // The chunked order, written out sequentially: in each chunk, element j
+  // goes to lane j % sum_lanes, and lanes are added pairwise.
   std::vector<double> chunks;
   for (std::int64_t c = 0; c * kernels::deterministic_chunk < n; ++c) {
-    double s = 0;
-    for (std::int64_t i = c * kernels::deterministic_chunk;
-         i < std::min(n, (c + 1) * kernels::deterministic_chunk); ++i)
-      s += static_cast<double>(values[i]) * values[i];
-    chunks.push_back(s);
+    double lanes[kernels::sum_lanes] = {};
+    const std::int64_t first = c * kernels::deterministic_chunk;
+    for (std::int64_t i = first; i < std::min(n, first + kernels::deterministic_chunk); ++i)
+      lanes[(i - first) % kernels::sum_lanes] += static_cast<double>(values[i]) * values[i];
+    for (int width = kernels::sum_lanes / 2; width > 0; width /= 2)
+      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    chunks.push_back(lanes[0]);
   }
   double expected = 0;
   for (double s : chunks) expected += s;

@@ -45,6 +45,7 @@ const ConvCase conv_cases[] = {
     {2, 1, 4, 7, 6, 3, 3, 2, 2, 2, 2},  // padding wider than the stride
     {2, 4, 3, 4, 4, 1, 1, 1, 1, 0, 0},  // 1x1: a per-pixel dense layer
     {5, 2, 2, 4, 5, 4, 5, 1, 1, 0, 0},  // kernel covers the whole image
+    {2, 3, 2, 5, 6, 3, 2, 1, 1, 2, 1},  // padding kernel - 1: a "full" convolution
 };
 
 // Reference convolution and its gradients by direct loops.
@@ -90,7 +91,7 @@ using M = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
 // Scratch for two samples, so batches above two run in several blocks.
 template <class E>
 V<E> two_sample_scratch(const kernels::Conv2dGeometry& g) {
-  return V<E>("scratch", 2 * g.scratch_per_sample());
+  return V<E>("scratch", g.scratch_size(2));
 }
 
 TYPED_TEST(ConvKernels, ForwardMatchesNaiveLoops) {
@@ -170,9 +171,8 @@ TYPED_TEST(ConvKernels, BackwardMatchesNaiveLoopsAndAccumulates) {
 // against the rounding bound of a sum of n terms, n * u * sum |term| for each
 // run (u = 2^-24), not bit for bit; a sample mixed into another block would
 // be off by the size of the terms themselves.
-TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
-  using E = TypeParam;
-  const ConvCase c{7, 3, 4, 6, 6, 3, 3, 1, 1, 1, 1};
+template <class E>
+void expect_block_size_independent(const ConvCase& c) {
   const auto g = c.geometry();
   const NaiveConv ref{c};
   V<E> x("x", g.input_size()), b("b", c.out_channels), dy("dy", g.output_size());
@@ -195,7 +195,7 @@ TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
   for (std::int64_t block : {1, 3, 7}) {
     V<E> y("y", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
     M<E> dw("dw", c.out_channels, g.patch());
-    V<E> scratch("scratch", block * g.scratch_per_sample());
+    V<E> scratch("scratch", g.scratch_size(block));
     kernels::conv2d_forward(E(), g, x, w, b, y, scratch);
     kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch);
     ys.push_back(test::to_host(y));
@@ -209,6 +209,14 @@ TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
       EXPECT_NEAR(dxs[run][i], dxs[0][i], 2 * dx_terms * u * dx_scale[i])
           << "dx " << i << ", run " << run;
   }
+}
+
+// Both ways to the input gradient: 3 -> 4 channels folds W^T dy back, 4 -> 3
+// convolves dy with the flipped weights.
+TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
+  for (const ConvCase& c :
+       {ConvCase{7, 3, 4, 6, 6, 3, 3, 1, 1, 1, 1}, ConvCase{7, 4, 3, 6, 6, 3, 3, 1, 1, 1, 1}})
+    expect_block_size_independent<TypeParam>(c);
 }
 
 // Without a bias (an empty view) forward adds nothing and backward leaves
@@ -306,6 +314,11 @@ TEST(Conv2D, GradientsMatchFiniteDifferences) {
   test::LayerHarness hn(no_bias, {Shape{2, 2, 5, 4}}, 3);
   ASSERT_EQ(hn.parameters().entries().size(), 1u);
   hn.expect_gradients();
+  // No more output than input channels at stride 1: dx as the convolution
+  // of dy with the flipped weights.
+  Conv2D narrowing("narrowing", 2, {3, 2}, 1, {1, 0});
+  test::LayerHarness ht(narrowing, {Shape{2, 3, 5, 4}}, 4);
+  ht.expect_gradients();
 }
 
 TEST(Conv2D, WithoutBiasHasOnlyWeights) {

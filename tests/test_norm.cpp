@@ -321,13 +321,129 @@ std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels:
   return out;
 }
 
+// Small layouts (one chunk per group) and layouts whose groups span several
+// chunks: blocks of rows (BatchNorm) and segments of a long row (LayerNorm).
 TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
-  const kernels::GroupLayout batchnorm{16, 5, 37}, layernorm{1, 9, 70};
-  EXPECT_EQ(run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
-            run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
-  EXPECT_EQ(
-      run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
-      run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+  for (const kernels::GroupLayout batchnorm :
+       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300}})
+    EXPECT_EQ(
+        run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
+        run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
+  for (const kernels::GroupLayout layernorm :
+       {kernels::GroupLayout{1, 9, 70}, kernels::GroupLayout{1, 3, 9000}})
+    EXPECT_EQ(
+        run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
+        run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+}
+
+// The chunked statistics against sums in double, over layouts of one and
+// of many chunks per group.
+TYPED_TEST(NormKernels, ChunkedSumsMatchDoubleSums) {
+  using E = TypeParam;
+  for (const kernels::GroupLayout layout :
+       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1}}) {
+    V<E> x("x", layout.size());
+    D<E> sums("sums", 2 * layout.groups);
+    const auto xh = test::random_values(layout.size(), 65, -1.0f, 3.0f);
+    test::from_host(x, xh);
+    kernels::group_sums(E(), layout, x, sums);
+    std::vector<double> expected(2 * layout.groups);
+    for (std::int64_t i = 0; i < layout.size(); ++i) {
+      const std::int64_t g = (i / layout.inner) % layout.groups;
+      expected[g] += xh[i];
+      expected[layout.groups + g] += double(xh[i]) * xh[i];
+    }
+    const auto got = test::to_host(sums);
+    for (std::size_t g = 0; g < expected.size(); ++g)
+      EXPECT_NEAR(got[g], expected[g], 1e-9 * layout.group_size()) << "sum " << g;
+  }
+}
+
+// Every step of forward and backward against double loops over the
+// definition, with the kernels' own mean and invstd, for both affine modes,
+// batch and running statistics, and layouts of one and of many chunks per
+// group (blocks of short rows, segments of long rows, rows of one element).
+// Sums are held to their rounding bound: 1e-6 of the sum of |terms|.
+TYPED_TEST(NormKernels, BackwardMatchesNaiveLoops) {
+  using E = TypeParam;
+  const E exec;
+  for (const kernels::Affine affine : {kernels::Affine::per_group, kernels::Affine::per_position})
+    for (const kernels::GroupLayout l :
+         {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+          kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1}}) {
+      const bool per_group = affine == kernels::Affine::per_group;
+      const std::int64_t size = l.size(), params = per_group ? l.groups : l.group_size();
+      V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), dx_running("dxr", size),
+          gamma("gamma", params), beta("beta", params), dgamma("dgamma", params),
+          dbeta("dbeta", params), dgamma2("dgamma2", params), dbeta2("dbeta2", params),
+          mean("mean", l.groups), invstd("invstd", l.groups);
+      D<E> sums("sums", 2 * l.groups);
+      const auto xh = test::random_values(size, 81, -1.0f, 3.0f),
+                 dyh = test::random_values(size, 82),
+                 gh = test::random_values(params, 83, 0.5f, 1.5f),
+                 bh = test::random_values(params, 84), start = test::random_values(size, 85),
+                 pstart = test::random_values(params, 86);
+      test::from_host(x, xh);
+      test::from_host(dy, dyh);
+      test::from_host(gamma, gh);
+      test::from_host(beta, bh);
+      test::from_host(dx, start);
+      test::from_host(dx_running, start);
+      for (const auto& v : {dgamma, dbeta, dgamma2, dbeta2}) test::from_host(v, pstart);
+      kernels::group_sums(exec, l, x, sums);
+      kernels::moments_from_sums(exec, sums, l.group_size(), 1e-5f, mean, invstd);
+      kernels::group_normalize(exec, l, affine, x, mean, invstd, gamma, beta, y);
+      kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, false, sums,
+                                    l.group_size(), dx_running);
+      kernels::affine_gradients(exec, l, affine, x, dy, mean, invstd, dgamma, dbeta);
+      kernels::group_gradient_sums(exec, l, affine, x, dy, mean, invstd, gamma, sums);
+      kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, true, sums,
+                                    l.group_size(), dx);
+      if (per_group) kernels::affine_gradients_from_sums(exec, sums, dgamma2, dbeta2);
+
+      const auto m = test::to_host(mean), s = test::to_host(invstd);
+      const double n = static_cast<double>(l.group_size());
+      std::vector<double> sum_dxhat(l.groups), sum_projected(l.groups), bound(l.groups);
+      std::vector<double> dg(pstart.begin(), pstart.end()), db(pstart.begin(), pstart.end()),
+          dg_bound(params);
+      for (std::int64_t g = 0; g < l.groups; ++g)
+        for (std::int64_t k = 0; k < l.group_size(); ++k) {
+          const std::int64_t i = l.index(g, k), p = per_group ? g : k;
+          const double xhat = (double(xh[i]) - m[g]) * s[g], dxhat = double(dyh[i]) * gh[p];
+          sum_dxhat[g] += dxhat;
+          sum_projected[g] += dxhat * xhat;
+          bound[g] += std::fabs(dxhat) * (1 + std::fabs(xhat));
+          dg[p] += dyh[i] * xhat;
+          db[p] += dyh[i];
+          dg_bound[p] += std::fabs(dyh[i]) * (1 + std::fabs(xhat));
+        }
+      const auto yk = test::to_host(y), dxk = test::to_host(dx), dxr = test::to_host(dx_running);
+      for (std::int64_t g = 0; g < l.groups; ++g)
+        for (std::int64_t k = 0; k < l.group_size(); ++k) {
+          const std::int64_t i = l.index(g, k), p = per_group ? g : k;
+          const double xhat = (double(xh[i]) - m[g]) * s[g], dxhat = double(dyh[i]) * gh[p];
+          const double y_ref = xhat * gh[p] + bh[p];
+          ASSERT_NEAR(yk[i], y_ref, 1e-5 * (1 + std::fabs(y_ref))) << "y " << i;
+          const double running = start[i] + s[g] * dxhat;
+          ASSERT_NEAR(dxr[i], running, 1e-5 * (1 + std::fabs(running))) << "dx (running) " << i;
+          const double batch =
+              start[i] + s[g] * (dxhat - (sum_dxhat[g] + xhat * sum_projected[g]) / n);
+          const double tol = 1e-5 * (1 + std::fabs(batch)) + 1e-6 * s[g] * bound[g] / n;
+          ASSERT_NEAR(dxk[i], batch, tol) << "dx (batch) " << i;
+        }
+      const auto dgk = test::to_host(dgamma), dbk = test::to_host(dbeta);
+      const auto dgk2 = test::to_host(dgamma2), dbk2 = test::to_host(dbeta2);
+      for (std::int64_t p = 0; p < params; ++p) {
+        const double tol_g = 1e-6 * dg_bound[p] + 1e-6 * (1 + std::fabs(dg[p]));
+        const double tol_b = 1e-6 * dg_bound[p] + 1e-6 * (1 + std::fabs(db[p]));
+        ASSERT_NEAR(dgk[p], dg[p], tol_g) << "dgamma " << p;
+        ASSERT_NEAR(dbk[p], db[p], tol_b) << "dbeta " << p;
+        if (!per_group) continue;
+        ASSERT_NEAR(dgk2[p], dg[p], tol_g) << "dgamma from sums " << p;
+        ASSERT_NEAR(dbk2[p], db[p], tol_b) << "dbeta from sums " << p;
+      }
+    }
 }
 
 TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {

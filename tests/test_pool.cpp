@@ -141,6 +141,23 @@ TYPED_TEST(PoolKernels, MaxTiesGoToTheFirstAndPaddingNeverWins) {
   EXPECT_EQ(test::to_host(dx), (std::vector<float>{1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1}));
 }
 
+// The unpadded 2x2 window at stride 2 has a path of its own: ties there go
+// to the first maximum in row-major order too, wherever the tie is.
+TYPED_TEST(PoolKernels, MaxTiesInUnpaddedTwoByTwoWindowsGoToTheFirst) {
+  using E = TypeParam;
+  const PoolCase c{1, 2, 8, 2, 2, 2, 2, 0, 0};
+  const auto g = c.geometry();
+  V<E> x("x", g.input_size()), y("y", g.output_size());
+  Index<E> argmax("argmax", g.output_size());
+  // Windows: all equal; top pair tied above the bottom; bottom pair tied
+  // above the top; the last tap alone the largest.
+  test::from_host(x, {4, 4, 1, 1, 0, 0, 0, 0,  //
+                      4, 4, 0, 0, 2, 2, 0, 9});
+  kernels::max_pool2d_forward(E(), g, x, y, argmax);
+  EXPECT_EQ(test::to_host(y), (std::vector<float>{4, 1, 2, 9}));
+  EXPECT_EQ(test::to_host(argmax), (std::vector<int>{0, 2, 12, 15}));
+}
+
 TYPED_TEST(PoolKernels, ErrorsNameFunctionAndShapes) {
   using E = TypeParam;
   const PoolCase c{2, 4, 4, 2, 2, 2, 2, 0, 0};

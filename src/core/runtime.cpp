@@ -1,5 +1,6 @@
 // Runtime start-up and build description.
 #include <tessera/core/compat.hpp>
+#include <tessera/core/machine.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/core/version.hpp>
@@ -7,6 +8,7 @@
 #include <KokkosKernels_config.h>
 #include <dlfcn.h>
 #include <mpi.h>
+#include <cstdlib>
 #include <Kokkos_Core.hpp>
 
 #include <sstream>
@@ -26,6 +28,9 @@ Runtime::Runtime(int& argc, char**& argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   compat::translate_kokkos_arguments(argc, argv);
   Kokkos::initialize(argc, argv);
+  // Once, from the first rank: a BLAS on narrow kernels costs every app that
+  // multiplies matrices, and the fix is one environment variable.
+  if (rank_ == 0) warn_if_blas_is_narrow();
 }
 
 Runtime::~Runtime() {
@@ -101,6 +106,7 @@ BlasInfo blas_info() {
   if (host) {
     if (auto config = blas_function<char*()>("openblas_get_config")) {
       info.library = config();
+      info.openblas = true;
       if (auto core = blas_function<char*()>("openblas_get_corename")) info.core = core();
       if (auto parallel = blas_function<int()>("openblas_get_parallel")) {
         const int p = parallel();
@@ -134,6 +140,10 @@ std::string build_configuration() {
      << "BLAS: " << blas.library;
   if (!blas.core.empty()) os << "; core " << blas.core;
   if (!blas.threading.empty()) os << "; threads " << blas.threading;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const std::string narrow =
+      blas_vector_warning(cpu_flags(), blas, coretype != nullptr ? coretype : "");
+  if (!narrow.empty()) os << "\n" << narrow;
   os << "\ncompiler: " << TESSERA_CXX_COMPILER << ", " << TESSERA_BUILD_TYPE << "\n";
   if (*TESSERA_BUILD_SPEC) os << "spec: " << TESSERA_BUILD_SPEC << "\n";
   return os.str();

@@ -4,6 +4,7 @@
 #include <tessera/core/random.hpp>
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/idx.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 namespace tessera {
 
@@ -124,13 +125,16 @@ void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::
                                                   << "] at " << start << " of " << order.extent(0));
   const auto samples = data.samples;
   const auto labels = data.labels;
-  Kokkos::parallel_for(
-      "tessera::gather_batch",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {batch, features}),
-      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t f) {
+  // A row per sample, copied in spans (an element-wise MDRange reloaded the
+  // row's source index for every feature).
+  kernels::impl::for_each_row_span(
+      exec, "tessera::gather_batch", batch, features,
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t begin, const std::int64_t end) {
         const std::int64_t src = order(start + b);
-        dst(b, f) = samples(src, f);
-        if (f == 0) batch_labels(b) = labels(src);
+        const float* from = &samples(src, 0);
+        float* to = &dst(b, 0);
+        for (std::int64_t f = begin; f < end; ++f) to[f] = from[f];
+        if (begin == 0) batch_labels(b) = labels(src);
       });
 }
 

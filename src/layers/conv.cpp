@@ -69,7 +69,7 @@ void Conv2D::allocate(const Shapes& inputs) {
   const auto g = conv_geometry(inputs.at(0), options_);
   const std::int64_t block = kernels::conv2d_block_samples(g, max_scratch_bytes);
   scratch_ = Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing),
-                           block * g.scratch_per_sample());
+                           g.scratch_size(block));
 }
 
 std::int64_t Conv2D::flops_per_sample(const Shapes& inputs) const {

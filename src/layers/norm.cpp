@@ -14,10 +14,11 @@ void GroupNormalizer::bind(const Tensors& values, const Tensors& gradients) {
   beta_grad_ = gradients.at(1);
 }
 
-void GroupNormalizer::allocate(std::int64_t max_groups, const std::string& label) {
-  mean_ = Vector<float>(label + "::mean", max_groups);
-  invstd_ = Vector<float>(label + "::invstd", max_groups);
-  sums_ = Vector<double>(label + "::sums", 2 * max_groups);
+void GroupNormalizer::allocate(const kernels::GroupLayout& largest, const std::string& label) {
+  mean_ = Vector<float>(label + "::mean", largest.groups);
+  invstd_ = Vector<float>(label + "::invstd", largest.groups);
+  sums_ = Vector<double>(label + "::sums", 2 * largest.groups);
+  partials_ = Vector<double>(label + "::partials", kernels::group_partials_size(largest));
 }
 
 Vector<float> GroupNormalizer::mean(std::int64_t groups) const {
@@ -34,7 +35,7 @@ Vector<double> GroupNormalizer::sums(std::int64_t groups) const {
 
 Vector<double> GroupNormalizer::batch_sums(const kernels::GroupLayout& layout,
                                            const Tensor<float>& x) {
-  kernels::group_sums(ExecSpace(), layout, x.flat(), sums(layout.groups));
+  kernels::group_sums(ExecSpace(), layout, x.flat(), sums(layout.groups), partials_);
   return sums(layout.groups);
 }
 
@@ -61,17 +62,22 @@ void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<
   const ExecSpace exec;
   const Vector<float> m = mean(layout.groups), s = invstd(layout.groups);
   const Vector<double> gradient_sums = sums(layout.groups);
-  if (dx.numel() > 0) {
-    if (batch_statistics) {
-      kernels::group_gradient_sums(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
-                                   gradient_sums);
-      if (sync != nullptr) sync->sum(gradient_sums);
-    }
-    kernels::group_input_gradient(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
-                                  batch_statistics, gradient_sums, count, dx.flat());
-  }
-  kernels::affine_gradients(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_grad_.flat(),
-                            beta_grad_.flat());
+  // Per group, the sums the input gradient needs are (before the factor
+  // gamma) this rank's affine gradients: one pass gives both.
+  const bool per_group = affine_ == kernels::Affine::per_group;
+  const bool input_gradient = dx.numel() > 0;
+  if (per_group || (input_gradient && batch_statistics))
+    kernels::group_gradient_sums(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
+                                 gradient_sums, partials_);
+  if (per_group)
+    kernels::affine_gradients_from_sums(exec, gradient_sums, gamma_grad_.flat(), beta_grad_.flat());
+  else
+    kernels::affine_gradients(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_grad_.flat(),
+                              beta_grad_.flat(), partials_);
+  if (!input_gradient) return;
+  if (batch_statistics && sync != nullptr) sync->sum(gradient_sums);
+  kernels::group_input_gradient(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
+                                batch_statistics, gradient_sums, count, dx.flat());
 }
 
 }  // namespace impl
@@ -157,7 +163,7 @@ void BatchNorm::bind_state(const Tensors& state) {
 }
 
 void BatchNorm::allocate(const Shapes& inputs) {
-  normalizer_.allocate(output_shape(inputs)[1], "tessera::BatchNorm '" + name() + "'");
+  normalizer_.allocate(layout(output_shape(inputs)), "tessera::BatchNorm '" + name() + "'");
 }
 
 std::int64_t BatchNorm::flops_per_sample(const Shapes& inputs) const {
@@ -219,7 +225,7 @@ void LayerNorm::bind_parameters(const Tensors& values, const Tensors& gradients)
 }
 
 void LayerNorm::allocate(const Shapes& inputs) {
-  normalizer_.allocate(layout(output_shape(inputs)).groups, "tessera::LayerNorm '" + name() + "'");
+  normalizer_.allocate(layout(output_shape(inputs)), "tessera::LayerNorm '" + name() + "'");
 }
 
 std::int64_t LayerNorm::flops_per_sample(const Shapes& inputs) const {

@@ -5,6 +5,7 @@
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <string>
@@ -29,6 +30,11 @@ using Kokkos::Experimental::log;
 using Kokkos::Experimental::sqrt;
 using Kokkos::Experimental::tanh;
 #endif
+
+// Kokkos 3.4 has no fma. fmaf exists in CUDA and HIP device code and on the
+// host (where, without FMA instructions, it is a slow library call: for
+// device kernels).
+KOKKOS_INLINE_FUNCTION float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
 
 // KokkosBlas::gemm takes an execution space instance from Kokkos Kernels 4.0
 // on; 3.4 runs on the default instance of the views' space.

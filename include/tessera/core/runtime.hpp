@@ -2,6 +2,8 @@
 // finalised on scope exit, plus a description of the build for reports.
 #pragma once
 
+#include <tessera/core/machine.hpp>
+
 #include <string>
 #include <vector>
 
@@ -10,7 +12,8 @@ namespace tessera {
 class Runtime {
  public:
   // Initialises MPI (if not already) and Kokkos; Kokkos consumes its own
-  // --kokkos-* arguments from argv.
+  // --kokkos-* arguments from argv. Rank 0 warns once on stderr when the
+  // BLAS runs narrower vector kernels than the CPU has (core/machine.hpp).
   Runtime(int& argc, char**& argv);
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -31,16 +34,6 @@ std::string build_description();
 std::string version();
 // The Kokkos version compiled against, "major.minor.patch" ("4.6.1").
 std::string kokkos_version();
-
-// The BLAS library behind KokkosBlas::gemm in this process, as found at run
-// time: for OpenBLAS its version and build, the core type whose kernels it
-// chose (they round differently) and its threading; cuBLAS or rocBLAS on GPUs.
-struct BlasInfo {
-  std::string library;    // "OpenBLAS 0.3.21 DYNAMIC_ARCH ...", "cuBLAS", ...
-  std::string core;       // "Haswell", or empty where not known
-  std::string threading;  // "OpenMP", "pthreads", "sequential", or empty
-};
-BlasInfo blas_info();
 
 // What this build is, without starting Kokkos: Tessera's version, the Kokkos
 // and Kokkos Kernels versions and backends it was compiled against, the

@@ -7,6 +7,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 namespace tessera::kernels {
 
@@ -63,9 +64,14 @@ void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y
   TESSERA_REQUIRE(x.size() == y.size(), "tessera::kernels::activation_forward<"
                                             << Op::name << ">: x has " << x.size()
                                             << " elements, y has " << y.size());
-  Kokkos::parallel_for(
-      "tessera::kernels::activation_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { y(i) = op.value(x(i)); });
+  impl::for_each_span(
+      exec, "tessera::kernels::activation_forward", x.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        const Op f = op;  // a local copy: stores through out cannot change it
+        const float* in = x.data();
+        float* out = y.data();
+        for (std::int64_t i = begin; i < end; ++i) out[i] = f.value(in[i]);
+      });
 }
 
 // dx += dy * f'(x)
@@ -77,9 +83,15 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
                   "tessera::kernels::activation_backward<"
                       << Op::name << ">: sizes x " << x.size() << ", y " << y.size() << ", dy "
                       << dy.size() << ", dx " << dx.size() << " must agree");
-  Kokkos::parallel_for(
-      "tessera::kernels::activation_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { dx(i) += dy(i) * op.derivative(x(i), y(i)); });
+  impl::for_each_span(
+      exec, "tessera::kernels::activation_backward", x.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        const Op f = op;
+        const float *in = x.data(), *out = y.data(), *grad_out = dy.data();
+        float* grad_in = dx.data();
+        for (std::int64_t i = begin; i < end; ++i)
+          grad_in[i] += grad_out[i] * f.derivative(in[i], out[i]);
+      });
 }
 
 }  // namespace tessera::kernels

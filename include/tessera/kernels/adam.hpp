@@ -10,6 +10,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 #include <tessera/optim/params.hpp>
 
 #include <cmath>
@@ -47,16 +48,22 @@ void adam_step(const ExecSpace& exec, const AdamParams& hp, WeightDecay decay_mo
   const bool decoupled = decay_mode == WeightDecay::decoupled;
   const T l2 = decoupled ? T(0) : T(hp.weight_decay);
   const T decay = decoupled ? T(1) - T(lr) * T(hp.weight_decay) : T(1);
-  Kokkos::parallel_for(
-      "tessera::kernels::adam_step", Kokkos::RangePolicy<ExecSpace>(exec, 0, params.size()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const T p = params(i) * decay;
-        const T g = grads(i) + l2 * params(i);
-        const T m = beta1 * exp_avg(i) + (T(1) - beta1) * g;
-        const T v = beta2 * exp_avg_sq(i) + (T(1) - beta2) * g * g;
-        exp_avg(i) = m;
-        exp_avg_sq(i) = v;
-        params(i) = p - step_size * m / (compat::sqrt(v) / bias_correction2_sqrt + eps);
+  impl::for_each_span(
+      exec, "tessera::kernels::adam_step", params.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        T* param = params.data();
+        T* first = exp_avg.data();
+        T* second = exp_avg_sq.data();
+        const T* grad = grads.data();
+        for (std::int64_t i = begin; i < end; ++i) {
+          const T p = param[i] * decay;
+          const T g = grad[i] + l2 * param[i];
+          const T m = beta1 * first[i] + (T(1) - beta1) * g;
+          const T v = beta2 * second[i] + (T(1) - beta2) * g * g;
+          first[i] = m;
+          second[i] = v;
+          param[i] = p - step_size * m / (compat::sqrt(v) / bias_correction2_sqrt + eps);
+        }
       });
 }
 

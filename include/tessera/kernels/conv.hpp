@@ -2,7 +2,7 @@
 // that convolution and pooling share. Forward lowers a block of samples to
 // columns (im2col) and multiplies by the weights with KokkosBlas::gemm, one
 // product per block rather than per sample; backward multiplies again and
-// folds the columns back in gather form (one thread owns each input row and
+// folds the columns back in gather form (one thread owns each input plane and
 // collects every tap that read it), so no atomics are needed and results do
 // not depend on the thread count. Backward accumulates into dx, dW and db.
 // An empty bias (extent 0) means a convolution without one: forward adds
@@ -74,16 +74,65 @@ struct Conv2dGeometry {
   std::int64_t patch() const { return in_channels * rows.kernel * cols.kernel; }
   // Output positions per sample and channel.
   std::int64_t positions() const { return std::int64_t(rows.out) * cols.out; }
-  std::int64_t input_size() const { return batch * in_channels * rows.in * cols.in; }
+  std::int64_t input_positions() const { return std::int64_t(rows.in) * cols.in; }
+  std::int64_t input_size() const { return batch * in_channels * input_positions(); }
   std::int64_t output_size() const { return batch * out_channels * positions(); }
-  // Scratch floats one sample needs (columns, plus the output block).
-  std::int64_t scratch_per_sample() const { return (patch() + out_channels) * positions(); }
+
+  // With both strides 1, the input gradient is itself a convolution: of dy
+  // with the weights flipped in space and with in and out channels
+  // swapped, padded by kernel - 1 - pad. Backward computes it so (an
+  // im2col of dy and one product whose inner dimension is out_channels x
+  // the kernel) instead of the product W^T dy, whose inner dimension is
+  // only out_channels, and the fold back: on 2 cores OpenBLAS ran that thin
+  // product at half the speed (32 x 3x3 channels: 40 against 87 GFLOP/s).
+  // The columns of dy are out_channels / in_channels times those of x, so
+  // it pays only up to out_channels = in_channels (the 3x3 blocks of a
+  // ResNet); with more output channels (the CNN deck's 32 -> 64) the extra
+  // copying costs what the better product saves.
+  bool transposed_input_gradient() const {
+    return rows.stride == 1 && cols.stride == 1 && rows.pad < rows.kernel &&
+           cols.pad < cols.kernel && out_channels <= in_channels;
+  }
+  // That convolution: dy [batch, out_channels, rows.out, cols.out] -> dx.
+  Conv2dGeometry transposed() const {
+    Conv2dGeometry t;
+    t.batch = batch;
+    t.in_channels = out_channels;
+    t.out_channels = in_channels;
+    t.rows = WindowAxis(rows.out, rows.kernel, 1, rows.kernel - 1 - rows.pad);
+    t.cols = WindowAxis(cols.out, cols.kernel, 1, cols.kernel - 1 - cols.pad);
+    return t;
+  }
+
+  // Scratch floats one sample's columns and output block take in forward
+  // (and in backward for dW).
+  std::int64_t forward_per_sample() const { return (patch() + out_channels) * positions(); }
+  // The same for forward and backward, the larger of the two.
+  std::int64_t scratch_per_sample() const {
+    const std::int64_t lowered = forward_per_sample();
+    if (!transposed_input_gradient()) return lowered;
+    const std::int64_t gradient = transposed().forward_per_sample();
+    return lowered > gradient ? lowered : gradient;
+  }
+  // Floats of the flipped weights in scratch (transposed input gradient only).
+  std::int64_t flipped_weights_size() const {
+    return transposed_input_gradient() ? in_channels * out_channels * rows.kernel * cols.kernel : 0;
+  }
+  // Scratch floats besides the samples': the flipped weights, and the bias
+  // gradient's sum of each (sample, output channel) row, which backward
+  // takes while it copies dy anyway instead of reading dy once more.
+  std::int64_t scratch_fixed() const { return flipped_weights_size() + batch * out_channels; }
+  // Scratch floats for blocks of `samples` samples.
+  std::int64_t scratch_size(std::int64_t samples) const {
+    return scratch_fixed() + samples * scratch_per_sample();
+  }
 };
 
 // Samples per block so that the scratch stays within max_bytes (at least one).
 inline std::int64_t conv2d_block_samples(const Conv2dGeometry& g, std::int64_t max_bytes) {
   const std::int64_t per_sample = g.scratch_per_sample() * std::int64_t(sizeof(float));
-  std::int64_t block = per_sample > 0 ? max_bytes / per_sample : g.batch;
+  const std::int64_t room = max_bytes - g.scratch_fixed() * std::int64_t(sizeof(float));
+  std::int64_t block = per_sample > 0 ? room / per_sample : g.batch;
   if (block > g.batch) block = g.batch;
   return block < 1 ? 1 : block;
 }
@@ -94,100 +143,168 @@ template <class T, class Space>
 using ColumnMatrix =
     Kokkos::View<T**, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
+// Copies and sums along one row; restrict parameters let the compiler
+// vectorise the short rows of a convolution without checking for overlap.
+template <class T>
+KOKKOS_INLINE_FUNCTION void copy_row(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT in, int n,
+                                     int stride) {
+  if (stride == 1)
+    for (int i = 0; i < n; ++i) out[i] = in[i];
+  else
+    for (int i = 0; i < n; ++i) out[i] = in[i * stride];
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION void add_row(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT in, int n,
+                                    int stride) {
+  if (stride == 1)
+    for (int i = 0; i < n; ++i) out[i] += in[i];
+  else
+    for (int i = 0; i < n; ++i) out[i * stride] += in[i];
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION void zero_row(T* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = 0;
+}
+
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
-// (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread per
-// (k, n) writes that sample's P contiguous entries of row k.
+// (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread
+// per input plane (n, c) writes that plane's kh * kw rows of P entries.
+// When the output rows are as long as the input rows at stride 1 (the
+// "same" convolutions), a column row is the input plane shifted by a
+// constant offset: one long copy, then zeros where a row wrapped into its
+// neighbour, instead of a short copy per output row.
 template <class ExecSpace, class X, class Col>
 void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int64_t first,
             std::int64_t count, const Col& col) {
   const WindowAxis rows = g.rows, cols = g.cols;
-  const std::int64_t channels = g.in_channels, taps = std::int64_t(rows.kernel) * cols.kernel;
-  const std::int64_t positions = g.positions(), plane = std::int64_t(rows.in) * cols.in;
+  const std::int64_t channels = g.in_channels, positions = g.positions();
+  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
+  const bool flat = rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
   Kokkos::parallel_for(
-      "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, g.patch() * count),
+      "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t n = r % count, k = r / count;
-        const std::int64_t c = k / taps;
-        const int ki = static_cast<int>((k % taps) / cols.kernel);
-        const int kj = static_cast<int>(k % cols.kernel);
-        const auto* in = &x(0) + ((first + n) * channels + c) * plane;
-        auto* out = &col(k, n * positions);
-        int ho_lo, ho_hi, wo_lo, wo_hi;
-        rows.inside(ki, ho_lo, ho_hi);
-        cols.inside(kj, wo_lo, wo_hi);
-        for (int ho = 0; ho < rows.out; ++ho, out += cols.out) {
-          if (ho < ho_lo || ho >= ho_hi) {
-            for (int wo = 0; wo < cols.out; ++wo) out[wo] = 0;
-            continue;
+        const std::int64_t n = r / channels, c = r % channels;
+        const auto* in = x.data() + (first * channels + r) * plane;
+        auto* block = col.data() + n * positions;
+        for (int ki = 0; ki < rows.kernel; ++ki) {
+          int ho_lo, ho_hi;
+          rows.inside(ki, ho_lo, ho_hi);
+          for (int kj = 0; kj < cols.kernel; ++kj) {
+            auto* out = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+            int wo_lo, wo_hi;
+            cols.inside(kj, wo_lo, wo_hi);
+            // Input column of output wo: wo * stride + (kj - pad).
+            const int shift = kj - cols.pad;
+            if (flat) {
+              if (ho_lo >= ho_hi || wo_lo >= wo_hi) {
+                zero_row(out, static_cast<int>(positions));
+                continue;
+              }
+              const int lo = ho_lo * cols.out + wo_lo, hi = (ho_hi - 1) * cols.out + wo_hi;
+              zero_row(out, lo);
+              copy_row(out + lo, in + lo + (ki - rows.pad) * cols.in + shift, hi - lo, 1);
+              zero_row(out + hi, static_cast<int>(positions) - hi);
+              for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)  // the wrapped seams
+                zero_row(out + ho * cols.out + wo_hi, cols.out - wo_hi + wo_lo);
+              continue;
+            }
+            zero_row(out, ho_lo * cols.out);
+            for (int ho = ho_lo; ho < ho_hi; ++ho) {
+              auto* line = out + std::int64_t(ho) * cols.out;
+              const auto* source = in + std::int64_t(rows.start(ho) + ki) * cols.in;
+              zero_row(line, wo_lo);
+              copy_row(line + wo_lo, source + wo_lo * cols.stride + shift, wo_hi - wo_lo,
+                       cols.stride);
+              zero_row(line + wo_hi, cols.out - wo_hi);
+            }
+            zero_row(out + std::int64_t(ho_hi) * cols.out, (rows.out - ho_hi) * cols.out);
           }
-          // Input column of output wo: wo * stride + (kj - pad).
-          const auto* line = in + std::int64_t(rows.start(ho) + ki) * cols.in;
-          const int shift = kj - cols.pad;
-          for (int wo = 0; wo < wo_lo; ++wo) out[wo] = 0;
-          if (cols.stride == 1)
-            for (int wo = wo_lo; wo < wo_hi; ++wo) out[wo] = line[wo + shift];
-          else
-            for (int wo = wo_lo; wo < wo_hi; ++wo) out[wo] = line[wo * cols.stride + shift];
-          for (int wo = wo_hi; wo < cols.out; ++wo) out[wo] = 0;
         }
       });
 }
 
-// dx(n, c, h, :) += the entries of col that im2col copied from input row
-// (n, c, h): one thread owns each input row and adds the taps in a fixed
-// order (output row, kernel column), so no two threads write one element.
+// dx(n, c) += the entries of col that im2col copied from input plane
+// (n, c): one thread owns each plane and adds the taps in a fixed order
+// (kernel row, kernel column, output row), so no two threads write one
+// element and the sums do not depend on the thread count.
 template <class ExecSpace, class Col, class DX>
 void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, std::int64_t first,
                 std::int64_t count, const DX& dx) {
   const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, positions = g.positions();
-  const std::int64_t plane = std::int64_t(rows.in) * cols.in;
+  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
   Kokkos::parallel_for(
-      "tessera::kernels::col2im_add",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels * rows.in),
+      "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
-        const int h = static_cast<int>(r % rows.in);
-        const std::int64_t c = (r / rows.in) % channels;
-        const std::int64_t n = r / (std::int64_t(rows.in) * channels);
-        auto* line = &dx(0) + ((first + n) * channels + c) * plane + std::int64_t(h) * cols.in;
-        int ho_lo, ho_hi;
-        rows.covering(h, ho_lo, ho_hi);
-        for (int ho = ho_lo; ho < ho_hi; ++ho) {
-          const std::int64_t k0 = (c * rows.kernel + (h - rows.start(ho))) * cols.kernel;
+        const std::int64_t n = r / channels, c = r % channels;
+        auto* grad = dx.data() + (first * channels + r) * plane;
+        const auto* block = col.data() + n * positions;
+        for (int ki = 0; ki < rows.kernel; ++ki) {
+          int ho_lo, ho_hi;
+          rows.inside(ki, ho_lo, ho_hi);
           for (int kj = 0; kj < cols.kernel; ++kj) {
-            const auto* taps = &col(k0 + kj, n * positions) + std::int64_t(ho) * cols.out;
-            const int shift = kj - cols.pad;  // input column of output wo: wo * stride + shift
+            const auto* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
             int wo_lo, wo_hi;
             cols.inside(kj, wo_lo, wo_hi);
-            if (cols.stride == 1)
-              for (int wo = wo_lo; wo < wo_hi; ++wo) line[wo + shift] += taps[wo];
-            else
-              for (int wo = wo_lo; wo < wo_hi; ++wo) line[wo * cols.stride + shift] += taps[wo];
+            const int shift = kj - cols.pad;
+            for (int ho = ho_lo; ho < ho_hi; ++ho)
+              add_row(
+                  grad + std::int64_t(rows.start(ho) + ki) * cols.in + wo_lo * cols.stride + shift,
+                  taps + std::int64_t(ho) * cols.out + wo_lo, wo_hi - wo_lo, cols.stride);
           }
         }
       });
 }
 
+// Directions of channel_major.
+enum class Transfer {
+  to_nchw,      // nchw = block + bias(c) (+ 0 when bias is empty)
+  add_to_nchw,  // nchw += block; bias is not read
+  from_nchw     // block = nchw; bias is not read
+};
+
 // Moves a block of samples between NCHW [count, C, P] (at sample `first` of
 // `nchw`) and the channel-major [C, count * P] that one gemm per block reads
-// and writes. to_nchw: nchw = block + bias(c) (+ 0 when bias is empty);
-// otherwise block = nchw and bias is not read.
+// and writes. from_nchw with row_sums: also row_sums[n * C + c] = the
+// lane_sum of row (n, c) of nchw, for every sample n of the block.
 template <class ExecSpace, class Block, class NCHW, class B>
 void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, const B& bias,
                    std::int64_t first, std::int64_t count, std::int64_t channels,
-                   std::int64_t positions, bool to_nchw) {
+                   std::int64_t positions, Transfer transfer,
+                   typename Block::non_const_value_type* row_sums = nullptr) {
+  const std::int64_t ld = block.stride(0);
   Kokkos::parallel_for(
       "tessera::kernels::channel_major", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t c = r % channels, n = r / channels;
-        auto* sample = &nchw(0) + ((first + n) * channels + c) * positions;
-        auto* row = &block(c, n * positions);
-        if (to_nchw) {
+        auto* sample = nchw.data() + ((first + n) * channels + c) * positions;
+        auto* row = block.data() + c * ld + n * positions;
+        if (transfer == Transfer::to_nchw) {
           const auto b = bias.extent(0) > 0 ? bias(c) : 0;
           for (std::int64_t p = 0; p < positions; ++p) sample[p] = row[p] + b;
+        } else if (transfer == Transfer::add_to_nchw) {
+          add_row(sample, row, static_cast<int>(positions), 1);
         } else {
-          for (std::int64_t p = 0; p < positions; ++p) row[p] = sample[p];
+          copy_row(row, sample, static_cast<int>(positions), 1);
+          if (row_sums != nullptr)  // the row is in cache now
+            row_sums[(first + n) * channels + c] = lane_sum(sample, positions);
         }
+      });
+}
+
+// Wt(c, (o * kh + ki) * kw + kj) = W(o, (c * kh + kh - 1 - ki) * kw + kw - 1 - kj):
+// the weights of Conv2dGeometry::transposed().
+template <class ExecSpace, class W, class WT>
+void flip_weights(const ExecSpace& exec, const Conv2dGeometry& g, const W& w, const WT& wt) {
+  const std::int64_t in = g.in_channels, out = g.out_channels;
+  const int kh = g.rows.kernel, kw = g.cols.kernel;
+  Kokkos::parallel_for(
+      "tessera::kernels::flip_weights", Kokkos::RangePolicy<ExecSpace>(exec, 0, in * out),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        const std::int64_t c = r / out, o = r % out;
+        for (int ki = 0; ki < kh; ++ki)
+          for (int kj = 0; kj < kw; ++kj)
+            wt(c, (o * kh + ki) * kw + kj) = w(o, (c * kh + kh - 1 - ki) * kw + kw - 1 - kj);
       });
 }
 
@@ -213,14 +330,18 @@ void check_conv2d(const char* fn, const Conv2dGeometry& g, const X& x, const W& 
          << ", " << g.cols.out << "]");
 }
 
+// Samples per block the scratch holds for a pass that needs per_sample
+// floats a sample (at least one, or an error).
 template <class Scratch>
-std::int64_t check_scratch(const char* fn, const Conv2dGeometry& g, const Scratch& scratch) {
-  const std::int64_t block = static_cast<std::int64_t>(scratch.size()) /
-                             (g.scratch_per_sample() > 0 ? g.scratch_per_sample() : 1);
+std::int64_t check_scratch(const char* fn, const Conv2dGeometry& g, const Scratch& scratch,
+                           std::int64_t per_sample) {
+  const std::int64_t room = static_cast<std::int64_t>(scratch.size()) - g.scratch_fixed();
+  const std::int64_t block = room / (per_sample > 0 ? per_sample : 1);
   TESSERA_REQUIRE(block >= 1 || g.batch == 0,
                   fn << ": scratch of " << scratch.size() << " floats is below one sample's "
-                     << g.scratch_per_sample() << " ((patch " << g.patch() << " + out channels "
-                     << g.out_channels << ") x positions " << g.positions() << ")");
+                     << g.scratch_size(1) << " (Conv2dGeometry::scratch_size(1): columns and "
+                     << "output block of a sample, for patch " << g.patch() << ", "
+                     << g.out_channels << " output channels, " << g.positions() << " positions)");
   return block;
 }
 
@@ -237,25 +358,28 @@ void for_each_block(std::int64_t batch, std::int64_t max_block, const F& f) {
 }  // namespace impl
 
 // y = conv(x, W) + b. x, y: flat NCHW; W: [out_channels, patch]; scratch: a
-// flat buffer of at least one sample's scratch_per_sample() floats; the
-// batch runs in blocks of as many samples as it holds.
+// flat buffer of at least g.scratch_size(1) floats; the batch runs in blocks
+// of as many samples as it holds.
 template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
 void conv2d_forward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                     const B& b, const Y& y, const Scratch& scratch) {
   ScopedRegion region("tessera::kernels::conv2d_forward");
   constexpr const char* fn = "tessera::kernels::conv2d_forward";
   impl::check_conv2d(fn, g, x, w, b, y);
-  const std::int64_t max_block = impl::check_scratch(fn, g, scratch);
+  // Forward needs less scratch per sample than backward may: larger blocks.
+  const std::int64_t max_block = impl::check_scratch(fn, g, scratch, g.forward_per_sample());
   using T = typename Y::non_const_value_type;
   using Space = typename Scratch::memory_space;
   const std::int64_t k = g.patch(), positions = g.positions();
+  T* const blocks = scratch.data() + g.scratch_fixed();
   impl::for_each_block(g.batch, max_block, [&](std::int64_t first, std::int64_t count) {
-    impl::ColumnMatrix<T, Space> col(scratch.data(), k, count * positions);
-    impl::ColumnMatrix<T, Space> out(scratch.data() + k * count * positions, g.out_channels,
+    impl::ColumnMatrix<T, Space> col(blocks, k, count * positions);
+    impl::ColumnMatrix<T, Space> out(blocks + k * count * positions, g.out_channels,
                                      count * positions);
     impl::im2col(exec, g, x, first, count, col);
     compat::gemm(exec, "N", "N", T(1), w, col, T(0), out);
-    impl::channel_major(exec, out, y, b, first, count, g.out_channels, positions, true);
+    impl::channel_major(exec, out, y, b, first, count, g.out_channels, positions,
+                        impl::Transfer::to_nchw);
   });
 }
 
@@ -266,8 +390,9 @@ void conv2d_forward(const Conv2dGeometry& g, const X& x, const W& w, const B& b,
 }
 
 // dW += dy * cols(x)^T, db += sum of dy over samples and positions,
-// dx += col2im(W^T dy); dx may be empty (the model input needs no gradient),
-// and db too (no bias).
+// dx += conv(dy, flipped W) at stride 1 (Conv2dGeometry::transposed), else
+// col2im(W^T dy); dx may be empty (the model input needs no gradient), and
+// db too (no bias).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                      const DY& dy, const DX& dx, const DW& dw, const DB& db,
@@ -281,34 +406,55 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
   const bool with_dx = dx.size() > 0;
   TESSERA_REQUIRE(!with_dx || static_cast<std::int64_t>(dx.size()) == g.input_size(),
                   fn << ": dx has " << dx.size() << " elements, x " << x.size());
-  const std::int64_t max_block = impl::check_scratch(fn, g, scratch);
+  const std::int64_t max_block = impl::check_scratch(fn, g, scratch, g.scratch_per_sample());
   using T = typename DW::non_const_value_type;
   using Space = typename Scratch::memory_space;
   const std::int64_t k = g.patch(), positions = g.positions(), channels = g.out_channels;
   const std::int64_t batch = g.batch;
 
-  // One thread per output channel, summing samples in order.
-  Kokkos::parallel_for(
-      "tessera::kernels::conv2d_bias_grad",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, db.extent(0) > 0 ? channels : 0),
-      KOKKOS_LAMBDA(const std::int64_t c) {
-        T sum = 0;
-        for (std::int64_t n = 0; n < batch; ++n)
-          sum += lane_sum(&dy(0) + (n * channels + c) * positions, positions);
-        db(c) += sum;
-      });
-
+  // The sum of each row (n, c) of dy, taken by the copy of dy below.
+  T* const row_sums = db.extent(0) > 0 ? scratch.data() + g.flipped_weights_size() : nullptr;
+  T* const blocks = scratch.data() + g.scratch_fixed();
+  const bool transposed = with_dx && g.transposed_input_gradient();
+  const Conv2dGeometry t = g.transposed();
+  impl::ColumnMatrix<T, Space> flipped(scratch.data(), transposed ? g.in_channels : 0,
+                                       transposed ? t.patch() : 0);
+  if (transposed) impl::flip_weights(exec, g, w, flipped);
   impl::for_each_block(batch, max_block, [&](std::int64_t first, std::int64_t count) {
-    impl::ColumnMatrix<T, Space> col(scratch.data(), k, count * positions);
-    impl::ColumnMatrix<T, Space> grad(scratch.data() + k * count * positions, channels,
-                                      count * positions);
+    impl::ColumnMatrix<T, Space> col(blocks, k, count * positions);
+    impl::ColumnMatrix<T, Space> grad(blocks + k * count * positions, channels, count * positions);
     impl::im2col(exec, g, x, first, count, col);
-    impl::channel_major(exec, grad, dy, db, first, count, channels, positions, false);
+    impl::channel_major(exec, grad, dy, db, first, count, channels, positions,
+                        impl::Transfer::from_nchw, row_sums);
     compat::gemm(exec, "N", "T", T(1), grad, col, T(1), dw);
     if (!with_dx) return;
-    compat::gemm(exec, "T", "N", T(1), w, grad, T(0), col);
-    impl::col2im_add(exec, g, col, first, count, dx);
+    if (!transposed) {
+      compat::gemm(exec, "T", "N", T(1), w, grad, T(0), col);
+      impl::col2im_add(exec, g, col, first, count, dx);
+      return;
+    }
+    // dx += conv(dy, flipped weights): the columns of dy, one product, and
+    // an add into dx (no fold).
+    const std::int64_t inputs = t.positions();
+    impl::ColumnMatrix<T, Space> dy_col(blocks, t.patch(), count * inputs);
+    impl::ColumnMatrix<T, Space> dx_block(blocks + t.patch() * count * inputs, g.in_channels,
+                                          count * inputs);
+    impl::im2col(exec, t, dy, first, count, dy_col);
+    compat::gemm(exec, "N", "N", T(1), flipped, dy_col, T(0), dx_block);
+    impl::channel_major(exec, dx_block, dx, db, first, count, g.in_channels, inputs,
+                        impl::Transfer::add_to_nchw);
   });
+
+  // db(c) += the rows' sums, samples in order: the same sums in the same
+  // order for any block size and thread count.
+  if (row_sums == nullptr) return;
+  Kokkos::parallel_for(
+      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        T sum = 0;
+        for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];
+        db(c) += sum;
+      });
 }
 
 template <class X, class W, class DY, class DX, class DW, class DB, class Scratch>

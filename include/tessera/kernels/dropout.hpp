@@ -8,6 +8,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
 #include <string>
@@ -32,12 +33,16 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
   TESSERA_REQUIRE(rate >= 0.0f && rate < 1.0f,
                   "tessera::kernels::dropout_apply: rate " << rate << " is outside [0, 1)");
   const float scale = 1.0f / (1.0f - rate);
-  Kokkos::parallel_for(
-      "tessera::kernels::dropout_apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, src.size()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const bool keep = counter_uniform(seed, stream, first_counter + i) >= rate;
-        const float value = keep ? src(i) * scale : 0.0f;
-        dst(i) = accumulate ? dst(i) + value : value;
+  impl::for_each_span(
+      exec, "tessera::kernels::dropout_apply", src.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        const float* in = src.data();
+        float* out = dst.data();
+        for (std::int64_t i = begin; i < end; ++i) {
+          const bool keep = counter_uniform(seed, stream, first_counter + i) >= rate;
+          const float value = keep ? in[i] * scale : 0.0f;
+          out[i] = accumulate ? out[i] + value : value;
+        }
       });
 }
 

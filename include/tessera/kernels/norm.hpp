@@ -4,15 +4,24 @@
 // BatchNorm [N, C, H*W] -> (N, C, H*W), LayerNorm [N, D] -> (1, N, D).
 // Statistics are sums of x and x^2 (summable across ranks) accumulated in
 // double, so the one-pass variance keeps its precision when the mean is far
-// from zero; one thread per group sums in a fixed order, so they are bitwise
-// identical for any thread count. They are a separate step from the
-// normalisation so that a distributed BatchNorm can allreduce them between.
+// from zero. They are a separate step from the normalisation so that a
+// distributed BatchNorm can allreduce them between.
+//
+// Every per-group sum is chunked the same way for any thread count and
+// backend: a group's rows of `inner` elements are cut into chunks of about
+// norm_chunk elements (several short rows, or a segment of a long one);
+// one thread sums a chunk in sum_lanes interleaved partial sums, and the
+// chunk sums are then added in chunk order. So the statistics are bitwise
+// identical for any thread count, and a channel is no longer one thread's
+// serial chain (BatchNorm over [128, 32, 28, 28] has 832 chunks, not 32).
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
 
@@ -29,12 +38,6 @@ struct GroupLayout {
   // Flat index of position k (in [0, group_size())) of group g.
   KOKKOS_INLINE_FUNCTION std::int64_t index(std::int64_t g, std::int64_t k) const {
     return ((k / inner) * groups + g) * inner + k % inner;
-  }
-  KOKKOS_INLINE_FUNCTION std::int64_t group_of(std::int64_t i) const {
-    return (i / inner) % groups;
-  }
-  KOKKOS_INLINE_FUNCTION std::int64_t position_of(std::int64_t i) const {
-    return (i / (inner * groups)) * inner + i % inner;
   }
 };
 
@@ -67,38 +70,123 @@ void require_normalization_views(const char* fn, const GroupLayout& layout, Affi
   require_extent(fn, gamma_name, gamma, affine_size(layout, affine), layout);
 }
 
-KOKKOS_INLINE_FUNCTION std::int64_t affine_index(Affine affine, std::int64_t g, std::int64_t k) {
-  return affine == Affine::per_group ? g : k;
+// Part of the statistics' definition: changing it changes their rounding.
+constexpr std::int64_t norm_chunk = 4096;
+
+// How the rows of each group are cut into chunks: a chunk is `rows`
+// consecutive rows of the group (short rows) or one segment of a row (long
+// rows); chunks are numbered row block by row block, segment by segment.
+struct GroupChunks {
+  std::int64_t rows = 1, segment = 1, segments = 1, per_group = 1;
+
+  explicit GroupChunks(const GroupLayout& l) {
+    segment = l.inner < norm_chunk ? l.inner : norm_chunk;
+    segments = segment > 0 ? (l.inner + segment - 1) / segment : 0;
+    rows = l.inner < norm_chunk ? norm_chunk / (l.inner > 0 ? l.inner : 1) : 1;
+    per_group = segments * ((l.outer + rows - 1) / rows);
+  }
+};
+
+// Two sums per group: terms(g, i, k, first, second) adds the share of the
+// element at flat index i (position k within group g) to the partial sums
+// `first` and `second`; finish(g, first, second) receives the totals. Each
+// chunk's elements go round sum_lanes lanes (the j-th element of a row
+// segment to lane j % sum_lanes), lanes are added pairwise, and chunk sums
+// in chunk order. `partials` holds 2 * groups * chunks-per-group doubles.
+template <class ExecSpace, class Partials, class Terms, class Finish>
+void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                       const Partials& partials, const Terms& terms, const Finish& finish) {
+  const GroupChunks chunks(layout);
+  TESSERA_REQUIRE(
+      static_cast<std::int64_t>(partials.size()) >= 2 * layout.groups * chunks.per_group,
+      label << ": scratch of " << partials.size() << " doubles; "
+            << 2 * layout.groups * chunks.per_group << " needed for groups of layout [outer "
+            << layout.outer << ", groups " << layout.groups << ", inner " << layout.inner << "]");
+  const GroupLayout l = layout;
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.groups * chunks.per_group),
+      KOKKOS_LAMBDA(const std::int64_t t) {
+        const std::int64_t g = t / chunks.per_group, c = t % chunks.per_group;
+        const std::int64_t first_row = (c / chunks.segments) * chunks.rows;
+        const std::int64_t last_row =
+            first_row + chunks.rows < l.outer ? first_row + chunks.rows : l.outer;
+        const std::int64_t begin = (c % chunks.segments) * chunks.segment;
+        const std::int64_t end =
+            begin + chunks.segment < l.inner ? begin + chunks.segment : l.inner;
+        double first[sum_lanes] = {}, second[sum_lanes] = {};
+        for (std::int64_t o = first_row; o < last_row; ++o) {
+          const std::int64_t row = (o * l.groups + g) * l.inner, k = o * l.inner;
+          std::int64_t j = begin;
+          for (; j + sum_lanes <= end; j += sum_lanes)
+            for (int lane = 0; lane < sum_lanes; ++lane)
+              terms(g, row + j + lane, k + j + lane, first[lane], second[lane]);
+          for (int lane = 0; j + lane < end; ++lane)
+            terms(g, row + j + lane, k + j + lane, first[lane], second[lane]);
+        }
+        for (int width = sum_lanes / 2; width > 0; width /= 2)
+          for (int lane = 0; lane < width; ++lane) {
+            first[lane] += first[lane + width];
+            second[lane] += second[lane + width];
+          }
+        partials(2 * t) = first[0];
+        partials(2 * t + 1) = second[0];
+      });
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.groups),
+      KOKKOS_LAMBDA(const std::int64_t g) {
+        double first = 0, second = 0;
+        for (std::int64_t c = 0; c < chunks.per_group; ++c) {
+          first += partials(2 * (g * chunks.per_group + c));
+          second += partials(2 * (g * chunks.per_group + c) + 1);
+        }
+        finish(g, first, second);
+      });
 }
 
-// Every reduction here: one thread per output o sums two terms over `span`
-// elements in a fixed order (terms(o, j, first, second) adds element j's
-// share), then finish(o, first, second) stores them. Bitwise identical for
-// any thread count.
-template <class ExecSpace, class Terms, class Finish>
-void fixed_order_pair_sums(const ExecSpace& exec, const char* label, std::int64_t outputs,
-                           std::int64_t span, const Terms& terms, const Finish& finish) {
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, outputs), KOKKOS_LAMBDA(const std::int64_t o) {
-        double first = 0, second = 0;
-        for (std::int64_t j = 0; j < span; ++j) terms(o, j, first, second);
-        finish(o, first, second);
+// body(g, k0, begin, end) over each row of each group: flat elements
+// [begin, end) of group g, the first at position k0 within the group; rows
+// longer than a host span are split.
+template <class ExecSpace, class Body>
+void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                        const Body& body) {
+  const GroupLayout l = layout;
+  for_each_row_span(
+      exec, label, l.outer * l.groups, l.inner,
+      KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t begin, const std::int64_t end) {
+        const std::int64_t o = r / l.groups, g = r % l.groups;
+        body(g, o * l.inner + begin, r * l.inner + begin, r * l.inner + end);
       });
+}
+
+// A scratch buffer of `size` doubles for calls outside a hot loop.
+template <class ExecSpace>
+Kokkos::View<double*, typename ExecSpace::memory_space> partials_scratch(std::int64_t size) {
+  return Kokkos::View<double*, typename ExecSpace::memory_space>(
+      Kokkos::view_alloc("tessera::kernels::norm_partials", Kokkos::WithoutInitializing), size);
 }
 }  // namespace impl
 
+// Doubles of scratch the per-group sums over `layout` need (the `partials`
+// argument of group_sums and group_gradient_sums).
+inline std::int64_t group_partials_size(const GroupLayout& layout) {
+  return 2 * layout.groups * impl::GroupChunks(layout).per_group;
+}
+
 // The statistics step: sums(g) = sum of x over group g, sums(groups + g) = sum of x^2.
-template <class ExecSpace, class X, class Sums>
-void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, const Sums& sums) {
+template <class ExecSpace, class X, class Sums, class Partials>
+void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, const Sums& sums,
+                const Partials& partials) {
   ScopedRegion region("tessera::kernels::group_sums");
   constexpr const char* fn = "tessera::kernels::group_sums";
   impl::require_extent(fn, "x", x, layout.size(), layout);
   impl::require_extent(fn, "sums", sums, 2 * layout.groups, layout);
   const std::int64_t groups = layout.groups;
-  impl::fixed_order_pair_sums(
-      exec, "tessera::kernels::group_sums", groups, layout.group_size(),
-      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k, double& sum, double& squares) {
-        const double v = x(layout.index(g, k));
+  const auto* values = x.data();
+  impl::chunked_pair_sums(
+      exec, fn, layout, partials,
+      KOKKOS_LAMBDA(std::int64_t, const std::int64_t i, std::int64_t, double& sum,
+                    double& squares) {
+        const double v = values[i];
         sum += v;
         squares += v * v;
       },
@@ -106,6 +194,12 @@ void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, co
         sums(g) = sum;
         sums(groups + g) = squares;
       });
+}
+
+// Allocates its own scratch; for calls outside a hot loop.
+template <class ExecSpace, class X, class Sums>
+void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, const Sums& sums) {
+  group_sums(exec, layout, x, sums, impl::partials_scratch<ExecSpace>(group_partials_size(layout)));
 }
 
 // Mean and 1 / sqrt(biased variance + eps) of each group from its sums over
@@ -188,35 +282,53 @@ void group_normalize(const ExecSpace& exec, const GroupLayout& layout, Affine af
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, gamma);
   impl::require_extent(fn, "beta", beta, impl::affine_size(layout, affine), layout);
   impl::require_extent(fn, "y", y, layout.size(), layout);
-  Kokkos::parallel_for(
-      "tessera::kernels::group_normalize", Kokkos::RangePolicy<ExecSpace>(exec, 0, layout.size()),
-      KOKKOS_LAMBDA(const std::int64_t i) {
-        const std::int64_t g = layout.group_of(i);
-        const std::int64_t p = impl::affine_index(affine, g, layout.position_of(i));
-        y(i) = (x(i) - mean(g)) * invstd(g) * gamma(p) + beta(p);
+  const bool per_group = affine == Affine::per_group;
+  impl::for_each_group_row(
+      exec, fn, layout,
+      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
+                    const std::int64_t end) {
+        const float m = mean(g), s = invstd(g);
+        const float* in = x.data();
+        float* out = y.data();
+        if (per_group) {
+          const float scale = gamma(g), shift = beta(g);
+          for (std::int64_t i = begin; i < end; ++i) out[i] = (in[i] - m) * s * scale + shift;
+        } else {
+          const float* scale = gamma.data() + k0;
+          const float* shift = beta.data() + k0;
+          for (std::int64_t j = 0; j < end - begin; ++j)
+            out[begin + j] = (in[begin + j] - m) * s * scale[j] + shift[j];
+        }
       });
 }
 
-// The statistics step of backward: with dxhat = dy * gamma and
-// xhat = (x - mean) * invstd, sums(g) = sum of dxhat over group g and
-// sums(groups + g) = sum of dxhat * xhat.
-template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums>
+// The statistics step of backward: with xhat = (x - mean) * invstd and w =
+// gamma at the element's position (per_position) or 1 (per_group, whose
+// gamma is one factor of the whole group), sums(g) = sum of dy * w over
+// group g and sums(groups + g) = sum of dy * w * xhat. For per_group
+// affine parameters these are also their gradients (affine_gradients_from_sums).
+template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums,
+          class Partials>
 void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
                          const X& x, const DY& dy, const Mean& mean, const InvStd& invstd,
-                         const Gamma& gamma, const Sums& sums) {
+                         const Gamma& gamma, const Sums& sums, const Partials& partials) {
   ScopedRegion region("tessera::kernels::group_gradient_sums");
   constexpr const char* fn = "tessera::kernels::group_gradient_sums";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, gamma);
   impl::require_extent(fn, "dy", dy, layout.size(), layout);
   impl::require_extent(fn, "sums", sums, 2 * layout.groups, layout);
   const std::int64_t groups = layout.groups;
-  impl::fixed_order_pair_sums(
-      exec, "tessera::kernels::group_gradient_sums", groups, layout.group_size(),
-      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k, double& sum, double& projected) {
-        const std::int64_t i = layout.index(g, k);
-        const double dxhat = static_cast<double>(dy(i)) * gamma(impl::affine_index(affine, g, k));
+  const bool per_group = affine == Affine::per_group;
+  const auto* in = x.data();
+  const auto* grad = dy.data();
+  const auto* scale = gamma.data();
+  impl::chunked_pair_sums(
+      exec, fn, layout, partials,
+      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, const std::int64_t k, double& sum,
+                    double& projected) {
+        const double dxhat = per_group ? grad[i] : static_cast<double>(grad[i]) * scale[k];
         sum += dxhat;
-        projected += dxhat * ((x(i) - mean(g)) * invstd(g));
+        projected += dxhat * ((in[i] - mean(g)) * invstd(g));
       },
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double projected) {
         sums(g) = sum;
@@ -224,10 +336,39 @@ void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affin
       });
 }
 
+template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums>
+void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
+                         const X& x, const DY& dy, const Mean& mean, const InvStd& invstd,
+                         const Gamma& gamma, const Sums& sums) {
+  group_gradient_sums(exec, layout, affine, x, dy, mean, invstd, gamma, sums,
+                      impl::partials_scratch<ExecSpace>(group_partials_size(layout)));
+}
+
+// dgamma += sums(groups + g), dbeta += sums(g): the affine gradients of
+// per_group parameters from this rank's group_gradient_sums (before any
+// sum across ranks).
+template <class ExecSpace, class Sums, class DGamma, class DBeta>
+void affine_gradients_from_sums(const ExecSpace& exec, const Sums& sums, const DGamma& dgamma,
+                                const DBeta& dbeta) {
+  ScopedRegion region("tessera::kernels::affine_gradients_from_sums");
+  TESSERA_REQUIRE(sums.size() == 2 * dgamma.size() && dgamma.size() == dbeta.size(),
+                  "tessera::kernels::affine_gradients_from_sums: sums "
+                      << sums.size() << ", dgamma " << dgamma.size() << ", dbeta " << dbeta.size()
+                      << "; expected sums of 2 * groups and one gradient per group");
+  const std::int64_t groups = dgamma.size();
+  Kokkos::parallel_for(
+      "tessera::kernels::affine_gradients_from_sums",
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), KOKKOS_LAMBDA(const std::int64_t g) {
+        dgamma(g) += static_cast<float>(sums(groups + g));
+        dbeta(g) += static_cast<float>(sums(g));
+      });
+}
+
 // dx += invstd / count * (count * dxhat - sum(dxhat) - xhat * sum(dxhat * xhat))
-// with batch statistics (sums from group_gradient_sums over `count`
-// elements), or dx += invstd * dxhat when mean and invstd were constants
-// (running statistics; sums and count are then unused).
+// with dxhat = dy * gamma and batch statistics (sums from
+// group_gradient_sums over `count` elements), or dx += invstd * dxhat when
+// mean and invstd were constants (running statistics; sums and count are
+// then unused).
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums,
           class DX>
 void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
@@ -245,46 +386,88 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
   }
   const std::int64_t groups = layout.groups;
   const double n = static_cast<double>(count);
-  Kokkos::parallel_for(
-      "tessera::kernels::group_input_gradient",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, layout.size()), KOKKOS_LAMBDA(const std::int64_t i) {
-        const std::int64_t g = layout.group_of(i);
-        const float dxhat = dy(i) * gamma(impl::affine_index(affine, g, layout.position_of(i)));
+  const bool per_group = affine == Affine::per_group;
+  impl::for_each_group_row(
+      exec, fn, layout,
+      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
+                    const std::int64_t end) {
+        const float m = mean(g), s = invstd(g);
+        const float* in = x.data();
+        const float* grad = dy.data();
+        float* out = dx.data();
+        // gamma of the row's positions (per_position) or of the group.
+        const float* scale = per_group ? gamma.data() + g : gamma.data() + k0;
+        const std::int64_t step = per_group ? 0 : 1;
         if (!batch_statistics) {
-          dx(i) += invstd(g) * dxhat;
+          for (std::int64_t j = 0; j < end - begin; ++j)
+            out[begin + j] += s * (grad[begin + j] * scale[j * step]);
           return;
         }
-        const double xhat = (x(i) - mean(g)) * invstd(g);
-        dx(i) += static_cast<float>(invstd(g) * (dxhat - (sums(g) + xhat * sums(groups + g)) / n));
+        // Means of dxhat and dxhat * xhat; per_group sums lack the factor gamma.
+        const double factor = per_group ? static_cast<double>(gamma(g)) : 1.0;
+        const double mean_dxhat = factor * sums(g) / n;
+        const double mean_projected = factor * sums(groups + g) / n;
+        for (std::int64_t j = 0; j < end - begin; ++j) {
+          const float dxhat = grad[begin + j] * scale[j * step];
+          const double xhat = (in[begin + j] - m) * s;
+          out[begin + j] += static_cast<float>(s * (dxhat - (mean_dxhat + xhat * mean_projected)));
+        }
       });
 }
 
 // dgamma += sum(dy * xhat), dbeta += sum(dy) over the elements each affine
-// parameter touches: a group (per_group) or one position across all groups
-// (per_position). One thread per parameter, fixed order.
-template <class ExecSpace, class X, class DY, class Mean, class InvStd, class DGamma, class DBeta>
+// parameter touches: a group (per_group: chunked as the statistics, with
+// `partials` of group_partials_size(layout) doubles) or one position across
+// all groups (per_position: one thread per position, groups in order).
+template <class ExecSpace, class X, class DY, class Mean, class InvStd, class DGamma, class DBeta,
+          class Partials>
 void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine affine, const X& x,
                       const DY& dy, const Mean& mean, const InvStd& invstd, const DGamma& dgamma,
-                      const DBeta& dbeta) {
+                      const DBeta& dbeta, const Partials& partials) {
   ScopedRegion region("tessera::kernels::affine_gradients");
   constexpr const char* fn = "tessera::kernels::affine_gradients";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, dgamma, "dgamma");
   impl::require_extent(fn, "dy", dy, layout.size(), layout);
   impl::require_extent(fn, "dbeta", dbeta, impl::affine_size(layout, affine), layout);
-  const bool per_group = affine == Affine::per_group;
-  impl::fixed_order_pair_sums(
-      exec, "tessera::kernels::affine_gradients", impl::affine_size(layout, affine),
-      per_group ? layout.group_size() : layout.groups,
-      KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t j, double& scaled, double& shift) {
-        const std::int64_t g = per_group ? p : j;
-        const std::int64_t i = per_group ? layout.index(p, j) : layout.index(j, p);
-        shift += dy(i);
-        scaled += static_cast<double>(dy(i)) * ((x(i) - mean(g)) * invstd(g));
-      },
-      KOKKOS_LAMBDA(const std::int64_t p, const double scaled, const double shift) {
-        dgamma(p) += static_cast<float>(scaled);
-        dbeta(p) += static_cast<float>(shift);
+  const auto* in = x.data();
+  const auto* grad = dy.data();
+  if (affine == Affine::per_group) {
+    impl::chunked_pair_sums(
+        exec, fn, layout, partials,
+        KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, std::int64_t, double& scaled,
+                      double& shift) {
+          shift += grad[i];
+          scaled += static_cast<double>(grad[i]) * ((in[i] - mean(g)) * invstd(g));
+        },
+        KOKKOS_LAMBDA(const std::int64_t g, const double scaled, const double shift) {
+          dgamma(g) += static_cast<float>(scaled);
+          dbeta(g) += static_cast<float>(shift);
+        });
+    return;
+  }
+  const GroupLayout l = layout;
+  Kokkos::parallel_for(
+      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.group_size()),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        double scaled = 0, shift = 0;
+        for (std::int64_t g = 0; g < l.groups; ++g) {
+          const std::int64_t i = l.index(g, k);
+          shift += grad[i];
+          scaled += static_cast<double>(grad[i]) * ((in[i] - mean(g)) * invstd(g));
+        }
+        dgamma(k) += static_cast<float>(scaled);
+        dbeta(k) += static_cast<float>(shift);
       });
+}
+
+// Allocates its own scratch (per_group); for calls outside a hot loop.
+template <class ExecSpace, class X, class DY, class Mean, class InvStd, class DGamma, class DBeta>
+void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine affine, const X& x,
+                      const DY& dy, const Mean& mean, const InvStd& invstd, const DGamma& dgamma,
+                      const DBeta& dbeta) {
+  affine_gradients(exec, layout, affine, x, dy, mean, invstd, dgamma, dbeta,
+                   impl::partials_scratch<ExecSpace>(
+                       affine == Affine::per_group ? group_partials_size(layout) : 0));
 }
 
 }  // namespace tessera::kernels

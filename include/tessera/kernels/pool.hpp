@@ -1,9 +1,12 @@
 // 2-D max and average pooling over NCHW tensors, on the sliding-window
 // geometry of conv.hpp. One forward driver visits every output window and
-// one backward driver gathers, for every input row, the windows that cover
-// it; a small op (MaxWindow, AvgWindow) says what a window computes and what
-// gradient it passes back. Gathering keeps backward free of atomics and
-// independent of the thread count.
+// one backward driver hands each window's gradient back to the input it
+// covers; a small op (MaxWindow, AvgWindow) says what a window computes and
+// what gradient it passes back. Backward gives each thread a part of the
+// input no other thread's windows reach (a plane, or a band of rows when
+// the windows do not overlap vertically), and that thread adds its windows
+// in output order, so no atomics are needed and every input element
+// receives its terms in the same order for any thread count.
 #pragma once
 
 #include <tessera/kernels/conv.hpp>
@@ -29,29 +32,52 @@ template <class Index>
 struct MaxWindow {
   Index argmax;
 
-  template <class X>
-  KOKKOS_INLINE_FUNCTION float forward(const X& x, std::int64_t plane, int width, int h_lo,
-                                       int h_hi, int w_lo, int w_hi, std::int64_t out) const {
+  // plane: the input plane; the window is rows [h_lo, h_hi), columns
+  // [w_lo, w_hi) of rows `width` long; out: the output's flat index.
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T forward(const T* plane, int width, int h_lo, int h_hi, int w_lo,
+                                   int w_hi, std::int64_t out) const {
     int best_at = h_lo * width + w_lo;
-    float best = x(plane + best_at);
+    T best = plane[best_at];
+    // Selects rather than a branch: which tap wins is data, and a branch on
+    // it is mispredicted about every other window.
     for (int h = h_lo; h < h_hi; ++h)
       for (int w = w_lo; w < w_hi; ++w) {
-        const float v = x(plane + h * width + w);
-        if (v > best) {
-          best = v;
-          best_at = h * width + w;
-        }
+        const T v = plane[h * width + w];
+        const bool better = v > best;
+        best = better ? v : best;
+        best_at = better ? h * width + w : best_at;
       }
     argmax(out) = best_at;
     return best;
   }
-  // Adds window out's gradient to the part of it in one input row: the row
-  // of `width` positions starting at plane position row_start.
-  template <class DY, class T>
-  KOKKOS_INLINE_FUNCTION void backward(const DY& dy, std::int64_t out, T* line, int row_start,
-                                       int width, int /*w_lo*/, int /*w_hi*/) const {
-    const int w = argmax(out) - row_start;
-    if (w >= 0 && w < width) line[w] += dy(out);
+  // The common 2 x 2 window at stride 2 without padding, for `n` outputs
+  // from the input rows at plane positions top and top + width; the same
+  // result as forward(), in a form that vectorises.
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
+                                          T* KOKKOS_RESTRICT out, std::int64_t first, int n) const {
+    auto* KOKKOS_RESTRICT at = &argmax(first);
+    for (int o = 0; o < n; ++o) {
+      const int p = top + 2 * o;
+      T best = plane[p];
+      int best_at = p;
+      const int taps[3] = {p + 1, p + width, p + width + 1};
+      for (int t = 0; t < 3; ++t) {
+        const T v = plane[taps[t]];
+        const bool better = v > best;
+        best = better ? v : best;
+        best_at = better ? taps[t] : best_at;
+      }
+      out[o] = best;
+      at[o] = best_at;
+    }
+  }
+  // Adds window out's gradient g to the input plane's gradient.
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void backward(T g, std::int64_t out, T* plane, int /*width*/, int /*h_lo*/,
+                                       int /*h_hi*/, int /*w_lo*/, int /*w_hi*/) const {
+    plane[argmax(out)] += g;
   }
 };
 
@@ -59,19 +85,34 @@ struct MaxWindow {
 struct AvgWindow {
   float scale = 1;
 
-  template <class X>
-  KOKKOS_INLINE_FUNCTION float forward(const X& x, std::int64_t plane, int width, int h_lo,
-                                       int h_hi, int w_lo, int w_hi, std::int64_t /*out*/) const {
-    float sum = 0;
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T forward(const T* plane, int width, int h_lo, int h_hi, int w_lo,
+                                   int w_hi, std::int64_t /*out*/) const {
+    T sum = 0;
     for (int h = h_lo; h < h_hi; ++h)
-      for (int w = w_lo; w < w_hi; ++w) sum += x(plane + h * width + w);
+      for (int w = w_lo; w < w_hi; ++w) sum += plane[h * width + w];
     return sum * scale;
   }
-  template <class DY, class T>
-  KOKKOS_INLINE_FUNCTION void backward(const DY& dy, std::int64_t out, T* line, int /*row_start*/,
-                                       int /*width*/, int w_lo, int w_hi) const {
-    const T share = dy(out) * scale;
-    for (int w = w_lo; w < w_hi; ++w) line[w] += share;
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
+                                          T* KOKKOS_RESTRICT out, std::int64_t /*first*/,
+                                          int n) const {
+    for (int o = 0; o < n; ++o) {
+      const int p = top + 2 * o;
+      T sum = 0;  // the order of forward(): row by row
+      sum += plane[p];
+      sum += plane[p + 1];
+      sum += plane[p + width];
+      sum += plane[p + width + 1];
+      out[o] = sum * scale;
+    }
+  }
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void backward(T g, std::int64_t /*out*/, T* plane, int width, int h_lo,
+                                       int h_hi, int w_lo, int w_hi) const {
+    const T share = g * scale;
+    for (int h = h_lo; h < h_hi; ++h)
+      for (int w = w_lo; w < w_hi; ++w) plane[h * width + w] += share;
   }
 };
 
@@ -92,50 +133,63 @@ void check_pool2d(const char* fn, const Pool2dGeometry& g, const In& in, const O
                      << g.cols.in << " -> " << g.rows.out << " x " << g.cols.out);
 }
 
-// y(o) = op.forward(window o clipped to the input); one thread per output row.
+// y(o) = op.forward(window o clipped to the input); one thread per output
+// row. The 2 x 2 window at stride 2 without padding (the usual pooling)
+// takes op.forward_2x2, whose results are the same.
 template <class ExecSpace, class Op, class X, class Y>
 void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                   const X& x, const Y& y) {
   check_pool2d(fn, g, x, y);
   const WindowAxis rows = g.rows, cols = g.cols;
+  const bool two_by_two = rows.kernel == 2 && cols.kernel == 2 && rows.stride == 2 &&
+                          cols.stride == 2 && rows.pad == 0 && cols.pad == 0;
   Kokkos::parallel_for(
       fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * rows.out),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const int ho = static_cast<int>(r % rows.out);
-        const std::int64_t plane = (r / rows.out) * rows.in * cols.in;
+        const auto* plane = x.data() + (r / rows.out) * rows.in * cols.in;
+        auto* out = y.data() + r * cols.out;
+        if (two_by_two) {
+          op.forward_2x2(plane, 2 * ho * cols.in, cols.in, out, r * cols.out, cols.out);
+          return;
+        }
         int h_lo, h_hi;
         rows.clipped(ho, h_lo, h_hi);
         for (int wo = 0; wo < cols.out; ++wo) {
           int w_lo, w_hi;
           cols.clipped(wo, w_lo, w_hi);
-          const std::int64_t out = r * cols.out + wo;
-          y(out) = op.forward(x, plane, cols.in, h_lo, h_hi, w_lo, w_hi, out);
+          out[wo] = op.forward(plane, cols.in, h_lo, h_hi, w_lo, w_hi, r * cols.out + wo);
         }
       });
 }
 
-// dx += each window's gradient (op.backward) over the input it covers. One
-// thread owns each input row and walks the windows that cross it in a fixed
-// order, so no two threads write one element.
+// dx += each window's gradient (op.backward) over the input it covers.
+// Windows that do not overlap vertically (stride >= kernel) reach disjoint
+// bands of input rows, so each output row is a task of its own; otherwise
+// each plane is. Within a task the windows go in output order.
 template <class ExecSpace, class Op, class DY, class DX>
 void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                    const DY& dy, const DX& dx) {
   check_pool2d(fn, g, dx, dy);
   const WindowAxis rows = g.rows, cols = g.cols;
+  const int rows_per_task = rows.stride >= rows.kernel ? 1 : rows.out;
+  const int tasks_per_plane = rows.out / rows_per_task;
   Kokkos::parallel_for(
-      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * rows.in),
-      KOKKOS_LAMBDA(const std::int64_t r) {
-        const int h = static_cast<int>(r % rows.in);
-        const std::int64_t plane = r / rows.in;
-        auto* line = &dx(0) + r * cols.in;
-        int ho_lo, ho_hi;
-        rows.covering(h, ho_lo, ho_hi);
-        for (int ho = ho_lo; ho < ho_hi; ++ho) {
-          const std::int64_t out_row = (plane * rows.out + ho) * cols.out;
+      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * tasks_per_plane),
+      KOKKOS_LAMBDA(const std::int64_t t) {
+        const std::int64_t plane = t / tasks_per_plane;
+        const int first = static_cast<int>(t % tasks_per_plane) * rows_per_task;
+        auto* grad = dx.data() + plane * rows.in * cols.in;
+        const auto* g_out = dy.data() + plane * rows.out * cols.out;
+        for (int ho = first; ho < first + rows_per_task; ++ho) {
+          int h_lo, h_hi;
+          rows.clipped(ho, h_lo, h_hi);
           for (int wo = 0; wo < cols.out; ++wo) {
             int w_lo, w_hi;
             cols.clipped(wo, w_lo, w_hi);
-            op.backward(dy, out_row + wo, line, h * cols.in, cols.in, w_lo, w_hi);
+            const std::int64_t o = std::int64_t(ho) * cols.out + wo;
+            op.backward(g_out[o], plane * rows.out * cols.out + o, grad, cols.in, h_lo, h_hi, w_lo,
+                        w_hi);
           }
         }
       });

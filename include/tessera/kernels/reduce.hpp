@@ -1,13 +1,15 @@
 // Reductions over flat buffers whose result is bitwise identical for any
-// thread count and backend: fixed-size chunks are each summed sequentially
-// (in parallel over chunks), then the chunk sums are added in chunk order.
-// Accumulation is in double. Also the rescaling that gradient clipping
-// applies with the result.
+// thread count and backend: fixed-size chunks are each summed in
+// sum_lanes interleaved partial sums (in parallel over chunks; one serial
+// chain per chunk was bound by the latency of one add after another),
+// then the chunk sums are added in chunk order. Accumulation is in double. Also the rescaling that
+// gradient clipping applies with the result.
 #pragma once
 
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
 
@@ -52,6 +54,19 @@ KOKKOS_INLINE_FUNCTION T lane_dot(const T* a, const T* b, std::int64_t n) {
   return lane[0];
 }
 
+// Sum of v[i]^2 over [0, n) in double, in the lanes and order of lane_sum.
+template <class T>
+KOKKOS_INLINE_FUNCTION double lane_sum_squares(const T* v, std::int64_t n) {
+  double lane[sum_lanes] = {};
+  std::int64_t i = 0;
+  for (; i + sum_lanes <= n; i += sum_lanes)
+    for (int l = 0; l < sum_lanes; ++l) lane[l] += static_cast<double>(v[i + l]) * v[i + l];
+  for (int l = 0; i + l < n; ++l) lane[l] += static_cast<double>(v[i + l]) * v[i + l];
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
 // Scratch elements deterministic_sum_squares needs for n inputs:
 // one per chunk, plus the total.
 inline std::int64_t deterministic_sum_scratch(std::int64_t n) {
@@ -74,12 +89,7 @@ double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scr
       "tessera::kernels::sum_squares_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks),
       KOKKOS_LAMBDA(const std::int64_t c) {
         const std::int64_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-        double sum = 0;
-        for (std::int64_t i = c * chunk; i < end; ++i) {
-          const double v = static_cast<double>(x(i));
-          sum += v * v;
-        }
-        scratch(c) = sum;
+        scratch(c) = lane_sum_squares(x.data() + c * chunk, end - c * chunk);
       });
   Kokkos::parallel_for(
       "tessera::kernels::sum_squares_total", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
@@ -110,9 +120,12 @@ void scale_in_place(const ExecSpace& exec, const X& x, double factor) {
   ScopedRegion region("tessera::kernels::scale_in_place");
   using T = typename X::non_const_value_type;
   const T f = static_cast<T>(factor);
-  Kokkos::parallel_for(
-      "tessera::kernels::scale_in_place", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { x(i) *= f; });
+  impl::for_each_span(
+      exec, "tessera::kernels::scale_in_place", x.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        T* v = x.data();
+        for (std::int64_t i = begin; i < end; ++i) v[i] *= f;
+      });
 }
 
 }  // namespace tessera::kernels

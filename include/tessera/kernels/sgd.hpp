@@ -7,6 +7,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 #include <tessera/optim/params.hpp>
 
 namespace tessera::kernels {
@@ -24,13 +25,18 @@ void sgd_step(const ExecSpace& exec, const SgdParams& hp, float lr, const P& par
   using T = typename P::non_const_value_type;
   const T rate = lr, momentum = hp.momentum, wd = hp.weight_decay;
   const bool nesterov = hp.nesterov;
-  Kokkos::parallel_for(
-      "tessera::kernels::sgd_step", Kokkos::RangePolicy<ExecSpace>(exec, 0, params.size()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const T g = grads(i) + wd * params(i);
-        const T v = momentum * velocity(i) + g;
-        velocity(i) = v;
-        params(i) -= rate * (nesterov ? g + momentum * v : v);
+  impl::for_each_span(
+      exec, "tessera::kernels::sgd_step", params.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        T* p = params.data();
+        T* vel = velocity.data();
+        const T* grad = grads.data();
+        for (std::int64_t i = begin; i < end; ++i) {
+          const T g = grad[i] + wd * p[i];
+          const T v = momentum * vel[i] + g;
+          vel[i] = v;
+          p[i] -= rate * (nesterov ? g + momentum * v : v);
+        }
       });
 }
 

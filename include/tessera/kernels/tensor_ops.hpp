@@ -6,6 +6,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
 
@@ -18,9 +19,16 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
   TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::copy_into: source has "
                                                 << src.size() << " elements, destination "
                                                 << dst.size());
-  Kokkos::parallel_for(
-      "tessera::kernels::copy_into", Kokkos::RangePolicy<ExecSpace>(exec, 0, src.size()),
-      KOKKOS_LAMBDA(const std::size_t i) { dst(i) = accumulate ? dst(i) + src(i) : src(i); });
+  impl::for_each_span(
+      exec, "tessera::kernels::copy_into", src.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        const auto* in = src.data();
+        auto* out = dst.data();
+        if (accumulate)
+          for (std::int64_t i = begin; i < end; ++i) out[i] += in[i];
+        else
+          for (std::int64_t i = begin; i < end; ++i) out[i] = in[i];
+      });
 }
 
 // Channels [0, narrow_channels) of `narrow` correspond to channels
@@ -38,18 +46,17 @@ void channel_block(const ExecSpace& exec, const Narrow& narrow, std::int64_t nar
                       << narrow_channels << " channels at " << offset << " does not fit "
                       << wide_channels << " channels (batch " << batch << ", spatial " << spatial
                       << ")");
+  // Per sample, the block is contiguous in both tensors.
   const std::int64_t block = narrow_channels * spatial;
-  Kokkos::parallel_for(
-      "tessera::kernels::channel_block",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, static_cast<std::size_t>(batch * block)),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const std::int64_t n = static_cast<std::int64_t>(i) / block;
-        const std::int64_t within = static_cast<std::int64_t>(i) % block;
-        const std::int64_t w = (n * wide_channels + offset) * spatial + within;
+  impl::for_each_row_span(
+      exec, "tessera::kernels::channel_block", batch, block,
+      KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t begin, const std::int64_t end) {
+        auto* mine = narrow.data() + n * block;
+        auto* theirs = wide.data() + (n * wide_channels + offset) * spatial;
         if (into_wide)
-          wide(w) = narrow(i);
+          for (std::int64_t i = begin; i < end; ++i) theirs[i] = mine[i];
         else
-          narrow(i) += wide(w);
+          for (std::int64_t i = begin; i < end; ++i) mine[i] += theirs[i];
       });
 }
 

@@ -17,7 +17,8 @@ class GroupNormalizer {
   explicit GroupNormalizer(kernels::Affine affine) : affine_(affine) {}
 
   void bind(const Tensors& values, const Tensors& gradients);
-  void allocate(std::int64_t max_groups, const std::string& label);
+  // Scratch for layouts up to `largest` (the largest batch).
+  void allocate(const kernels::GroupLayout& largest, const std::string& label);
 
   // Per-group sum and sum of squares of x (2 * groups values): a
   // synchronised BatchNorm sums them over the ranks before batch_moments().
@@ -45,7 +46,7 @@ class GroupNormalizer {
   kernels::Affine affine_;
   Tensor<float> gamma_, beta_, gamma_grad_, beta_grad_;
   Vector<float> mean_, invstd_;
-  Vector<double> sums_;
+  Vector<double> sums_, partials_;
 };
 }  // namespace impl
 

@@ -1,0 +1,63 @@
+// What the CPU offers and what the BLAS makes of it: the widest vector
+// instructions the CPU has, the BLAS library and (for OpenBLAS) the kernel
+// family it chose at run time, and the check that warns when the BLAS runs
+// narrower vectors than the CPU has. Debian's OpenBLAS 0.3.21 picks its
+// kernels by CPU model and takes AVX2 (Haswell) kernels on AVX-512 CPUs it
+// does not know (AMD family 26): sgemm then runs at about half the speed
+// OPENBLAS_CORETYPE=SkylakeX gives.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// Vector instruction sets, narrowest first. avx2 means AVX2 with FMA;
+// avx512 the Skylake-X set (F, CD, BW, DQ, VL) that OpenBLAS's SkylakeX
+// kernels use.
+enum class VectorIsa { unknown, sse, avx, avx2, avx512 };
+
+const char* isa_name(VectorIsa isa);
+
+// The widest set the CPU flags (as /proc/cpuinfo lists them) cover.
+VectorIsa widest_isa(const std::vector<std::string>& cpu_flags);
+
+// This machine's CPU flags; empty where /proc/cpuinfo has none (not Linux
+// on x86).
+std::vector<std::string> cpu_flags();
+
+// The BLAS library behind KokkosBlas::gemm in this process, as found at run
+// time: for OpenBLAS its configuration string (e.g. "OpenBLAS 0.3.21
+// DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"), the core type whose
+// kernels it chose (they round differently and differ in vector width) and
+// its threading; MKL, BLIS, or cuBLAS and rocBLAS on GPUs otherwise.
+struct BlasInfo {
+  std::string library;    // "OpenBLAS 0.3.21 DYNAMIC_ARCH ...", "cuBLAS", ...
+  std::string core;       // "Haswell", or empty where not known
+  std::string threading;  // "OpenMP", "pthreads", "sequential", or empty
+  bool openblas = false;
+};
+
+// Defined with the build description (core/runtime.cpp).
+BlasInfo blas_info();
+
+// The vector instructions of an OpenBLAS core type's kernels (case does not
+// matter); unknown for names it does not know.
+VectorIsa openblas_core_isa(const std::string& core);
+
+// A warning when OpenBLAS runs kernels narrower than the widest of the
+// CPU's instruction sets it has kernels for, naming the setting that
+// fixes it (OPENBLAS_CORETYPE=...); empty when there is nothing to say.
+// coretype_setting: the value of OPENBLAS_CORETYPE, or empty when unset.
+std::string blas_vector_warning(const std::vector<std::string>& cpu_flags, const BlasInfo& blas,
+                                const std::string& coretype_setting);
+
+// Writes blas_vector_warning() for this machine and process to stderr,
+// once per process however often it is called.
+void warn_if_blas_is_narrow();
+
+// The vector instructions Tessera's own kernels were compiled for (x86:
+// from the compiler's target macros; unknown elsewhere).
+VectorIsa compiled_isa();
+
+}  // namespace tessera
