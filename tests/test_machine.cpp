@@ -17,7 +17,9 @@ const std::vector<std::string> zen5_flags{"sse2",     "avx",         "fma",     
                                           "avx512vl", "avx512_bf16", "avx512vnni"};
 const std::vector<std::string> sandy_flags{"sse2", "sse4_2", "avx"};
 
-BlasInfo openblas(const std::string& core) { return BlasInfo{"OpenBLAS 0.3.21", core, "OpenMP", true}; }
+BlasInfo openblas(const std::string& core) {
+  return BlasInfo{"OpenBLAS 0.3.21", core, "OpenMP", true};
+}
 
 TEST(Machine, WidestIsaFromFlags) {
   EXPECT_EQ(widest_isa(zen3_flags), VectorIsa::avx2);

@@ -8,9 +8,9 @@
 #include <KokkosKernels_config.h>
 #include <dlfcn.h>
 #include <mpi.h>
-#include <cstdlib>
 #include <Kokkos_Core.hpp>
 
+#include <cstdlib>
 #include <sstream>
 #include <type_traits>
 
