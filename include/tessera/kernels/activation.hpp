@@ -8,6 +8,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/math.hpp>
 
 namespace tessera::kernels {
 
@@ -28,16 +29,15 @@ struct LeakyReluOp {
   }
 };
 
-// Exact GELU, x * Phi(x), as PyTorch's default.
+// Exact GELU, x * Phi(x), as PyTorch's default (not its tanh
+// approximation), with Phi and the density from impl/math.hpp: no library
+// calls, so the loops vectorise.
 struct GeluOp {
   static constexpr const char* name = "GELU";
-  KOKKOS_INLINE_FUNCTION float value(float x) const {
-    return 0.5f * x * (1.0f + compat::erf(x * 0.70710678118654752f));
-  }
+  KOKKOS_INLINE_FUNCTION float value(float x) const { return x * impl::normal_cdf(x); }
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
-    const float cdf = 0.5f * (1.0f + compat::erf(x * 0.70710678118654752f));
-    const float pdf = 0.39894228040143268f * compat::exp(-0.5f * x * x);
-    return cdf + x * pdf;
+    const float pdf = 0.39894228040143268f * impl::exp_nonpositive(-0.5f * x * x);
+    return impl::normal_cdf(x) + x * pdf;
   }
 };
 

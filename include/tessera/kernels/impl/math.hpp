@@ -1,0 +1,93 @@
+// Transcendental functions for element-wise kernels, written as plain
+// arithmetic without calls or branches, so that a host loop over them
+// vectorises (the C library's expf and erff are scalar calls: the exact
+// GELU spent 27 % of a GPT training step in erff). The same code runs in
+// device kernels.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels::impl {
+
+// A float's bits and back. Type punning through a union is defined by GCC,
+// Clang and NVCC, and unlike memcpy it is available in device code on
+// every backend.
+union FloatBits {
+  float f;
+  std::int32_t i;
+};
+KOKKOS_INLINE_FUNCTION std::int32_t bits_of(float f) {
+  FloatBits u{};
+  u.f = f;
+  return u.i;
+}
+KOKKOS_INLINE_FUNCTION float float_from_bits(std::int32_t bits) {
+  FloatBits u{};
+  u.i = bits;
+  return u.f;
+}
+
+// Branch-free forms: GCC turns `c ? v : w` into a branch, and then
+// vectorises nothing, as soon as it can fold the arithmetic that follows
+// into the two arms (a clamp followed by a polynomial is enough). Hence the
+// selects below are made with bit masks.
+
+// e^a for a <= 0, within 1.1e-7 relative down to -87 (the normal floats),
+// then rounded once into the subnormals, and 0 below -104. a = n ln 2 + r
+// with |r| <= ln(2)/2 (ln 2 split in two, so n ln 2 is exact for
+// |n| < 2^11), e^r by its Taylor series to r^7 / 7! (truncation below
+// 5e-9), then times 2^n as two normal powers of two, each written into
+// the exponent bits, so that the last product rounds into the subnormals.
+KOKKOS_INLINE_FUNCTION float exp_nonpositive(float a) {
+  // x = max(a, -104) on the bits: as unsigned numbers, the floats below -104
+  // are exactly those above its bits (the sign bit set, a larger magnitude).
+  const std::uint32_t limit = 0xC2D00000u;  // -104.0f
+  const std::uint32_t bits = static_cast<std::uint32_t>(bits_of(a));
+  const std::uint32_t below = 0u - static_cast<std::uint32_t>(bits > limit);  // all ones or 0
+  const float x = float_from_bits(static_cast<std::int32_t>((limit & below) | (bits & ~below)));
+  // Round x / ln 2 to the nearest integer by adding and subtracting 1.5 * 2^23.
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::int32_t k = static_cast<std::int32_t>(n), half = k / 2;
+  return p * float_from_bits((half + 127) * (1 << 23)) *
+         float_from_bits((k - half + 127) * (1 << 23));
+}
+
+// Phi(x), the standard normal distribution function, within 1.2e-6
+// relative for |x| <= 3 and 2e-5 in the far tails (measured against double
+// precision). Phi(-|x|) = erfc(z) / 2 with z = |x| / sqrt(2), and
+// erfc(z) = t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2) and P a degree-9
+// polynomial fitted (Chebyshev least squares in t, for z in [0, 9.3])
+// to log(erfc(z) / t) + z^2 within 2.3e-7. Unlike 0.5 * (1 + erf(x /
+// sqrt(2))), it keeps its relative precision for negative x, where the
+// sum cancels (that form gives 0 below x = -5.5).
+KOKKOS_INLINE_FUNCTION float normal_cdf(float x) {
+  const std::int32_t sign = bits_of(x) >> 31;  // all ones for negative x (and -0)
+  const float z = float_from_bits(bits_of(x) & 0x7fffffff) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 1.642882749e-01f;
+  p = p * t - 7.778648195e-01f;
+  p = p * t + 1.365229451e+00f;
+  p = p * t - 9.472533941e-01f;
+  p = p * t + 1.054586143e-01f;
+  p = p * t - 8.590562158e-02f;
+  p = p * t + 6.040942905e-02f;
+  p = p * t + 3.820206314e-01f;
+  p = p * t + 9.990838459e-01f;
+  p = p * t - 1.265466185e+00f;
+  const float tail = 0.5f * t * exp_nonpositive(p - z * z);
+  // tail for negative x, 1 - tail otherwise.
+  return float_from_bits((bits_of(tail) & sign) | (bits_of(1.0f - tail) & ~sign));
+}
+
+}  // namespace tessera::kernels::impl
