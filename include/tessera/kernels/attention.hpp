@@ -25,6 +25,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
@@ -101,15 +102,13 @@ void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float sc
             probs(nh, t, j) = score;
             max = j == 0 || score > max ? score : max;
           }
-          float sum = 0;
-          for (std::int64_t j = 0; j <= t; ++j) {
-            const float e = compat::exp(probs(nh, t, j) - max);
-            probs(nh, t, j) = e;
-            sum += e;
-          }
-          const float inverse = 1.0f / sum;
-          for (std::int64_t j = 0; j <= t; ++j) probs(nh, t, j) *= inverse;
-          for (std::int64_t j = t + 1; j < T; ++j) probs(nh, t, j) = 0.0f;
+          // The row's exponentials (of arguments <= 0, without library
+          // calls, so the loop vectorises), summed in lane_sum's fixed order.
+          float* row = &probs(nh, t, 0);
+          for (std::int64_t j = 0; j <= t; ++j) row[j] = impl::exp_nonpositive(row[j] - max);
+          const float inverse = 1.0f / lane_sum(row, t + 1);
+          for (std::int64_t j = 0; j <= t; ++j) row[j] *= inverse;
+          for (std::int64_t j = t + 1; j < T; ++j) row[j] = 0.0f;
           // Y(t) = sum over j <= t of P'(t, j) V(j), in order of j.
           float* y = &heads(n * T + t, h * D);
           for (std::int64_t d = 0; d < D; ++d) y[d] = 0.0f;
