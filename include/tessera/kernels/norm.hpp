@@ -450,8 +450,10 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
       fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.group_size()),
       KOKKOS_LAMBDA(const std::int64_t k) {
         double scaled = 0, shift = 0;
+        // l.index(g, k) = first + g inner: its divisions taken once per k.
+        const std::int64_t first = l.index(0, k);
         for (std::int64_t g = 0; g < l.groups; ++g) {
-          const std::int64_t i = l.index(g, k);
+          const std::int64_t i = first + g * l.inner;
           shift += grad[i];
           scaled += static_cast<double>(grad[i]) * ((in[i] - mean(g)) * invstd(g));
         }
