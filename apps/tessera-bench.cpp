@@ -441,13 +441,11 @@ json report_identity(const Options& opt, const tessera::Deck& deck, std::int64_t
                        {"cores", std::thread::hardware_concurrency()},
                        {"cpu_isa", tessera::isa_name(tessera::widest_isa(tessera::cpu_flags()))},
                        {"kernels_isa", tessera::isa_name(tessera::compiled_isa())}};
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   report["blas"] = {
       {"library", blas.library},
       {"core", blas.core},
       {"core_isa", blas.openblas ? tessera::isa_name(tessera::openblas_core_isa(blas.core)) : ""},
-      {"warning", tessera::blas_vector_warning(tessera::cpu_flags(), blas,
-                                               coretype != nullptr ? coretype : "")}};
+      {"warning", tessera::blas_vector_warning()}};
   report["platform"] = opt.platform.empty() ? default_platform() : opt.platform;
   report["backend"] = tessera::ExecSpace::name();
   report["threads"] = tessera::ExecSpace::concurrency();

@@ -110,12 +110,15 @@ std::string blas_vector_warning(const std::vector<std::string>& flags, const Bla
   return os.str();
 }
 
+std::string blas_vector_warning() {
+  const char* setting = std::getenv("OPENBLAS_CORETYPE");
+  return blas_vector_warning(cpu_flags(), blas_info(), setting != nullptr ? setting : "");
+}
+
 void warn_if_blas_is_narrow() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* setting = std::getenv("OPENBLAS_CORETYPE");
-    const std::string message =
-        blas_vector_warning(cpu_flags(), blas_info(), setting != nullptr ? setting : "");
+    const std::string message = blas_vector_warning();
     if (!message.empty()) std::cerr << message << "\n";
   });
 }

@@ -10,7 +10,6 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
-#include <cstdlib>
 #include <sstream>
 #include <type_traits>
 
@@ -140,9 +139,7 @@ std::string build_configuration() {
      << "BLAS: " << blas.library;
   if (!blas.core.empty()) os << "; core " << blas.core;
   if (!blas.threading.empty()) os << "; threads " << blas.threading;
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  const std::string narrow =
-      blas_vector_warning(cpu_flags(), blas, coretype != nullptr ? coretype : "");
+  const std::string narrow = blas_vector_warning();
   if (!narrow.empty()) os << "\n" << narrow;
   os << "\ncompiler: " << TESSERA_CXX_COMPILER << ", " << TESSERA_BUILD_TYPE << "\n";
   if (*TESSERA_BUILD_SPEC) os << "spec: " << TESSERA_BUILD_SPEC << "\n";

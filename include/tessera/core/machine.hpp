@@ -52,6 +52,10 @@ VectorIsa openblas_core_isa(const std::string& core);
 std::string blas_vector_warning(const std::vector<std::string>& cpu_flags, const BlasInfo& blas,
                                 const std::string& coretype_setting);
 
+// blas_vector_warning() for this machine's CPU flags, the BLAS this process
+// runs and its OPENBLAS_CORETYPE setting.
+std::string blas_vector_warning();
+
 // Writes blas_vector_warning() for this machine and process to stderr,
 // once per process however often it is called.
 void warn_if_blas_is_narrow();

@@ -20,7 +20,6 @@
 // 2-core machine).
 #pragma once
 
-#include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
