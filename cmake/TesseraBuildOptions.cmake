@@ -26,3 +26,28 @@ else()
   endif()
   set(Tessera_EXECUTION_SPACE_NAME ${Tessera_EXECUTION_SPACE})
 endif()
+
+# The host instruction set Tessera's own kernels are compiled for: empty
+# keeps the compiler's default (x86-64: SSE2, which runs anywhere),
+# `native` targets the CPU of the build machine (AVX2 and FMA, or AVX-512,
+# where it has them: element-wise and attention kernels run 1.5 to 3 times
+# as fast), any other value is passed to -march. The binaries then run only
+# on CPUs with that instruction set. scripts/setup.sh builds with `native`;
+# Spack passes its target's flags itself. The flag reaches every target of
+# this build (library, apps, tests) so that they agree on rounding (FMA
+# contraction), but not an installed package's users.
+set(Tessera_HOST_ARCH "" CACHE STRING
+  "-march for Tessera's host code: empty (the compiler's default), native, or e.g. znver3")
+if(Tessera_HOST_ARCH)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    message(FATAL_ERROR "Tessera_HOST_ARCH=${Tessera_HOST_ARCH} needs GCC or Clang (-march); "
+      "this is ${CMAKE_CXX_COMPILER_ID}. Leave Tessera_HOST_ARCH empty.")
+  endif()
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag("-march=${Tessera_HOST_ARCH}" tessera_host_arch_works)
+  if(NOT tessera_host_arch_works)
+    message(FATAL_ERROR "Tessera_HOST_ARCH=${Tessera_HOST_ARCH}: ${CMAKE_CXX_COMPILER} does not "
+      "accept -march=${Tessera_HOST_ARCH}. Use a value it knows (native, x86-64-v3, znver3, ...) "
+      "or leave Tessera_HOST_ARCH empty.")
+  endif()
+endif()

@@ -36,8 +36,11 @@ bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" openmp
 kokkos_prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix openmp)
 
 step "Tessera: configure (${build_dir})"
+# Tessera's own kernels for this machine's vector instructions (AVX2 and FMA,
+# AVX-512): the build and the runs happen here (README, "CMake options").
 cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON > "${build_dir}.configure.log" 2>&1 \
+  -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
+  > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"
 

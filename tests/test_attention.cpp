@@ -64,7 +64,7 @@ TYPED_TEST(AttentionKernels, ForwardMatchesNaiveReference) {
     dropout.first_counter = 1234;
     V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C);
     kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
-        scratch("s", l.batch * l.heads, l.positions, l.positions);
+        scratch("s", l.batch * l.heads, kernels::attention_scratch_rows(l), l.positions);
     auto qkv_h = test::random_values(rows * 3 * C, 21, -2.0f, 2.0f);
     // A score near 400: exp overflows unless the row maximum comes off first.
     for (std::int64_t d = 0; d < l.head_dim; ++d) {

@@ -86,8 +86,8 @@ void CausalSelfAttention::allocate(const Shapes& inputs) {
   heads_ = Matrix<float>(label + "::heads", rows, c);
   dheads_ = Matrix<float>(label + "::dheads", rows, c);
   probs_ = kernels::AttentionScores(label + "::probs", l.batch * l.heads, l.positions, l.positions);
-  scratch_ =
-      kernels::AttentionScores(label + "::scratch", l.batch * l.heads, l.positions, l.positions);
+  scratch_ = kernels::AttentionScores(label + "::scratch", l.batch * l.heads,
+                                      kernels::attention_scratch_rows(l), l.positions);
 }
 
 std::int64_t CausalSelfAttention::flops_per_sample(const Shapes& inputs) const {
@@ -113,9 +113,10 @@ LayerCost CausalSelfAttention::cost(const Shapes& inputs, bool input_gradient) c
   cost.backward.flops = projections + 2 * n * t * c * c +
                         (input_gradient ? 2 * n * t * 3 * c * c : 0) + 2 * products + softmax +
                         bias;
-  // Probabilities and the scratch scores, written and read once each way.
-  cost.forward.bytes += sizeof(float) * (2 * n * h * t * t + 2 * n * t * 4 * c);
-  cost.backward.bytes += sizeof(float) * (3 * n * h * t * t + 4 * n * t * 4 * c);
+  // Probabilities written and read forward, read backward; keys (forward)
+  // and values (backward) copied transposed into scratch and read.
+  cost.forward.bytes += sizeof(float) * (2 * n * h * t * t + 2 * n * t * 4 * c + 2 * n * t * c);
+  cost.backward.bytes += sizeof(float) * (n * h * t * t + 4 * n * t * 4 * c + 2 * n * t * c);
   return cost;
 }
 

@@ -11,13 +11,19 @@
 //
 // Each (sample, head) is one work item that reads its columns of qkv in
 // place (no copies into [N, H, T, D]) and visits only the positions j <= t
-// each t may see, with the head's D values innermost: rows of qkv are
-// contiguous there, so the updates vectorise, and so do the dot products,
-// summed in lane_dot's fixed lanes; the masked half costs nothing. Every sum runs in a fixed order,
-// so the results have the same bits for any thread count. KokkosBatched's serial blocked GEMMs over
-// the full T x T block on the same strided views took 1.9 times as long forward and 2.3 times
-// backward (N 32, T 128, 4 heads of 32, one thread, both versions interleaved in one run on a busy
-// 2-core machine).
+// each t may see; the masked half costs nothing. Its keys (and, backward,
+// its values) are first copied transposed into the item's scratch, [D, T],
+// so that a row of scores is D passes over contiguous keys, each adding
+// q(d) K(d, j) for all j <= t at once: the loop vectorises across keys with
+// no sum across vector lanes (dot products over the D = 32 values of a
+// head took a horizontal sum per score, and ran 1.6 times as long
+// forward). Updates of Y, dV, dQ and dK run over a head's D values,
+// contiguous in rows of qkv. Every sum runs in a fixed order, so the
+// results have the same bits for any thread count. KokkosBatched's serial
+// blocked GEMMs over the full T x T block on the same strided views took
+// 1.9 times as long forward and 2.3 times backward as dot products did
+// (N 32, T 128, 4 heads of 32, one thread, both versions interleaved in
+// one run on a busy 2-core machine).
 #pragma once
 
 #include <tessera/core/error.hpp>
@@ -51,29 +57,61 @@ struct AttentionDropout {
 
 using AttentionScores = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
 
+// Rows of T floats of scratch each (sample, head) needs: its keys and
+// values transposed (D rows each) and one row of dP. Allocate
+// AttentionScores(label, N H, attention_scratch_rows(l), T).
+KOKKOS_INLINE_FUNCTION std::int64_t attention_scratch_rows(const AttentionLayout& l) {
+  return 2 * l.head_dim + 1;
+}
+
 namespace impl {
 template <class QKV, class Scores, class Heads>
 void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, const Scores& probs,
                      const Scores& scratch, const Heads& heads) {
   const std::int64_t rows = l.batch * l.positions, c = l.channels();
-  const auto scores_fit = [&](const Scores& s) {
+  const auto fits = [&](const Scores& s, std::int64_t rows_per_item) {
     return static_cast<std::int64_t>(s.extent(0)) == l.batch * l.heads &&
-           static_cast<std::int64_t>(s.extent(1)) == l.positions &&
+           static_cast<std::int64_t>(s.extent(1)) == rows_per_item &&
            static_cast<std::int64_t>(s.extent(2)) == l.positions;
   };
   TESSERA_REQUIRE(
       l.heads > 0 && l.head_dim > 0 && static_cast<std::int64_t>(qkv.extent(0)) == rows &&
           static_cast<std::int64_t>(qkv.extent(1)) == 3 * c &&
           static_cast<std::int64_t>(heads.extent(0)) == rows &&
-          static_cast<std::int64_t>(heads.extent(1)) == c && scores_fit(probs) &&
-          scores_fit(scratch) && (rows == 0 || (qkv.stride(1) == 1 && heads.stride(1) == 1)),
+          static_cast<std::int64_t>(heads.extent(1)) == c && fits(probs, l.positions) &&
+          fits(scratch, attention_scratch_rows(l)) &&
+          (rows == 0 || (qkv.stride(1) == 1 && heads.stride(1) == 1)),
       fn << ": qkv [" << qkv.extent(0) << ", " << qkv.extent(1) << "], scores [" << probs.extent(0)
          << ", " << probs.extent(1) << ", " << probs.extent(2) << "], scratch ["
          << scratch.extent(0) << ", " << scratch.extent(1) << ", " << scratch.extent(2)
          << "], heads [" << heads.extent(0) << ", " << heads.extent(1) << "] for batch " << l.batch
          << ", " << l.positions << " positions, " << l.heads << " heads of " << l.head_dim
-         << "; expected qkv [N T, 3 C], scores and scratch "
-         << "[N H, T, T], heads [N T, C], rows of qkv and heads contiguous");
+         << "; expected qkv [N T, 3 C], scores [N H, T, T], scratch [N H, 2 D + 1, T] "
+         << "(attention_scratch_rows), heads [N T, C], rows of qkv and heads contiguous");
+}
+
+// dst(d, j) = src(row0 + j, col0 + d) for j < T, d < D: a head's keys or
+// values, transposed into rows of T.
+template <class QKV>
+KOKKOS_INLINE_FUNCTION void transpose_head(const QKV& qkv, std::int64_t row0, std::int64_t col0,
+                                           std::int64_t T, std::int64_t D, float* dst) {
+  for (std::int64_t j = 0; j < T; ++j) {
+    const float* src = &qkv(row0 + j, col0);
+    for (std::int64_t d = 0; d < D; ++d) dst[d * T + j] = src[d];
+  }
+}
+
+// out[j] = scale sum_d a[d] bt(d, j) for j < count, summed over d in order;
+// bt holds D rows of T.
+KOKKOS_INLINE_FUNCTION void row_times_transposed(const float* a, float scale, const float* bt,
+                                                 std::int64_t T, std::int64_t D, std::int64_t count,
+                                                 float* out) {
+  for (std::int64_t j = 0; j < count; ++j) out[j] = 0.0f;
+  for (std::int64_t d = 0; d < D; ++d) {
+    const float ad = scale * a[d];
+    const float* b = bt + d * T;
+    for (std::int64_t j = 0; j < count; ++j) out[j] += ad * b[j];
+  }
 }
 
 }  // namespace impl
@@ -91,19 +129,17 @@ void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float sc
       "tessera::kernels::attention_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
       KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
+        float* keys = &scratch(nh, 0, 0);
+        impl::transpose_head(qkv, n * T, C + h * D, T, D, keys);
         for (std::int64_t t = 0; t < T; ++t) {
-          const float* q = &qkv(n * T + t, h * D);
           // Scores of the positions t may see; the row maximum first, so
           // exp never overflows.
-          float max = 0;
-          for (std::int64_t j = 0; j <= t; ++j) {
-            const float score = scale * lane_dot(q, &qkv(n * T + j, C + h * D), D);
-            probs(nh, t, j) = score;
-            max = j == 0 || score > max ? score : max;
-          }
+          float* row = &probs(nh, t, 0);
+          impl::row_times_transposed(&qkv(n * T + t, h * D), scale, keys, T, D, t + 1, row);
+          float max = row[0];
+          for (std::int64_t j = 1; j <= t; ++j) max = row[j] > max ? row[j] : max;
           // The row's exponentials (of arguments <= 0, without library
           // calls, so the loop vectorises), summed in lane_sum's fixed order.
-          float* row = &probs(nh, t, 0);
           for (std::int64_t j = 0; j <= t; ++j) row[j] = impl::exp_nonpositive(row[j] - max);
           const float inverse = 1.0f / lane_sum(row, t + 1);
           for (std::int64_t j = 0; j <= t; ++j) row[j] *= inverse;
@@ -143,26 +179,28 @@ void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float s
             dqkv(n * T + t, C + h * D + d) = 0.0f;
             dqkv(n * T + t, 2 * C + h * D + d) = 0.0f;
           }
+        float* values = &scratch(nh, 0, 0);
+        float* dp = &scratch(nh, 2 * D, 0);
+        impl::transpose_head(qkv, n * T, 2 * C + h * D, T, D, values);
         for (std::int64_t t = 0; t < T; ++t) {
           const float* q = &qkv(n * T + t, h * D);
           const float* dy = &dheads(n * T + t, h * D);
+          const float* p = &probs(nh, t, 0);
           // dP'(t, j) = dY(t) . V(j); dV(j) += P'(t, j) dY(t); dP = dP' .* mask.
-          float dot = 0;
+          impl::row_times_transposed(dy, 1.0f, values, T, D, t + 1, dp);
           for (std::int64_t j = 0; j <= t; ++j) {
-            const float* v = &qkv(n * T + j, 2 * C + h * D);
             float* dv = &dqkv(n * T + j, 2 * C + h * D);
             const float keep = drop ? dropout.scale((nh * T + t) * T + j) : 1.0f;
-            const float p = probs(nh, t, j), w = p * keep;
-            const float dp = lane_dot(dy, v, D) * keep;
+            const float w = p[j] * keep;
             for (std::int64_t d = 0; d < D; ++d) dv[d] += w * dy[d];
-            scratch(nh, t, j) = dp;
-            dot += p * dp;
+            dp[j] *= keep;
           }
+          const float dot = lane_dot(p, dp, t + 1);
           // dS(t, j) = P (dP - sum_j P dP); dQ(t) = scale sum_j dS K(j);
           // dK(j) += scale dS Q(t).
           float* dq = &dqkv(n * T + t, h * D);
           for (std::int64_t j = 0; j <= t; ++j) {
-            const float ds = scale * probs(nh, t, j) * (scratch(nh, t, j) - dot);
+            const float ds = scale * p[j] * (dp[j] - dot);
             const float* k = &qkv(n * T + j, C + h * D);
             float* dk = &dqkv(n * T + j, C + h * D);
             for (std::int64_t d = 0; d < D; ++d) {

@@ -67,27 +67,28 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
     compat::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
   // Each output feature sums its column over the rows in order, so the
-  // result does not depend on the thread count. A host thread takes a span
-  // of features and walks the rows once for a tile of them (summing one
-  // strided column at a time ran at a few GB/s).
+  // result does not depend on the thread count. A host thread takes a tile
+  // of 64 features and walks the rows once, reading 256 contiguous bytes of
+  // each (one strided column at a time ran at a few GB/s, and spans of
+  // 8192 features left the second thread idle below 8192 features). A GPU
+  // thread takes one feature.
+  constexpr std::int64_t tile = impl::runs_on_host<ExecSpace> ? 64 : 1;
   const std::int64_t n = dy.extent(0);
   impl::for_each_span(
       exec, "tessera::kernels::dense_bias_grad", db.extent(0),
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-        constexpr std::int64_t tile = 16;
-        for (std::int64_t j0 = begin; j0 < end; j0 += tile) {
-          T sum[tile] = {};
-          const std::int64_t width = end - j0 < tile ? end - j0 : tile;
-          for (std::int64_t i = 0; i < n; ++i) {
-            const T* row = &dy(i, j0);
-            if (width == tile)
-              for (std::int64_t t = 0; t < tile; ++t) sum[t] += row[t];
-            else
-              for (std::int64_t t = 0; t < width; ++t) sum[t] += row[t];
-          }
-          for (std::int64_t t = 0; t < width; ++t) db(j0 + t) += sum[t];
+        T sum[tile] = {};
+        const std::int64_t width = end - begin;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const T* row = &dy(i, begin);
+          if (width == tile)
+            for (std::int64_t t = 0; t < tile; ++t) sum[t] += row[t];
+          else
+            for (std::int64_t t = 0; t < width; ++t) sum[t] += row[t];
         }
-      });
+        for (std::int64_t t = 0; t < width; ++t) db(begin + t) += sum[t];
+      },
+      tile);
 }
 
 template <class X, class W, class DY, class DX, class DW, class DB>

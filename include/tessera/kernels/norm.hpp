@@ -445,21 +445,40 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
         });
     return;
   }
+  // per_position: each position sums over the groups in order. A host
+  // thread takes a tile of positions that are contiguous in every group
+  // (within one run of `inner`) and walks the groups once, reading the
+  // tile's elements of each together; a GPU thread takes one position.
   const GroupLayout l = layout;
-  Kokkos::parallel_for(
-      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.group_size()),
-      KOKKOS_LAMBDA(const std::int64_t k) {
-        double scaled = 0, shift = 0;
-        // l.index(g, k) = first + g inner: its divisions taken once per k.
-        const std::int64_t first = l.index(0, k);
+  constexpr std::int64_t tile = impl::runs_on_host<ExecSpace> ? 32 : 1;
+  impl::for_each_row_span(
+      exec, fn, l.outer, l.inner,
+      KOKKOS_LAMBDA(const std::int64_t row, const std::int64_t begin, const std::int64_t end) {
+        double scaled[tile] = {}, shift[tile] = {};
+        const std::int64_t width = end - begin;
+        // l.index(0, row inner + begin); group g's tile starts g inner later.
+        const std::int64_t first = row * l.groups * l.inner + begin;
         for (std::int64_t g = 0; g < l.groups; ++g) {
-          const std::int64_t i = first + g * l.inner;
-          shift += grad[i];
-          scaled += static_cast<double>(grad[i]) * ((in[i] - mean(g)) * invstd(g));
+          const float* dy_g = grad + first + g * l.inner;
+          const float* x_g = in + first + g * l.inner;
+          const float m = mean(g), s = invstd(g);
+          if (width == tile)
+            for (std::int64_t t = 0; t < tile; ++t) {
+              shift[t] += dy_g[t];
+              scaled[t] += static_cast<double>(dy_g[t]) * ((x_g[t] - m) * s);
+            }
+          else
+            for (std::int64_t t = 0; t < width; ++t) {
+              shift[t] += dy_g[t];
+              scaled[t] += static_cast<double>(dy_g[t]) * ((x_g[t] - m) * s);
+            }
         }
-        dgamma(k) += static_cast<float>(scaled);
-        dbeta(k) += static_cast<float>(shift);
-      });
+        for (std::int64_t t = 0; t < width; ++t) {
+          dgamma(row * l.inner + begin + t) += static_cast<float>(scaled[t]);
+          dbeta(row * l.inner + begin + t) += static_cast<float>(shift[t]);
+        }
+      },
+      tile);
 }
 
 // Allocates its own scratch (per_group); for calls outside a hot loop.

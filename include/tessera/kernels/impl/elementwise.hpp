@@ -25,10 +25,13 @@ constexpr bool runs_on_host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::Host
 // over the threads.
 constexpr std::int64_t host_span = 8192;
 
-// body(begin, end) for consecutive spans covering [0, n), in parallel.
+// body(begin, end) for consecutive spans covering [0, n), in parallel;
+// spans of `span_on_host` elements on the host (a kernel whose element is a
+// whole column takes fewer).
 template <class ExecSpace, class Body>
-void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, const Body& body) {
-  const std::int64_t span = runs_on_host<ExecSpace> ? host_span : 1;
+void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, const Body& body,
+                   std::int64_t span_on_host = host_span) {
+  const std::int64_t span = runs_on_host<ExecSpace> ? span_on_host : 1;
   const std::int64_t spans = (n + span - 1) / span;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(exec, 0, spans), KOKKOS_LAMBDA(const std::int64_t s) {
@@ -41,8 +44,9 @@ void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, con
 // as above; for kernels whose element needs its row (a bias per feature).
 template <class ExecSpace, class Body>
 void for_each_row_span(const ExecSpace& exec, const char* label, std::int64_t rows,
-                       std::int64_t width, const Body& body) {
-  const std::int64_t span = runs_on_host<ExecSpace> ? host_span : 1;
+                       std::int64_t width, const Body& body,
+                       std::int64_t span_on_host = host_span) {
+  const std::int64_t span = runs_on_host<ExecSpace> ? span_on_host : 1;
   const std::int64_t per_row = (width + span - 1) / span;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * per_row),
