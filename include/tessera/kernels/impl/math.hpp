@@ -5,28 +5,21 @@
 // device kernels.
 #pragma once
 
+#include <tessera/core/precision.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
 
 namespace tessera::kernels::impl {
 
-// A float's bits and back. Type punning through a union is defined by GCC,
-// Clang and NVCC, and unlike memcpy it is available in device code on
-// every backend.
-union FloatBits {
-  float f;
-  std::int32_t i;
-};
+// A float's bits as a signed integer (so that >> 31 spreads the sign) and
+// back, through core/precision.hpp's punning.
 KOKKOS_INLINE_FUNCTION std::int32_t bits_of(float f) {
-  FloatBits u{};
-  u.f = f;
-  return u.i;
+  return static_cast<std::int32_t>(tessera::impl::float_bits(f));
 }
 KOKKOS_INLINE_FUNCTION float float_from_bits(std::int32_t bits) {
-  FloatBits u{};
-  u.i = bits;
-  return u.f;
+  return tessera::impl::bits_float(static_cast<std::uint32_t>(bits));
 }
 
 // Branch-free forms: GCC turns `c ? v : w` into a branch, and then
