@@ -51,48 +51,51 @@ std::vector<double> reference(const std::vector<float>& qkv, const kernels::Atte
   return y;
 }
 
+// Shapes below one register tile (4 positions by 8 values) and across
+// several, with edge tiles in both directions.
 TYPED_TEST(AttentionKernels, ForwardMatchesNaiveReference) {
   using E = TypeParam;
-  const kernels::AttentionLayout l{2, 5, 2, 3};
-  const std::int64_t rows = l.batch * l.positions, C = l.channels();
-  for (const float rate : {0.0f, 0.3f}) {
-    SCOPED_TRACE(rate);
-    kernels::AttentionDropout dropout;
-    dropout.rate = rate;
-    dropout.seed = 3;
-    dropout.stream = 9;
-    dropout.first_counter = 1234;
-    V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C);
-    kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
-        scratch("s", l.batch * l.heads, kernels::attention_scratch_rows(l), l.positions);
-    auto qkv_h = test::random_values(rows * 3 * C, 21, -2.0f, 2.0f);
-    // A score near 400: exp overflows unless the row maximum comes off first.
-    for (std::int64_t d = 0; d < l.head_dim; ++d) {
-      qkv_h[(1 * 3 * C) + d] = 20.0f;      // query of sample 0, position 1, head 0
-      qkv_h[(0 * 3 * C) + C + d] = 20.0f;  // key of position 0, head 0
-    }
-    test::from_host(qkv, qkv_h);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
-    kernels::attention_forward(E(), l, scale, dropout, qkv, probs, scratch, heads);
-    const auto expected = reference(qkv_h, l, scale, dropout);
-    const auto got = test::to_host(heads);
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      EXPECT_TRUE(std::isfinite(got[i])) << i;
-      EXPECT_NEAR(got[i], expected[i], 1e-5 * (1.0 + std::abs(expected[i]))) << i;
-    }
-    // Probabilities: rows sum to 1, nothing above the diagonal.
-    const auto p = test::to_host(probs);
-    for (std::int64_t b = 0; b < l.batch * l.heads; ++b)
-      for (std::int64_t t = 0; t < l.positions; ++t) {
-        double sum = 0;
-        for (std::int64_t j = 0; j < l.positions; ++j) {
-          const float v = p[(b * l.positions + t) * l.positions + j];
-          if (j > t) EXPECT_EQ(v, 0.0f);
-          sum += v;
-        }
-        EXPECT_NEAR(sum, 1.0, 1e-6);
+  for (const kernels::AttentionLayout l :
+       {kernels::AttentionLayout{2, 5, 2, 3}, kernels::AttentionLayout{2, 13, 2, 20}})
+    for (const float rate : {0.0f, 0.3f}) {
+      SCOPED_TRACE(std::to_string(l.positions) + " positions, rate " + std::to_string(rate));
+      const std::int64_t rows = l.batch * l.positions, C = l.channels();
+      kernels::AttentionDropout dropout;
+      dropout.rate = rate;
+      dropout.seed = 3;
+      dropout.stream = 9;
+      dropout.first_counter = 1234;
+      V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C);
+      kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
+          scratch("s", l.batch * l.heads, kernels::attention_scratch_rows(l), l.positions);
+      auto qkv_h = test::random_values(rows * 3 * C, 21, -2.0f, 2.0f);
+      // A score near 400: exp overflows unless the row maximum comes off first.
+      for (std::int64_t d = 0; d < l.head_dim; ++d) {
+        qkv_h[(1 * 3 * C) + d] = 20.0f;      // query of sample 0, position 1, head 0
+        qkv_h[(0 * 3 * C) + C + d] = 20.0f;  // key of position 0, head 0
       }
-  }
+      test::from_host(qkv, qkv_h);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
+      kernels::attention_forward(E(), l, scale, dropout, qkv, probs, scratch, heads);
+      const auto expected = reference(qkv_h, l, scale, dropout);
+      const auto got = test::to_host(heads);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(std::isfinite(got[i])) << i;
+        EXPECT_NEAR(got[i], expected[i], 1e-5 * (1.0 + std::abs(expected[i]))) << i;
+      }
+      // Probabilities: rows sum to 1, nothing above the diagonal.
+      const auto p = test::to_host(probs);
+      for (std::int64_t b = 0; b < l.batch * l.heads; ++b)
+        for (std::int64_t t = 0; t < l.positions; ++t) {
+          double sum = 0;
+          for (std::int64_t j = 0; j < l.positions; ++j) {
+            const float v = p[(b * l.positions + t) * l.positions + j];
+            if (j > t) EXPECT_EQ(v, 0.0f);
+            sum += v;
+          }
+          EXPECT_NEAR(sum, 1.0, 1e-6);
+        }
+    }
 }
 
 CausalSelfAttention::Options attention_options(std::int64_t heads, float dropout, bool bias) {
@@ -157,8 +160,10 @@ TEST(CausalSelfAttention, GradientsMatchFiniteDifferences) {
     bool bias;
     Shape input;
   };
+  // The last two span several register tiles (4 positions by 8 values).
   for (const Case& c : {Case{1, 0.0f, true, Shape{2, 4, 3}}, Case{2, 0.0f, false, Shape{1, 5, 4}},
-                        Case{4, 0.3f, true, Shape{2, 3, 8}}}) {
+                        Case{4, 0.3f, true, Shape{2, 3, 8}}, Case{1, 0.0f, false, Shape{1, 9, 10}},
+                        Case{1, 0.2f, true, Shape{1, 6, 9}}}) {
     SCOPED_TRACE(to_string(c.input) + " heads " + std::to_string(c.heads));
     CausalSelfAttention attention("attn", attention_options(c.heads, c.dropout, c.bias));
     test::LayerHarness h(attention, {c.input}, 4);
