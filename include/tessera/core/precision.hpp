@@ -48,82 +48,77 @@ KOKKOS_INLINE_FUNCTION std::uint32_t round_half_even(std::uint32_t q, std::uint3
   return q + ((remainder > half || (remainder == half && (q & 1u))) ? 1u : 0u);
 }
 
-KOKKOS_INLINE_FUNCTION std::uint16_t bf16_from_float(float f) {
-  const std::uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  // The upper 16 bits, rounded on the lower 16; a carry out of the fraction
-  // moves into the exponent, up to infinity, as it should.
-  return static_cast<std::uint16_t>(round_half_even(u >> 16, u & 0xffffu, 0x8000u));
-}
-
-KOKKOS_INLINE_FUNCTION float bf16_to_float(std::uint16_t h) {
-  return bits_float(static_cast<std::uint32_t>(h) << 16);
-}
-
-KOKKOS_INLINE_FUNCTION std::uint16_t fp16_from_float(float f) {
-  const std::uint32_t u = float_bits(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  std::uint32_t h;
-  if (a > 0x7f800000u) {
-    h = 0x7e00u | ((a >> 13) & 0x3ffu);  // NaN, quiet, keeping the payload's top bits
-  } else if (a >= 0x477ff000u) {
-    h = 0x7c00u;  // infinity, or at least 65520: halfway to 2^16 and beyond rounds up
-  } else if (a >= 0x38800000u) {
-    // Normal: rebias the exponent (127 to 15) and round off 13 fraction bits.
-    const std::uint32_t r = a - 0x38000000u;
-    h = round_half_even(r >> 13, r & 0x1fffu, 0x1000u);
-  } else if (a > 0x33000000u) {
-    // Subnormal: the value in units of 2^-24, the significand m 2^(e - 150)
-    // shifted right by 126 - e (14 to 24) places. Rounding up the largest
-    // one gives 0x400, the smallest normal, as it should.
-    const std::uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
-    h = round_half_even(m >> shift, m & ((1u << shift) - 1u), 1u << (shift - 1u));
-  } else {
-    h = 0;  // at most 2^-25: half the smallest subnormal, a tie, goes to even 0
+// The encodings: to_bits rounds a float to nearest, ties to even;
+// from_bits is exact.
+struct bf16_format {
+  KOKKOS_INLINE_FUNCTION static std::uint16_t to_bits(float f) {
+    const std::uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+    // The upper 16 bits, rounded on the lower 16; a carry out of the fraction
+    // moves into the exponent, up to infinity, as it should.
+    return static_cast<std::uint16_t>(round_half_even(u >> 16, u & 0xffffu, 0x8000u));
   }
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-KOKKOS_INLINE_FUNCTION float fp16_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
-  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1fu) return bits_float(sign | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    // m 2^-24, exact in float.
-    return bits_float(sign | float_bits(static_cast<float>(m) * 5.9604644775390625e-8f));
+  KOKKOS_INLINE_FUNCTION static float from_bits(std::uint16_t h) {
+    return bits_float(static_cast<std::uint32_t>(h) << 16);
   }
-  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
-}
+};
+
+struct fp16_format {
+  KOKKOS_INLINE_FUNCTION static std::uint16_t to_bits(float f) {
+    const std::uint32_t u = float_bits(f);
+    const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    std::uint32_t h;
+    if (a > 0x7f800000u) {
+      h = 0x7e00u | ((a >> 13) & 0x3ffu);  // NaN, quiet, keeping the payload's top bits
+    } else if (a >= 0x477ff000u) {
+      h = 0x7c00u;  // infinity, or at least 65520: halfway to 2^16 and beyond rounds up
+    } else if (a >= 0x38800000u) {
+      // Normal: rebias the exponent (127 to 15) and round off 13 fraction bits.
+      const std::uint32_t r = a - 0x38000000u;
+      h = round_half_even(r >> 13, r & 0x1fffu, 0x1000u);
+    } else if (a > 0x33000000u) {
+      // Subnormal: the value in units of 2^-24, the significand m 2^(e - 150)
+      // shifted right by 126 - e (14 to 24) places. Rounding up the largest
+      // one gives 0x400, the smallest normal, as it should.
+      const std::uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
+      h = round_half_even(m >> shift, m & ((1u << shift) - 1u), 1u << (shift - 1u));
+    } else {
+      h = 0;  // at most 2^-25: half the smallest subnormal, a tie, goes to even 0
+    }
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  KOKKOS_INLINE_FUNCTION static float from_bits(std::uint16_t h) {
+    const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
+    const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return bits_float(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+      // m 2^-24, exact in float.
+      return bits_float(sign | float_bits(static_cast<float>(m) * 5.9604644775390625e-8f));
+    }
+    return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+  }
+};
 
 }  // namespace impl
 
-// bfloat16. bf16(x) rounds x to nearest, ties to even; float(b) is exact.
-struct bf16 {
+// A 16-bit floating-point value in the encoding Format. storage16(x) rounds x
+// to nearest, ties to even; float(h) is exact.
+template <class Format>
+struct storage16 {
   std::uint16_t bits;
 
-  bf16() = default;
-  KOKKOS_INLINE_FUNCTION explicit bf16(float f) : bits(impl::bf16_from_float(f)) {}
-  KOKKOS_INLINE_FUNCTION explicit operator float() const { return impl::bf16_to_float(bits); }
-  KOKKOS_INLINE_FUNCTION static bf16 from_bits(std::uint16_t b) {
-    bf16 v;
+  storage16() = default;
+  KOKKOS_INLINE_FUNCTION explicit storage16(float f) : bits(Format::to_bits(f)) {}
+  KOKKOS_INLINE_FUNCTION explicit operator float() const { return Format::from_bits(bits); }
+  KOKKOS_INLINE_FUNCTION static storage16 from_bits(std::uint16_t b) {
+    storage16 v;
     v.bits = b;
     return v;
   }
 };
 
-// IEEE binary16. fp16(x) rounds x to nearest, ties to even; float(h) is exact.
-struct fp16 {
-  std::uint16_t bits;
-
-  fp16() = default;
-  KOKKOS_INLINE_FUNCTION explicit fp16(float f) : bits(impl::fp16_from_float(f)) {}
-  KOKKOS_INLINE_FUNCTION explicit operator float() const { return impl::fp16_to_float(bits); }
-  KOKKOS_INLINE_FUNCTION static fp16 from_bits(std::uint16_t b) {
-    fp16 v;
-    v.bits = b;
-    return v;
-  }
-};
+using bf16 = storage16<impl::bf16_format>;  // bfloat16
+using fp16 = storage16<impl::fp16_format>;  // IEEE binary16
 
 static_assert(sizeof(bf16) == 2 && sizeof(fp16) == 2, "16-bit storage types take 2 bytes");
 static_assert(std::is_trivially_copyable<bf16>::value && std::is_trivially_copyable<fp16>::value,
@@ -135,12 +130,8 @@ template <class T>
 struct accumulator {
   using type = T;
 };
-template <>
-struct accumulator<bf16> {
-  using type = float;
-};
-template <>
-struct accumulator<fp16> {
+template <class Format>
+struct accumulator<storage16<Format>> {
   using type = float;
 };
 template <class T>
