@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace tessera::test {
 
 // The default space, plus Serial where it is enabled beside another backend.
@@ -132,6 +134,19 @@ Dataset plane_dataset(std::int64_t n, std::uint64_t seed, Label label) {
 // Quadrant XOR: not linearly separable, so a hidden layer must work.
 inline Dataset xor_dataset(std::int64_t n, std::uint64_t seed) {
   return plane_dataset(n, seed, [](float x, float y) { return (x > 0) != (y > 0); });
+}
+
+// A file name in gtest's scratch directory, unique to this process.
+inline std::string scratch_path(const std::string& prefix, const std::string& name) {
+  return ::testing::TempDir() + prefix + std::to_string(::getpid()) + "_" + name;
+}
+
+// `text` with the first `from` replaced by `to`; `from` must occur.
+inline std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return text;
+  return text.replace(at, from.size(), to);
 }
 
 }  // namespace tessera::test

@@ -54,12 +54,6 @@ std::string write_deck(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::string replace(std::string text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return text.replace(at, from.size(), to);
-}
-
 // Loads a broken deck and expects "path:line:column: key: ..." with `fragment`.
 void expect_deck_error(const std::string& name, const std::string& text, int line, int column,
                        const std::string& key, const std::string& fragment) {
@@ -92,7 +86,8 @@ TEST(Deck, ValidDeckParsesAndBuilds) {
 }
 
 TEST(Deck, BiasKeyLeavesTheBiasOut) {
-  const std::string text = replace(valid_deck, "units = 16\n", "units = 16\nbias = false\n");
+  const std::string text =
+      test::replace_once(valid_deck, "units = 16\n", "units = 16\nbias = false\n");
   const Deck deck = parse_deck(text, "bias.toml");
   EXPECT_FALSE(deck.layers[0].options_of<Dense>().bias);
   EXPECT_TRUE(deck.layers[2].options_of<Dense>().bias);
@@ -101,11 +96,13 @@ TEST(Deck, BiasKeyLeavesTheBiasOut) {
   std::vector<std::string> names;
   for (const auto& e : model->parameters().entries()) names.push_back(e.layer + "." + e.spec.name);
   EXPECT_EQ(names, (std::vector<std::string>{"dense0.weight", "dense2.weight", "dense2.bias"}));
-  expect_deck_error("bias_type", replace(valid_deck, "units = 16\n", "units = 16\nbias = 0\n"), 17,
-                    8, "model.layers[0].bias", "expected a boolean");
-  expect_deck_error("bias_relu",
-                    replace(valid_deck, "type = \"relu\"\n", "type = \"relu\"\nbias = true\n"), 20,
-                    1, "model.layers[1].bias", "unknown key");
+  expect_deck_error("bias_type",
+                    test::replace_once(valid_deck, "units = 16\n", "units = 16\nbias = 0\n"), 17, 8,
+                    "model.layers[0].bias", "expected a boolean");
+  expect_deck_error(
+      "bias_relu",
+      test::replace_once(valid_deck, "type = \"relu\"\n", "type = \"relu\"\nbias = true\n"), 20, 1,
+      "model.layers[1].bias", "unknown key");
 }
 
 // Decks holding every floating-point key, with valid values (two decks:
@@ -203,8 +200,8 @@ gamma = 0.9
 // A tie names a layer declared before the one that ties.
 TEST(Deck, TieNamesAnEarlierLayer) {
   expect_deck_error(
-      "tie_unknown", replace(valid_deck, "units = 10\n", "units = 10\ntie = \"fc\"\n"), 24, 7,
-      "model.layers[2].tie", "'fc' is not the name of a layer declared before this one");
+      "tie_unknown", test::replace_once(valid_deck, "units = 10\n", "units = 10\ntie = \"fc\"\n"),
+      24, 7, "model.layers[2].tie", "'fc' is not the name of a layer declared before this one");
 }
 
 TEST(Deck, EveryFloatingPointKeyRejectsNonFiniteAndAbsurdValues) {
@@ -254,16 +251,17 @@ TEST(Deck, EveryFloatingPointKeyRejectsNonFiniteAndAbsurdValues) {
 
 TEST(Deck, IntegersBeyondTheirSettingDoNotWrapIntoRange) {
   // 2^32 + 1 would become 1 epoch in a 32-bit integer.
-  expect_deck_error("epochs_wrap", replace(valid_deck, "epochs = 2", "epochs = 4294967297"), 26, 10,
+  expect_deck_error("epochs_wrap",
+                    test::replace_once(valid_deck, "epochs = 2", "epochs = 4294967297"), 26, 10,
                     "training.epochs", "out of range");
 }
 
 TEST(Deck, NormalisationOnThe0To255ScaleIsCaught) {
-  const std::string with_stats =
-      replace(valid_deck, "test_labels = \"d\"\n", "test_labels = \"d\"\nnormalize_mean = 72.94\n");
+  const std::string with_stats = test::replace_once(
+      valid_deck, "test_labels = \"d\"\n", "test_labels = \"d\"\nnormalize_mean = 72.94\n");
   expect_deck_error("mean_255", with_stats, 10, 18, "data.normalize_mean", "divide them by 255");
-  const std::string with_std =
-      replace(valid_deck, "test_labels = \"d\"\n", "test_labels = \"d\"\nnormalize_std = 90.0\n");
+  const std::string with_std = test::replace_once(valid_deck, "test_labels = \"d\"\n",
+                                                  "test_labels = \"d\"\nnormalize_std = 90.0\n");
   expect_deck_error("std_255", with_std, 10, 17, "data.normalize_std", "out of range [0.001, 1]");
 }
 
@@ -354,7 +352,8 @@ TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
   const std::string data = ::testing::TempDir() + "tessera_deck_data_" + std::to_string(::getpid());
   std::ofstream(data) << "x";
   std::string text = valid_deck;
-  for (const char* key : {"\"a\"", "\"b\"", "\"c\""}) text = replace(text, key, "\"" + data + "\"");
+  for (const char* key : {"\"a\"", "\"b\"", "\"c\""})
+    text = test::replace_once(text, key, "\"" + data + "\"");
   const std::string path = write_deck("data_files", text);
   const Deck deck = load_deck(path);
   try {
@@ -373,7 +372,8 @@ TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
 TEST(Deck, DataPathsExpandTesseraDataDir) {
   const char* saved = std::getenv("TESSERA_DATA_DIR");
   const std::string previous = saved ? saved : "";
-  const std::string text = replace(valid_deck, "\"a\"", "\"${TESSERA_DATA_DIR}/train.gz\"");
+  const std::string text =
+      test::replace_once(valid_deck, "\"a\"", "\"${TESSERA_DATA_DIR}/train.gz\"");
   ::unsetenv("TESSERA_DATA_DIR");
   EXPECT_EQ(parse_deck(text, "dir.toml").train_images, std::string(default_data_dir) + "/train.gz");
   ::setenv("TESSERA_DATA_DIR", "/scratch/fmnist", 1);
@@ -388,7 +388,8 @@ TEST(Deck, DataPathsExpandTesseraDataDir) {
     ::setenv("TESSERA_DATA_DIR", previous.c_str(), 1);
   else
     ::unsetenv("TESSERA_DATA_DIR");
-  expect_deck_error("other_variable", replace(valid_deck, "\"a\"", "\"${HOME}/train.gz\""), 6, 16,
+  expect_deck_error("other_variable",
+                    test::replace_once(valid_deck, "\"a\"", "\"${HOME}/train.gz\""), 6, 16,
                     "data.train_images", "only ${TESSERA_DATA_DIR} is expanded");
 }
 
@@ -411,35 +412,37 @@ TEST(Deck, Hdf5DataKeys) {
   expect_deck_error("hdf5_missing_file",
                     "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\n\n" + text, 1, 1,
                     "data.test_file", "required key is missing");
-  expect_deck_error(
-      "idx_dataset_key",
-      replace(valid_deck, "test_labels = \"d\"", "test_labels = \"d\"\nimages_dataset = \"x\""), 10,
-      1, "data.images_dataset", "does not apply to type 'idx'; it applies to: hdf5");
+  expect_deck_error("idx_dataset_key",
+                    test::replace_once(valid_deck, "test_labels = \"d\"",
+                                       "test_labels = \"d\"\nimages_dataset = \"x\""),
+                    10, 1, "data.images_dataset",
+                    "does not apply to type 'idx'; it applies to: hdf5");
 }
 
 TEST(Deck, SyntaxError) {
-  expect_deck_error("syntax", replace(valid_deck, "seed = 3", "seed = = 3"), 3, 8,
+  expect_deck_error("syntax", test::replace_once(valid_deck, "seed = 3", "seed = = 3"), 3, 8,
                     "TOML syntax error", "");
 }
 
 TEST(Deck, UnknownKeySuggestsTheClosest) {
-  expect_deck_error("unknown", replace(valid_deck, "epochs = 2", "epohcs = 2"), 26, 1,
+  expect_deck_error("unknown", test::replace_once(valid_deck, "epochs = 2", "epohcs = 2"), 26, 1,
                     "training.epohcs", "did you mean 'training.epochs'?");
 }
 
 TEST(Deck, WrongType) {
-  expect_deck_error("type", replace(valid_deck, "batch_size = 64", "batch_size = \"64\""), 27, 14,
-                    "training.batch_size", "expected an integer");
+  expect_deck_error("type",
+                    test::replace_once(valid_deck, "batch_size = 64", "batch_size = \"64\""), 27,
+                    14, "training.batch_size", "expected an integer");
 }
 
 TEST(Deck, OutOfRange) {
-  expect_deck_error("range", replace(valid_deck, "units = 16", "units = 0"), 16, 9,
+  expect_deck_error("range", test::replace_once(valid_deck, "units = 16", "units = 0"), 16, 9,
                     "model.layers[0].units", "out of range");
 }
 
 TEST(Deck, UnknownLayerType) {
-  expect_deck_error("layer", replace(valid_deck, "type = \"relu\"", "type = \"relux\""), 19, 8,
-                    "model.layers[1].type",
+  expect_deck_error("layer", test::replace_once(valid_deck, "type = \"relu\"", "type = \"relux\""),
+                    19, 8, "model.layers[1].type",
                     "unknown layer type 'relux'; allowed: " + layer_type_names());
 }
 
@@ -560,33 +563,38 @@ TEST(Deck, AGraphOfLayersParsesAndBuilds) {
 }
 
 TEST(Deck, LayerErrors) {
-  expect_deck_error("no_kernel", replace(graph_deck, "kernel = 3\npadding = 1", "padding = 1"), 10,
-                    1, "model.layers[0].kernel", "required key is missing");
-  expect_deck_error("bad_kernel", replace(graph_deck, "kernel = [3, 1]", "kernel = [3, 0]"), 28, 14,
-                    "model.layers[3].kernel",
-                    "expected an integer >= 1 or an array [rows, columns]");
+  expect_deck_error("no_kernel",
+                    test::replace_once(graph_deck, "kernel = 3\npadding = 1", "padding = 1"), 10, 1,
+                    "model.layers[0].kernel", "required key is missing");
+  expect_deck_error(
+      "bad_kernel", test::replace_once(graph_deck, "kernel = [3, 1]", "kernel = [3, 0]"), 28, 14,
+      "model.layers[3].kernel", "expected an integer >= 1 or an array [rows, columns]");
   expect_deck_error("later_input",
-                    replace(graph_deck, "inputs = [\"stem_relu\", \"gelu4\"]",
-                            "inputs = [\"stem_relu\", \"gap\"]"),
+                    test::replace_once(graph_deck, "inputs = [\"stem_relu\", \"gelu4\"]",
+                                       "inputs = [\"stem_relu\", \"gap\"]"),
                     37, 24, "model.layers[5].inputs",
                     "'gap' is not 'input' or the name of a layer declared before this one");
-  expect_deck_error("one_input",
-                    replace(graph_deck, "inputs = [\"flat\", \"gap\"]", "inputs = [\"flat\"]"), 61,
-                    10, "model.layers[10].inputs", "a concat layer takes two or more inputs");
-  expect_deck_error("merge_without_inputs",
-                    replace(graph_deck, "name = \"residual\"\ninputs = [\"stem_relu\", \"gelu4\"]",
-                            "name = \"residual\""),
-                    34, 1, "model.layers[5].inputs", "required for add");
-  expect_deck_error("key_of_other_type", replace(graph_deck, "slope = 0.2", "units = 2"), 73, 1,
-                    "model.layers[13].units", "unknown key; allowed: type, name, inputs, slope");
-  expect_deck_error("rate", replace(graph_deck, "rate = 0.3", "rate = 1.0"), 77, 8,
+  expect_deck_error(
+      "one_input",
+      test::replace_once(graph_deck, "inputs = [\"flat\", \"gap\"]", "inputs = [\"flat\"]"), 61, 10,
+      "model.layers[10].inputs", "a concat layer takes two or more inputs");
+  expect_deck_error(
+      "merge_without_inputs",
+      test::replace_once(graph_deck, "name = \"residual\"\ninputs = [\"stem_relu\", \"gelu4\"]",
+                         "name = \"residual\""),
+      34, 1, "model.layers[5].inputs", "required for add");
+  expect_deck_error("key_of_other_type", test::replace_once(graph_deck, "slope = 0.2", "units = 2"),
+                    73, 1, "model.layers[13].units",
+                    "unknown key; allowed: type, name, inputs, slope");
+  expect_deck_error("rate", test::replace_once(graph_deck, "rate = 0.3", "rate = 1.0"), 77, 8,
                     "model.layers[14].rate", "out of range [0, 1)");
   expect_deck_error(
-      "init", replace(graph_deck, "init = \"xavier_normal\"", "init = \"glorot\""), 66, 8,
-      "model.layers[11].init",
+      "init", test::replace_once(graph_deck, "init = \"xavier_normal\"", "init = \"glorot\""), 66,
+      8, "model.layers[11].init",
       "'glorot' is not supported; allowed: he_uniform, he_normal, xavier_uniform, xavier_normal");
-  expect_deck_error("duplicate_name", replace(graph_deck, "name = \"gap\"", "name = \"stem\""), 51,
-                    8, "model.layers[8].name", "layer name 'stem' is used twice");
+  expect_deck_error("duplicate_name",
+                    test::replace_once(graph_deck, "name = \"gap\"", "name = \"stem\""), 51, 8,
+                    "model.layers[8].name", "layer name 'stem' is used twice");
 }
 
 // valid_deck has 27 lines: `extra` starts on line 28.
@@ -809,7 +817,7 @@ TEST(Deck, CheckpointErrors) {
 }
 
 TEST(Deck, MissingRequiredKey) {
-  expect_deck_error("missing", replace(valid_deck, "test_labels = \"d\"\n", ""), 5, 1,
+  expect_deck_error("missing", test::replace_once(valid_deck, "test_labels = \"d\"\n", ""), 5, 1,
                     "data.test_labels", "required key is missing");
 }
 

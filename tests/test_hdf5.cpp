@@ -4,7 +4,6 @@
 
 #include <hdf5.h>
 
-#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 
@@ -14,8 +13,8 @@ namespace {
 
 using namespace tessera;
 
-std::string scratch(const std::string& name) {
-  return ::testing::TempDir() + "tessera_hdf5_" + std::to_string(::getpid()) + "_" + name;
+std::string hdf5_scratch(const std::string& name) {
+  return test::scratch_path("tessera_hdf5_", name);
 }
 
 IdxArray images() {
@@ -28,8 +27,8 @@ IdxArray images() {
 const IdxArray labels{{5}, {1, 0, 4, 2, 1}};
 
 TEST(Hdf5, RoundTripMatchesIdx) {
-  const std::string h5 = scratch("round.h5"), idx_images = scratch("images.idx"),
-                    idx_labels = scratch("labels.idx");
+  const std::string h5 = hdf5_scratch("round.h5"), idx_images = hdf5_scratch("images.idx"),
+                    idx_labels = hdf5_scratch("labels.idx");
   write_hdf5_dataset(h5, images(), labels, "x", "y");
   const IdxArray read = read_hdf5_bytes(h5, "x");
   EXPECT_EQ(read.dims, images().dims);
@@ -48,8 +47,8 @@ TEST(Hdf5, RoundTripMatchesIdx) {
 }
 
 TEST(Hdf5, ErrorsNameTheFileAndDataset) {
-  const std::string h5 = scratch("errors.h5"), text = scratch("text.h5"),
-                    missing = scratch("missing.h5");
+  const std::string h5 = hdf5_scratch("errors.h5"), text = hdf5_scratch("text.h5"),
+                    missing = hdf5_scratch("missing.h5");
   write_hdf5_dataset(h5, images(), IdxArray{{4}, {1, 0, 4, 2}});
   std::ofstream(text) << "not HDF5";
   test::expect_error([&] { read_hdf5_bytes(missing, "images"); }, missing + " is not an HDF5 file");
@@ -64,7 +63,7 @@ TEST(Hdf5, ErrorsNameTheFileAndDataset) {
 // A dataset must hold samples, and samples must hold values: no model
 // trains on zero images or on images of zero pixels.
 TEST(Hdf5, EmptyDatasetsAreRefused) {
-  const std::string h5 = scratch("empty.h5");
+  const std::string h5 = hdf5_scratch("empty.h5");
   write_hdf5_dataset(h5, IdxArray{{0, 1, 2}, {}}, IdxArray{{0}, {}});
   test::expect_error([&] { load_hdf5_dataset(h5, "images", "labels"); },
                      h5 + ":images holds no samples (its first dimension is 0)");
@@ -99,7 +98,7 @@ void write_ints(const std::string& path, hsize_t n, hsize_t row, std::int64_t ba
 // element arrives, in order, and a bad value in a later slab is named by
 // its place in the whole dataset.
 TEST(Hdf5, LargeDatasetsAreReadInSlabs) {
-  const std::string h5 = scratch("slabs.h5");
+  const std::string h5 = hdf5_scratch("slabs.h5");
   const hsize_t n = 2600, row = 1000;  // 2.6 M elements: three slabs of 1048 rows
   write_ints(h5, n, row);
   const IdxArray read = read_hdf5_bytes(h5, "x");
@@ -116,7 +115,7 @@ TEST(Hdf5, LargeDatasetsAreReadInSlabs) {
 // A chunked dataset declaring 2^41 elements takes a few hundred bytes of
 // file; the reader refuses it before allocating.
 TEST(Hdf5, DeclaredExtentBeyondMemoryIsRefused) {
-  const std::string h5 = scratch("huge.h5");
+  const std::string h5 = hdf5_scratch("huge.h5");
   write_ints(h5, hsize_t(1) << 31, 1024);
   test::expect_error([&] { read_hdf5_bytes(h5, "x"); },
                      h5 + ": dataset 'x' holds 2199023255552 elements (8192 GiB as float "

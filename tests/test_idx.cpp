@@ -3,7 +3,6 @@
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/idx.hpp>
 
-#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -14,8 +13,8 @@ namespace {
 
 using namespace tessera;
 
-std::string scratch(const std::string& name) {
-  return ::testing::TempDir() + "tessera_idx_" + std::to_string(::getpid()) + "_" + name;
+std::string idx_scratch(const std::string& name) {
+  return test::scratch_path("tessera_idx_", name);
 }
 
 IdxArray sample_images() {
@@ -39,7 +38,7 @@ void expect_error_mentions(const std::string& path, const std::string& fragment)
 TEST(Idx, RoundTripGzipAndRaw) {
   const IdxArray a = sample_images();
   for (const std::string name : {"a.idx.gz", "a.idx"}) {
-    const std::string path = scratch(name);
+    const std::string path = idx_scratch(name);
     write_idx(path, a);
     const IdxArray b = read_idx(path);
     EXPECT_EQ(b.dims, a.dims) << name;
@@ -48,10 +47,10 @@ TEST(Idx, RoundTripGzipAndRaw) {
   }
 }
 
-TEST(Idx, MissingFile) { expect_error_mentions(scratch("missing.gz"), "cannot open"); }
+TEST(Idx, MissingFile) { expect_error_mentions(idx_scratch("missing.gz"), "cannot open"); }
 
 TEST(Idx, TruncatedFile) {
-  const std::string path = scratch("truncated.idx");
+  const std::string path = idx_scratch("truncated.idx");
   write_idx(path, sample_images());
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -65,7 +64,7 @@ TEST(Idx, TruncatedFile) {
 // than 2^62 bytes in all) fails as truncated or damaged at once, without
 // allocating what the header claims.
 TEST(Idx, HeaderClaimingMoreThanTheFileHolds) {
-  const std::string path = scratch("huge.idx");
+  const std::string path = idx_scratch("huge.idx");
   const char three[] = {0, 0, 8, 3, -1, -1, -1, -1, 0, 0, 0, 2, 0, 0, 1, 0, 7, 7};
   std::ofstream(path, std::ios::binary).write(three, sizeof three);
   expect_error_mentions(path, "file is truncated: the data needs 2199023255040 bytes, found 2");
@@ -76,15 +75,15 @@ TEST(Idx, HeaderClaimingMoreThanTheFileHolds) {
 }
 
 TEST(Idx, NotAnIdxFile) {
-  const std::string path = scratch("text.idx");
+  const std::string path = idx_scratch("text.idx");
   std::ofstream(path) << "hello, this is not IDX";
   expect_error_mentions(path, "not an IDX file");
   std::remove(path.c_str());
 }
 
 TEST(Idx, DatasetNormalisesAndChecksCounts) {
-  const std::string images = scratch("images.gz"), labels = scratch("labels.gz"),
-                    short_labels = scratch("short.gz");
+  const std::string images = idx_scratch("images.gz"), labels = idx_scratch("labels.gz"),
+                    short_labels = idx_scratch("short.gz");
   write_idx(images, sample_images());
   write_idx(labels, IdxArray{{3}, {2, 0, 1}});
   write_idx(short_labels, IdxArray{{2}, {2, 0}});

@@ -13,6 +13,8 @@
 #include <map>
 #include <set>
 
+#include "tessera_test.hpp"
+
 namespace {
 
 using namespace tessera;
@@ -64,12 +66,6 @@ grid = [32, 64]
 )";
 
 Deck deck() { return parse_deck(mlp_deck, "mlp.toml"); }
-
-std::string replace(std::string text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return text.replace(at, from.size(), to);
-}
 
 // Expects "sweep.toml:line:column: key: ..." containing `fragment`.
 void expect_sweep_error(const std::string& text, int line, int column, const std::string& key,
@@ -129,10 +125,10 @@ TEST(SweepFile, ShippedSweepFilesParse) {
   const SweepSpec example = parse_sweep(text.substr(begin + 8, end - begin - 8), "sweeps.md", mlp);
   EXPECT_EQ(plan_trials(example).size(), 8u);
   EXPECT_EQ(parse_sweep(grid_sweep, "x/mlp.sweep.toml", deck()).name, "mlp");
-  EXPECT_EQ(
-      parse_sweep(replace(grid_sweep, "output_dir = \"out/s\"\n", ""), "mlp.sweep.toml", deck())
-          .output_dir,
-      "output/sweeps/mlp");
+  EXPECT_EQ(parse_sweep(test::replace_once(grid_sweep, "output_dir = \"out/s\"\n", ""),
+                        "mlp.sweep.toml", deck())
+                .output_dir,
+            "output/sweeps/mlp");
 }
 
 TEST(SweepFile, ValuesOfEveryTypeBecomeSetTextTheDeckReads) {
@@ -169,25 +165,28 @@ metric = "validation_loss"
 }
 
 TEST(SweepFile, ErrorsNameFileLineColumnAndKey) {
-  expect_sweep_error(replace(grid_sweep, "strategy = \"grid\"", "strategi = \"grid\""), 2, 1,
-                     "sweep.strategi", "did you mean 'sweep.strategy'?");
-  expect_sweep_error(replace(grid_sweep, "\"grid\"\n", "\"hyperband\"\n"), 2, 12, "sweep.strategy",
+  expect_sweep_error(test::replace_once(grid_sweep, "strategy = \"grid\"", "strategi = \"grid\""),
+                     2, 1, "sweep.strategi", "did you mean 'sweep.strategy'?");
+  expect_sweep_error(test::replace_once(grid_sweep, "\"grid\"\n", "\"hyperband\"\n"), 2, 12,
+                     "sweep.strategy",
                      "'hyperband' is not supported; allowed: grid, random, halving");
-  expect_sweep_error(replace(grid_sweep, "output_dir", "trials = 4\noutput_dir"), 3, 1,
+  expect_sweep_error(test::replace_once(grid_sweep, "output_dir", "trials = 4\noutput_dir"), 3, 1,
                      "sweep.trials", "does not apply to type 'grid'");
-  expect_sweep_error(replace(grid_sweep, "[0.001, 0.01, 0.1]", "[0.001, 0.01, 0.1]\nchoice = [1]"),
-                     8, 10, "parameters[0].choice", "has grid already");
-  expect_sweep_error(replace(grid_sweep, "grid = [32, 64]", ""), 9, 1, "parameters[1].grid",
-                     "needs one of grid, choice, uniform or log_uniform");
-  expect_sweep_error(replace(grid_sweep, "[32, 64]", "[32, 32]"), 11, 13, "parameters[1].grid",
-                     "value 32 appears twice");
-  expect_sweep_error(replace(grid_sweep, "[32, 64]", "[]"), 11, 8, "parameters[1].grid",
+  expect_sweep_error(
+      test::replace_once(grid_sweep, "[0.001, 0.01, 0.1]", "[0.001, 0.01, 0.1]\nchoice = [1]"), 8,
+      10, "parameters[0].choice", "has grid already");
+  expect_sweep_error(test::replace_once(grid_sweep, "grid = [32, 64]", ""), 9, 1,
+                     "parameters[1].grid", "needs one of grid, choice, uniform or log_uniform");
+  expect_sweep_error(test::replace_once(grid_sweep, "[32, 64]", "[32, 32]"), 11, 13,
+                     "parameters[1].grid", "value 32 appears twice");
+  expect_sweep_error(test::replace_once(grid_sweep, "[32, 64]", "[]"), 11, 8, "parameters[1].grid",
                      "non-empty array");
-  expect_sweep_error(replace(grid_sweep, "[32, 64]", "[[32], 64]"), 11, 9, "parameters[1].grid",
-                     "expected integers, numbers, strings or booleans");
-  expect_sweep_error(replace(grid_sweep, "\"model.layers[0].units\"", "\"optimizer.lr\""), 10, 7,
-                     "parameters[1].key", "'optimizer.lr' is swept twice");
-  expect_sweep_error(replace(grid_sweep, "\"optimizer.lr\"", "\"run.output_dir\""), 6, 7,
+  expect_sweep_error(test::replace_once(grid_sweep, "[32, 64]", "[[32], 64]"), 11, 9,
+                     "parameters[1].grid", "expected integers, numbers, strings or booleans");
+  expect_sweep_error(
+      test::replace_once(grid_sweep, "\"model.layers[0].units\"", "\"optimizer.lr\""), 10, 7,
+      "parameters[1].key", "'optimizer.lr' is swept twice");
+  expect_sweep_error(test::replace_once(grid_sweep, "\"optimizer.lr\"", "\"run.output_dir\""), 6, 7,
                      "parameters[0].key", "its own output and checkpoint directory");
   expect_sweep_error("[sweep]\nstrategy = \"grid\"\n", 1, 1, "parameters",
                      "at least one [[parameters]] entry is required");
@@ -196,88 +195,94 @@ TEST(SweepFile, ErrorsNameFileLineColumnAndKey) {
 
 TEST(SweepFile, KeysMustBeSettingsOfTheDeck) {
   // A mistyped key fails at the parameter, with the deck's suggestion.
-  expect_sweep_error(replace(grid_sweep, "\"optimizer.lr\"", "\"optimizer.lrr\""), 6, 7,
+  expect_sweep_error(test::replace_once(grid_sweep, "\"optimizer.lr\"", "\"optimizer.lrr\""), 6, 7,
                      "parameters[0].key",
                      "'optimizer.lrr' is not a setting of the deck mlp.toml: --set "
                      "optimizer.lrr=0.001: optimizer.lrr: unknown key (did you mean "
                      "'optimizer.lr'?)");
-  expect_sweep_error(replace(grid_sweep, "layers[0]", "layers[7]"), 10, 7, "parameters[1].key",
-                     "'layers' has 3 entries");
-  expect_sweep_error(replace(grid_sweep, "\"optimizer.lr\"", "\"optimiser.lr\""), 6, 7,
+  expect_sweep_error(test::replace_once(grid_sweep, "layers[0]", "layers[7]"), 10, 7,
+                     "parameters[1].key", "'layers' has 3 entries");
+  expect_sweep_error(test::replace_once(grid_sweep, "\"optimizer.lr\"", "\"optimiser.lr\""), 6, 7,
                      "parameters[0].key", "optimiser: unknown key");
   // A value the deck refuses only fails its trials: it may be a
   // combination that other parameters make valid.
-  const SweepSpec spec =
-      parse_sweep(replace(grid_sweep, "[0.001, 0.01, 0.1]", "[1000.0, 0.1]"), "s.toml", deck());
+  const SweepSpec spec = parse_sweep(
+      test::replace_once(grid_sweep, "[0.001, 0.01, 0.1]", "[1000.0, 0.1]"), "s.toml", deck());
   EXPECT_THROW(trial_deck(deck(), spec, trial_overrides(spec, plan_trials(spec)[0])), DeckError);
   EXPECT_NO_THROW(trial_deck(deck(), spec, trial_overrides(spec, plan_trials(spec)[2])));
 }
 
 TEST(SweepFile, SetEntriesAreCheckedOneByOne) {
   expect_sweep_error(
-      replace(grid_sweep, "output_dir = \"out/s\"",
-              "set = [\"training.batch_size=32\",\n       \"training.epochs=0\"]"),
+      test::replace_once(grid_sweep, "output_dir = \"out/s\"",
+                         "set = [\"training.batch_size=32\",\n       \"training.epochs=0\"]"),
       4, 8, "sweep.set",
       "the deck refuses it: --set training.epochs=0: training.epochs: value 0 is out of range");
-  expect_sweep_error(replace(grid_sweep, "output_dir = \"out/s\"", "set = [\"training.epochs\"]"),
-                     3, 8, "sweep.set", "expected \"key.path=value\" strings");
   expect_sweep_error(
-      replace(grid_sweep, "output_dir = \"out/s\"", "set = [\"checkpoint.directory=x\"]"), 3, 8,
-      "sweep.set", "its own output and checkpoint directory");
+      test::replace_once(grid_sweep, "output_dir = \"out/s\"", "set = [\"training.epochs\"]"), 3, 8,
+      "sweep.set", "expected \"key.path=value\" strings");
+  expect_sweep_error(test::replace_once(grid_sweep, "output_dir = \"out/s\"",
+                                        "set = [\"checkpoint.directory=x\"]"),
+                     3, 8, "sweep.set", "its own output and checkpoint directory");
 }
 
 TEST(SweepFile, StrategiesAcceptTheirOwnDistributions) {
   const std::string uniform =
-      replace(grid_sweep, "grid = [0.001, 0.01, 0.1]", "uniform = [0.1, 1]");
+      test::replace_once(grid_sweep, "grid = [0.001, 0.01, 0.1]", "uniform = [0.1, 1]");
   expect_sweep_error(uniform, 7, 11, "parameters[0].uniform",
                      "strategy 'grid' runs every combination of grid values");
-  expect_sweep_error(replace(uniform, "\"grid\"", "\"halving\""), 7, 11, "parameters[0].uniform",
-                     "strategy 'halving' without sweep.trials");
-  expect_sweep_error(replace(uniform, "\"grid\"", "\"random\""), 1, 1, "sweep.trials",
+  expect_sweep_error(test::replace_once(uniform, "\"grid\"", "\"halving\""), 7, 11,
+                     "parameters[0].uniform", "strategy 'halving' without sweep.trials");
+  expect_sweep_error(test::replace_once(uniform, "\"grid\"", "\"random\""), 1, 1, "sweep.trials",
                      "required for strategy 'random'");
-  EXPECT_NO_THROW(
-      parse_sweep(replace(uniform, "\"grid\"", "\"random\"\ntrials = 3"), "s.toml", deck()));
-  EXPECT_NO_THROW(
-      parse_sweep(replace(uniform, "\"grid\"", "\"halving\"\ntrials = 3"), "s.toml", deck()));
-  const std::string random = replace(grid_sweep, "\"grid\"", "\"random\"\ntrials = 3");
-  expect_sweep_error(replace(random, "grid = [0.001, 0.01, 0.1]", "uniform = [1, 0.5]"), 8, 11,
-                     "parameters[0].uniform", "low < high");
-  expect_sweep_error(replace(random, "grid = [0.001, 0.01, 0.1]", "log_uniform = [0, 1]"), 8, 16,
-                     "parameters[0].log_uniform", "must be above 0");
-  expect_sweep_error(replace(random, "grid = [0.001, 0.01, 0.1]", "uniform = [1]"), 8, 11,
-                     "parameters[0].uniform", "expected [low, high]");
+  EXPECT_NO_THROW(parse_sweep(test::replace_once(uniform, "\"grid\"", "\"random\"\ntrials = 3"),
+                              "s.toml", deck()));
+  EXPECT_NO_THROW(parse_sweep(test::replace_once(uniform, "\"grid\"", "\"halving\"\ntrials = 3"),
+                              "s.toml", deck()));
+  const std::string random = test::replace_once(grid_sweep, "\"grid\"", "\"random\"\ntrials = 3");
+  expect_sweep_error(test::replace_once(random, "grid = [0.001, 0.01, 0.1]", "uniform = [1, 0.5]"),
+                     8, 11, "parameters[0].uniform", "low < high");
+  expect_sweep_error(
+      test::replace_once(random, "grid = [0.001, 0.01, 0.1]", "log_uniform = [0, 1]"), 8, 16,
+      "parameters[0].log_uniform", "must be above 0");
+  expect_sweep_error(test::replace_once(random, "grid = [0.001, 0.01, 0.1]", "uniform = [1]"), 8,
+                     11, "parameters[0].uniform", "expected [low, high]");
 }
 
 TEST(SweepFile, ObjectiveAndHalvingChecks) {
   // Tuning on the test set is refused.
-  const Deck no_split = parse_deck(replace(mlp_deck, "validation_split = 0.2\n", ""), "mlp.toml");
+  const Deck no_split =
+      parse_deck(test::replace_once(mlp_deck, "validation_split = 0.2\n", ""), "mlp.toml");
   expect_sweep_error(std::string(grid_sweep) + "\n[objective]\nmetric = \"validation_loss\"\n", 14,
                      10, "objective.metric", "has no data.validation_split", no_split);
   // Without [objective], at the sweep's `set`, or at the file's first line.
-  expect_sweep_error(replace(grid_sweep, "output_dir", "set = [\"run.seed=1\"]\noutput_dir"), 3, 7,
-                     "objective.metric", "has no data.validation_split", no_split);
+  expect_sweep_error(
+      test::replace_once(grid_sweep, "output_dir", "set = [\"run.seed=1\"]\noutput_dir"), 3, 7,
+      "objective.metric", "has no data.validation_split", no_split);
   expect_sweep_error(grid_sweep, 1, 1, "objective.metric", "has no data.validation_split",
                      no_split);
-  EXPECT_NO_THROW(parse_sweep(
-      replace(grid_sweep, "output_dir", "set = [\"data.validation_split=0.1\"]\noutput_dir"),
-      "s.toml", no_split));
+  EXPECT_NO_THROW(
+      parse_sweep(test::replace_once(grid_sweep, "output_dir",
+                                     "set = [\"data.validation_split=0.1\"]\noutput_dir"),
+                  "s.toml", no_split));
   expect_sweep_error(std::string(grid_sweep) + "\n[objective]\ngoal = \"best\"\n", 14, 8,
                      "objective.goal", "allowed: maximize, minimize");
   expect_sweep_error(std::string(grid_sweep) + "\n[halving]\nreduction = 2\n", 13, 1, "halving",
                      "applies to strategy 'halving' only");
-  const std::string halving = replace(grid_sweep, "\"grid\"", "\"halving\"");
+  const std::string halving = test::replace_once(grid_sweep, "\"grid\"", "\"halving\"");
   expect_sweep_error(halving + "\n[halving]\nmin_epochs = 9\n", 14, 14, "halving.min_epochs",
                      "below the 9 epochs of the deck");
   // The deck's epochs leave no room for rungs: at the strategy.
-  expect_sweep_error(halving, 2, 12, "halving.min_epochs", "below the 1 epochs of the deck",
-                     parse_deck(replace(mlp_deck, "epochs = 9", "epochs = 1"), "mlp.toml"));
+  expect_sweep_error(
+      halving, 2, 12, "halving.min_epochs", "below the 1 epochs of the deck",
+      parse_deck(test::replace_once(mlp_deck, "epochs = 9", "epochs = 1"), "mlp.toml"));
   expect_sweep_error(halving + "\n[halving]\nreduction = 1\n", 14, 13, "halving.reduction",
                      "out of range [2, 1000]");
-  expect_sweep_error(replace(halving, "\"optimizer.lr\"", "\"training.epochs\""), 6, 7,
+  expect_sweep_error(test::replace_once(halving, "\"optimizer.lr\"", "\"training.epochs\""), 6, 7,
                      "parameters[0].key", "successive halving decides how many epochs");
-  const SweepSpec spec =
-      parse_sweep(replace(halving, "output_dir", "set = [\"training.epochs=27\"]\noutput_dir"),
-                  "s.toml", deck());
+  const SweepSpec spec = parse_sweep(
+      test::replace_once(halving, "output_dir", "set = [\"training.epochs=27\"]\noutput_dir"),
+      "s.toml", deck());
   EXPECT_EQ(spec.max_epochs, 27);
   EXPECT_EQ(spec.min_epochs, 1);
   EXPECT_EQ(spec.reduction, 3);
@@ -370,7 +375,8 @@ TEST(SweepPlan, RandomDrawsAreSeededAndFollowTheirDistributions) {
 }
 
 SweepSpec halving_spec(int min_epochs, int reduction, int max_epochs) {
-  SweepSpec spec = parse_sweep(replace(grid_sweep, "\"grid\"", "\"halving\""), "s.toml", deck());
+  SweepSpec spec =
+      parse_sweep(test::replace_once(grid_sweep, "\"grid\"", "\"halving\""), "s.toml", deck());
   spec.min_epochs = min_epochs;
   spec.reduction = reduction;
   spec.max_epochs = max_epochs;
@@ -532,9 +538,10 @@ TEST(SweepLog, OutcomesRoundTripAndATornLineIsDropped) {
 }
 
 TEST(SweepPlan, ReproduceCommandQuotesForTheShell) {
-  const SweepSpec spec = parse_sweep(
-      replace(grid_sweep, "output_dir", "set = [\"optimizer.type=\\\"adam\\\"\"]\noutput_dir"),
-      "s.toml", parse_deck(mlp_deck, "my decks/mlp.toml"));
+  const SweepSpec spec =
+      parse_sweep(test::replace_once(grid_sweep, "output_dir",
+                                     "set = [\"optimizer.type=\\\"adam\\\"\"]\noutput_dir"),
+                  "s.toml", parse_deck(mlp_deck, "my decks/mlp.toml"));
   const Deck base = parse_deck(mlp_deck, "my decks/mlp.toml", {"training.epochs=3"});
   EXPECT_EQ(reproduce_command(base, spec, plan_trials(spec)[1]),
             "tessera-train 'my decks/mlp.toml' --set training.epochs=3 --set "

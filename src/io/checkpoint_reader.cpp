@@ -55,9 +55,9 @@ struct Object {
   }
 };
 
-class Reader {
+class CheckpointFile {
  public:
-  explicit Reader(std::string path) : path_(std::move(path)) {}
+  explicit CheckpointFile(std::string path) : path_(std::move(path)) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
     throw Error("tessera::read_checkpoint: " + path_ + ": " + problem);
@@ -235,7 +235,7 @@ class Reader {
 };
 
 // Opens and checks the format; reads everything but the tensors.
-CheckpointInfo read_info(Reader& r) {
+CheckpointInfo read_info(CheckpointFile& r) {
   r.open();
   const hid_t root = r.file();
   const bool has_format = H5Aexists(root, "format") > 0;
@@ -272,7 +272,7 @@ CheckpointInfo read_info(Reader& r) {
 
 CheckpointContents read_all(const std::string& path) {
   const impl::QuietHdf5 quiet;
-  Reader r(path);
+  CheckpointFile r(path);
   CheckpointContents c;
   c.path = path;
   c.info = read_info(r);
@@ -355,7 +355,7 @@ void copy_into(const std::vector<CheckpointTensor>& stored, const ParameterStore
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   ScopedRegion region("tessera::read_checkpoint_info");
   const impl::QuietHdf5 quiet;
-  Reader r(path);
+  CheckpointFile r(path);
   return read_info(r);
 }
 

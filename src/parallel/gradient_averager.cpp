@@ -17,7 +17,7 @@ Shard shard_of(std::int64_t global, int rank, int ranks) {
 }
 
 namespace {
-void check(int status, const char* what) {
+void check_mpi(int status, const char* what) {
   TESSERA_REQUIRE(status == MPI_SUCCESS,
                   "tessera::GradientAverager: " << what << " failed (MPI error " << status << ")");
 }
@@ -87,9 +87,9 @@ void GradientAverager::start(std::size_t b) {
     data = staging_.data() + bucket.offset;
   }
   if (b == 0) first_start_ = Clock::now();
-  check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_FLOAT, MPI_SUM,
-                       comm_.comm(), &requests_[b]),
-        "MPI_Iallreduce");
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_FLOAT, MPI_SUM,
+                           comm_.comm(), &requests_[b]),
+            "MPI_Iallreduce");
 }
 
 void GradientAverager::layer_done(std::size_t layer) {
@@ -98,8 +98,8 @@ void GradientAverager::layer_done(std::size_t layer) {
   if (next_ > 0) {
     // Open MPI progresses non-blocking collectives inside MPI calls.
     int done = 0;
-    check(MPI_Testall(static_cast<int>(next_), requests_.data(), &done, MPI_STATUSES_IGNORE),
-          "MPI_Testall");
+    check_mpi(MPI_Testall(static_cast<int>(next_), requests_.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
   }
 }
 
@@ -108,8 +108,8 @@ void GradientAverager::finish() {
   ScopedRegion region("tessera::GradientAverager::finish");
   const auto backward_end = Clock::now();
   while (next_ < buckets_.size()) start(next_++);
-  check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
-        "MPI_Waitall");
+  check_mpi(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+            "MPI_Waitall");
   if (!comm_.direct()) Kokkos::deep_copy(gradients_, staging_);
   const auto done = Clock::now();
   overlapped_ += std::chrono::duration<double>(
