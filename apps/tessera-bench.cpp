@@ -5,11 +5,13 @@
 // and a JSON report (schema in docs/benchmarks.md).
 #include <tessera/core/compat.hpp>
 #include <tessera/core/machine.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/core/version.hpp>
 #include <tessera/deck/build.hpp>
+#include <tessera/kernels/mixed_gemm.hpp>
 #include <tessera/model/trainer.hpp>
 
 #include <unistd.h>
@@ -51,12 +53,20 @@ double median(std::vector<double> v) {
 // ---------------------------------------------------------------------------
 // Peaks the device reaches on its own: they scale the per-layer figures.
 
+// 16-bit products (--mixed-gemm): one type and method of
+// tessera::kernels::mixed_gemm on the sgemm peak's shape.
+struct MixedGemmFigure {
+  std::string type, method;
+  double gflops = 0;
+};
+
 struct Peaks {
   tessera::bench::FmaPeak fma;
   std::int64_t gemm_size = 0;
   double gemm_gflops = 0;
   std::int64_t triad_elements = 0;
   double triad_gbs = 0;
+  std::vector<MixedGemmFigure> mixed_gemm;
 };
 
 // Median GFLOP/s of C = A B on n x n float matrices through KokkosBlas::gemm.
@@ -80,6 +90,51 @@ double measure_sgemm(std::int64_t n, int repetitions) {
       gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
   }
   return median(gflops);
+}
+
+// Median GFLOP/s of C = A B with A and B n x n of T (bf16 or fp16), C
+// float, through one method of tessera::kernels::mixed_gemm.
+template <class T>
+double measure_mixed_gemm(std::int64_t n, int repetitions,
+                          tessera::kernels::MixedGemmMethod method) {
+  tessera::ScopedRegion region("tessera::bench::mixed_gemm");
+  const tessera::ExecSpace exec;
+  tessera::Matrix<T> a("bench::A16", n, n), b("bench::B16", n, n);
+  tessera::Matrix<float> c("bench::C", n, n);
+  Kokkos::parallel_for(
+      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n * n),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        a(i / n, i % n) = T(tessera::counter_uniform(1, 0, i) - 0.5f);
+        b(i / n, i % n) = T(tessera::counter_uniform(1, 1, i) - 0.5f);
+      });
+  tessera::kernels::MixedGemmWorkspace<> workspace;
+  std::vector<double> gflops;
+  for (int r = -1; r < repetitions; ++r) {  // r = -1 warms up (and sizes the workspace)
+    Kokkos::fence();
+    const auto start = Clock::now();
+    tessera::kernels::mixed_gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c, workspace, method);
+    Kokkos::fence();
+    if (r >= 0)
+      gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
+  }
+  return median(gflops);
+}
+
+// Every method mixed_gemm has on this backend, for both 16-bit types.
+std::vector<MixedGemmFigure> measure_mixed_gemms(std::int64_t n, int repetitions) {
+  using tessera::kernels::MixedGemmMethod;
+  std::vector<MixedGemmMethod> methods{MixedGemmMethod::widen_blas, MixedGemmMethod::tiled};
+  if (tessera::kernels::automatic_mixed_gemm_method<tessera::ExecSpace>() ==
+      MixedGemmMethod::vendor)
+    methods.push_back(MixedGemmMethod::vendor);
+  std::vector<MixedGemmFigure> figures;
+  for (const MixedGemmMethod method : methods) {
+    figures.push_back({"bf16", tessera::kernels::to_string(method),
+                       measure_mixed_gemm<tessera::bf16>(n, repetitions, method)});
+    figures.push_back({"fp16", tessera::kernels::to_string(method),
+                       measure_mixed_gemm<tessera::fp16>(n, repetitions, method)});
+  }
+  return figures;
 }
 
 // Median GB/s of a[i] = b[i] + s c[i] (three arrays of floats, counted as
@@ -338,7 +393,7 @@ struct Options {
   std::int64_t batch = 0;
   int steps = 20, repetitions = 5, peak_repetitions = 5;
   std::int64_t gemm_size = 0, triad_elements = std::int64_t(1) << 25;
-  bool skip_peaks = false;
+  bool skip_peaks = false, mixed_gemm = false;
 };
 
 void print_table(std::ostream& os, const json& report) {
@@ -359,7 +414,19 @@ void print_table(std::ostream& os, const json& report) {
      << peaks["fma"]["isa"].get<std::string>() << ", " << peaks["fma"]["threads"]
      << " threads), sgemm " << sgemm << " GFLOP/s (n = " << peaks["sgemm"]["size"];
   if (fma > 0) os << ", " << 100 * sgemm / fma << "% of FMA";
-  os << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n\n";
+  os << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n";
+  if (peaks.contains("mixed_gemm")) {
+    os << "16-bit products (n = " << peaks["sgemm"]["size"] << ", float accumulation):";
+    for (const auto& f : peaks["mixed_gemm"]) {
+      const double g = f["gflops"].get<double>();
+      os << "\n  " << f["type"].get<std::string>() << " " << std::left << std::setw(11)
+         << f["method"].get<std::string>() << std::right << std::setw(8) << g << " GFLOP/s";
+      if (sgemm > 0)
+        os << std::setprecision(2) << "  " << g / sgemm << "x sgemm" << std::setprecision(1);
+    }
+    os << "\n";
+  }
+  os << "\n";
   os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
      << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s" << std::setw(8) << "%peak"
      << std::setw(9) << "GB/s" << std::setw(8) << "%peak"
@@ -474,6 +541,7 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
     peaks.gemm_gflops = measure_sgemm(peaks.gemm_size, opt.peak_repetitions);
     peaks.triad_gbs = measure_triad(peaks.triad_elements, opt.peak_repetitions);
   }
+  if (opt.mixed_gemm) peaks.mixed_gemm = measure_mixed_gemms(peaks.gemm_size, opt.peak_repetitions);
 
   // One dataset of `steps` batches: a repetition is one epoch over it.
   const bool tokens = deck.data_format == "tokens";
@@ -537,6 +605,12 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
       {"sgemm", {{"size", peaks.gemm_size}, {"gflops", peaks.gemm_gflops}}},
       {"stream_triad", {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}}},
       {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
+  if (opt.mixed_gemm) {
+    json figures = json::array();
+    for (const auto& f : peaks.mixed_gemm)
+      figures.push_back({{"type", f.type}, {"method", f.method}, {"gflops", f.gflops}});
+    report["peaks"]["mixed_gemm"] = figures;
+  }
 
   json rows = json::array();
   double layers_total = 0, step_flops = 0, dense_flops = 0, dense_seconds = 0;
@@ -702,6 +776,9 @@ int main(int argc, char** argv) {
   app.add_option("--peak-repetitions", opt.peak_repetitions, "repetitions of each peak (default 5)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--skip-peaks", opt.skip_peaks, "do not measure the peaks (fractions become 0)");
+  app.add_flag(
+      "--mixed-gemm", opt.mixed_gemm,
+      "also time the 16-bit products (bf16, fp16; every method) on the sgemm peak's shape");
   app.add_option("--platform", opt.platform,
                  "name of the hardware for tessera-compare, e.g. \"NVIDIA A100\" (default: the "
                  "CPU model and thread count, or the GPU backend)");

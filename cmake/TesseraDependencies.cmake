@@ -43,6 +43,11 @@ if(_tessera_problem)
   tessera_fail("${_tessera_problem}")
 endif()
 tessera_find(KokkosKernels ${Tessera_KOKKOS_MIN_VERSION})
+# CUDA builds take 16-bit products through cuBLAS's cublasGemmEx
+# (kernels/mixed_gemm.hpp), which Kokkos Kernels does not offer.
+if(Kokkos_ENABLE_CUDA)
+  tessera_find(CUDAToolkit)
+endif()
 tessera_find(MPI COMPONENTS CXX)
 tessera_find(HDF5 COMPONENTS C)
 tessera_find(tomlplusplus)

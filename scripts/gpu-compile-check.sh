@@ -38,7 +38,8 @@ for backend in "${backends[@]}"; do
   # Unity batches of 8 sources: nvcc and hipcc spend about 10 s of each file
   # on Kokkos' headers alone, which a batch pays once.
   cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" \
     -DTessera_ENABLE_COMPILE_ONLY=ON > "${build_dir}.configure.log" 2>&1 \
     || { cat "${build_dir}.configure.log"; die "CMake configure for ${backend} failed"; }

@@ -19,7 +19,8 @@ step "Tessera with ASan + UBSan + libFuzzer (clang): configure (${sanitize_build
 # -O2 keeps the instrumented kernels fast enough for the whole unit suite;
 # line tables keep the reports readable. The library builds in unity batches
 # (the fuzzed readers, which carry their own flags, stay separate).
-cmake -S "$TESSERA_ROOT" -B "$sanitize_build_dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_UNITY_BUILD=ON \
+cmake -S "$TESSERA_ROOT" -B "$sanitize_build_dir" -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_UNITY_BUILD=ON \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_FLAGS_DEBUG="-O2 -gline-tables-only" \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_ENABLE_APPS=OFF \
   -DTessera_ENABLE_SANITIZERS="address;undefined" -DTessera_ENABLE_FUZZING=ON \

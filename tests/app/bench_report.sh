@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tessera-bench on a small CNN run: the JSON report follows the documented
-# schema (docs/benchmarks.md), per-layer FLOPs are the closed forms for
+# tessera-bench on a small CNN run (with --mixed-gemm): the JSON report
+# follows the documented schema (docs/benchmarks.md), per-layer FLOPs are the closed forms for
 # Dense and Conv2D, and bad input exits with status 2.
 # Usage: bench_report.sh <tessera-bench> <deck>
 set -euo pipefail
@@ -8,10 +8,12 @@ bench="$1" deck="$2"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 "$bench" "$deck" --batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
-  --peak-repetitions 2 --json "$scratch/report.json" > "$scratch/out.txt" 2>&1 \
+  --peak-repetitions 2 --mixed-gemm --json "$scratch/report.json" > "$scratch/out.txt" 2>&1 \
   || { cat "$scratch/out.txt"; echo "FAIL: tessera-bench exited $?"; exit 1; }
 cat "$scratch/out.txt"
 grep -q "^training step: .* samples/s at batch 16" "$scratch/out.txt" || { echo "FAIL: no training step line"; exit 1; }
+grep -q "^16-bit products (n = 128, float accumulation):" "$scratch/out.txt" \
+  || { echo "FAIL: no 16-bit products line (--mixed-gemm)"; exit 1; }
 # Debian's interpreter: the check uses the standard library only.
 /usr/bin/python3 - "$scratch/report.json" "$deck" <<'PY'
 import json, math, os, re, sys
@@ -63,6 +65,11 @@ peaks = report["peaks"]
 check(peaks["sgemm"]["size"] == 128 and peaks["sgemm"]["gflops"] > 0, "peaks.sgemm")
 check(peaks["stream_triad"]["elements"] == 100000 and peaks["stream_triad"]["gbs"] > 0, "peaks.stream_triad")
 check(peaks["repetitions"] == 2, "peaks.repetitions")
+# --mixed-gemm: both 16-bit types through every host method.
+mixed = {(f["type"], f["method"]): f["gflops"] for f in peaks.get("mixed_gemm", [])}
+check(set(mixed) == {(t, m) for t in ("bf16", "fp16") for m in ("widen_blas", "tiled")},
+      f"peaks.mixed_gemm entries {sorted(mixed)}")
+check(all(g > 0 for g in mixed.values()), f"peaks.mixed_gemm GFLOP/s {mixed}")
 
 def check_pass(p, where):
     for key in ("seconds", "flops", "bytes", "gflops", "gbs", "flops_fraction", "bandwidth_fraction"):

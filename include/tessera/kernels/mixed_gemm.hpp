@@ -1,0 +1,271 @@
+// Products of 16-bit matrices with float accumulation:
+//   C = alpha op(A) op(B) + beta C,  A and B in bf16 or fp16, C in float,
+// the product that mixed-precision layers take with 16-bit activations and
+// weight copies. A product of two bf16 or two fp16 values is exact in float,
+// so only the sums round, in float, as in a float gemm. Methods:
+//   widen_blas  A and B widened into float workspace, then the float gemm
+//               (the vendor BLAS on the host)
+//   tiled       Tessera's kernel: tiles of 4 x 8 outputs, each summing its
+//               terms in order of k; any backend
+//   vendor      cuBLAS's cublasGemmEx (16-bit inputs, float output and
+//               compute); CUDA only
+// `automatic` takes vendor on CUDA, widen_blas on the host (faster there:
+// docs/precision.md has the measurement) and tiled elsewhere (HIP: Debian
+// packages no rocBLAS to build against).
+#pragma once
+
+#include <tessera/core/compat.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cublas_v2.h>
+#endif
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace tessera::kernels {
+
+enum class MixedGemmMethod { automatic, widen_blas, tiled, vendor };
+
+inline const char* to_string(MixedGemmMethod method) {
+  switch (method) {
+    case MixedGemmMethod::automatic:
+      return "automatic";
+    case MixedGemmMethod::widen_blas:
+      return "widen_blas";
+    case MixedGemmMethod::tiled:
+      return "tiled";
+    case MixedGemmMethod::vendor:
+      return "vendor";
+  }
+  return "?";
+}
+
+// Float copies of the operands for widen_blas, kept between calls so that a
+// training step allocates nothing once the largest product has run.
+template <class Space = MemSpace>
+struct MixedGemmWorkspace {
+  Vector<float, Space> a, b;
+};
+
+namespace impl {
+
+constexpr int mixed_tile_rows = 4, mixed_tile_cols = 8;
+
+// op(M) of a row-major matrix as a pointer and two strides.
+struct Operand {
+  std::int64_t rows, cols;          // of op(M)
+  std::int64_t row_step, col_step;  // element distance between rows, columns of op(M)
+};
+
+template <class M>
+Operand operand(const char* trans, const M& m) {
+  const std::int64_t ld = static_cast<std::int64_t>(m.stride(0));
+  const std::int64_t r = m.extent(0), c = m.extent(1);
+  return trans[0] == 'N' ? Operand{r, c, ld, 1} : Operand{c, r, 1, ld};
+}
+
+inline bool valid_trans(const char* trans) {
+  return trans != nullptr && (std::strcmp(trans, "N") == 0 || std::strcmp(trans, "T") == 0);
+}
+
+template <class A, class B, class C>
+void check_mixed_gemm(const char* fn, const char* trans_a, const char* trans_b, const A& a,
+                      const B& b, const C& c) {
+  TESSERA_REQUIRE(valid_trans(trans_a) && valid_trans(trans_b),
+                  fn << ": transA and transB must be \"N\" or \"T\"");
+  const Operand oa = operand(trans_a, a), ob = operand(trans_b, b);
+  TESSERA_REQUIRE(oa.cols == ob.rows && static_cast<std::int64_t>(c.extent(0)) == oa.rows &&
+                      static_cast<std::int64_t>(c.extent(1)) == ob.cols,
+                  fn << ": shape mismatch: op" << trans_a << "(A) [" << oa.rows << ", " << oa.cols
+                     << "], op" << trans_b << "(B) [" << ob.rows << ", " << ob.cols << "], C ["
+                     << c.extent(0) << ", " << c.extent(1)
+                     << "]; expected op(A) [m, k], op(B) [k, n], C [m, n]");
+  TESSERA_REQUIRE(c.span_is_contiguous() && a.span_is_contiguous() && b.span_is_contiguous(),
+                  fn << ": A, B and C must be contiguous row-major matrices");
+}
+
+template <class ExecSpace, class T>
+void widen_into(const ExecSpace& exec, const T* from, std::int64_t n, float* to) {
+  for_each_span(
+      exec, "tessera::kernels::mixed_gemm_widen", n,
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) to[i] = widen(from[i]);
+      });
+}
+
+template <class ExecSpace, class A, class B, class C>
+void mixed_gemm_widen_blas(const ExecSpace& exec, const char* trans_a, const char* trans_b,
+                           float alpha, const A& a, const B& b, float beta, const C& c,
+                           MixedGemmWorkspace<typename C::memory_space>& ws) {
+  using Space = typename C::memory_space;
+  const std::int64_t na = a.size(), nb = b.size();
+  if (static_cast<std::int64_t>(ws.a.extent(0)) < na)
+    ws.a = Vector<float, Space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "tessera::MixedGemmWorkspace::a"), na);
+  if (static_cast<std::int64_t>(ws.b.extent(0)) < nb)
+    ws.b = Vector<float, Space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "tessera::MixedGemmWorkspace::b"), nb);
+  widen_into(exec, a.data(), na, ws.a.data());
+  widen_into(exec, b.data(), nb, ws.b.data());
+  const UnmanagedMatrix<const float, Space> wa(ws.a.data(), a.extent(0), a.extent(1));
+  const UnmanagedMatrix<const float, Space> wb(ws.b.data(), b.extent(0), b.extent(1));
+  compat::gemm(exec, trans_a, trans_b, alpha, wa, wb, beta, c);
+}
+
+template <class ExecSpace, class A, class B, class C>
+void mixed_gemm_tiled(const ExecSpace& exec, const char* trans_a, const char* trans_b, float alpha,
+                      const A& a, const B& b, float beta, const C& c) {
+  const Operand oa = operand(trans_a, a), ob = operand(trans_b, b);
+  const std::int64_t m = oa.rows, n = ob.cols, k = oa.cols;
+  const std::int64_t tiles_n = (n + mixed_tile_cols - 1) / mixed_tile_cols;
+  const std::int64_t tiles = (m + mixed_tile_rows - 1) / mixed_tile_rows * tiles_n;
+  const auto* pa = a.data();
+  const auto* pb = b.data();
+  float* pc = c.data();
+  const std::int64_t ldc = static_cast<std::int64_t>(c.stride(0));
+  Kokkos::parallel_for(
+      "tessera::kernels::mixed_gemm_tiled", Kokkos::RangePolicy<ExecSpace>(exec, 0, tiles),
+      KOKKOS_LAMBDA(const std::int64_t t) {
+        const std::int64_t i0 = t / tiles_n * mixed_tile_rows, j0 = t % tiles_n * mixed_tile_cols;
+        const std::int64_t rows = m - i0 < mixed_tile_rows ? m - i0 : mixed_tile_rows;
+        const std::int64_t cols = n - j0 < mixed_tile_cols ? n - j0 : mixed_tile_cols;
+        float acc[mixed_tile_rows][mixed_tile_cols] = {};
+        for (std::int64_t p = 0; p < k; ++p) {
+          float bp[mixed_tile_cols] = {};
+          for (std::int64_t j = 0; j < cols; ++j)
+            bp[j] = widen(pb[p * ob.row_step + (j0 + j) * ob.col_step]);
+          for (std::int64_t i = 0; i < rows; ++i) {
+            const float ai = widen(pa[(i0 + i) * oa.row_step + p * oa.col_step]);
+            for (int j = 0; j < mixed_tile_cols; ++j) acc[i][j] += ai * bp[j];
+          }
+        }
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < cols; ++j) {
+            float& out = pc[(i0 + i) * ldc + j0 + j];
+            // beta = 0 ignores C, NaN included, as BLAS does.
+            out = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * out;
+          }
+      });
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+template <class T>
+constexpr cudaDataType cuda_type() {
+  return std::is_same<T, bf16>::value ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+// One cuBLAS handle per process, made on first use.
+inline cublasHandle_t cublas_handle() {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    const cublasStatus_t status = cublasCreate(&h);
+    TESSERA_REQUIRE(status == CUBLAS_STATUS_SUCCESS,
+                    "tessera::kernels::mixed_gemm: cublasCreate failed (status "
+                        << static_cast<int>(status) << ")");
+    return h;
+  }();
+  return handle;
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
+// gets B first, with the transposes as given.
+template <class A, class B, class C>
+void mixed_gemm_cublas(const Kokkos::Cuda& exec, const char* trans_a, const char* trans_b,
+                       float alpha, const A& a, const B& b, float beta, const C& c) {
+  using TA = typename A::non_const_value_type;
+  using TB = typename B::non_const_value_type;
+  const Operand oa = operand(trans_a, a), ob = operand(trans_b, b);
+  const cublasHandle_t handle = cublas_handle();
+  cublasSetStream(handle, exec.cuda_stream());
+  const auto op = [](const char* t) { return t[0] == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T; };
+  const cublasStatus_t status = cublasGemmEx(
+      handle, op(trans_b), op(trans_a), static_cast<int>(ob.cols), static_cast<int>(oa.rows),
+      static_cast<int>(oa.cols), &alpha, b.data(), cuda_type<TB>(), static_cast<int>(b.stride(0)),
+      a.data(), cuda_type<TA>(), static_cast<int>(a.stride(0)), &beta, c.data(), CUDA_R_32F,
+      static_cast<int>(c.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  TESSERA_REQUIRE(status == CUBLAS_STATUS_SUCCESS,
+                  "tessera::kernels::mixed_gemm: cublasGemmEx failed (status "
+                      << static_cast<int>(status) << ") for op(A) [" << oa.rows << ", " << oa.cols
+                      << "], op(B) [" << ob.rows << ", " << ob.cols << "]");
+}
+#endif
+
+template <class ExecSpace>
+constexpr bool has_vendor_mixed_gemm() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  return std::is_same<ExecSpace, Kokkos::Cuda>::value;
+#else
+  return false;
+#endif
+}
+
+}  // namespace impl
+
+// The method `automatic` stands for on ExecSpace.
+template <class ExecSpace>
+constexpr MixedGemmMethod automatic_mixed_gemm_method() {
+  return impl::has_vendor_mixed_gemm<ExecSpace>() ? MixedGemmMethod::vendor
+         : impl::runs_on_host<ExecSpace>          ? MixedGemmMethod::widen_blas
+                                                  : MixedGemmMethod::tiled;
+}
+
+// C = alpha op(A) op(B) + beta C with A and B row-major [*, *] views of bf16
+// or fp16 and C a row-major float view; op is "N" (as stored) or "T"
+// (transposed). beta = 0 ignores C's values. `workspace` serves widen_blas.
+template <class ExecSpace, class A, class B, class C>
+void mixed_gemm(const ExecSpace& exec, const char* trans_a, const char* trans_b, float alpha,
+                const A& a, const B& b, float beta, const C& c,
+                MixedGemmWorkspace<typename C::memory_space>& workspace,
+                MixedGemmMethod method = MixedGemmMethod::automatic) {
+  using TA = typename A::non_const_value_type;
+  using TB = typename B::non_const_value_type;
+  static_assert(std::is_same<accumulator_t<TA>, float>::value &&
+                    std::is_same<accumulator_t<TB>, float>::value &&
+                    std::is_same<typename C::non_const_value_type, float>::value,
+                "tessera::kernels::mixed_gemm: A and B hold bf16, fp16 (or float), C float");
+  ScopedRegion region("tessera::kernels::mixed_gemm");
+  constexpr const char* fn = "tessera::kernels::mixed_gemm";
+  impl::check_mixed_gemm(fn, trans_a, trans_b, a, b, c);
+  if (method == MixedGemmMethod::automatic) method = automatic_mixed_gemm_method<ExecSpace>();
+  if (c.size() == 0) return;
+  if (impl::operand(trans_a, a).cols == 0) {  // no terms: C = beta C, the same for every method
+    float* pc = c.data();
+    impl::for_each_span(
+        exec, "tessera::kernels::mixed_gemm_scale", c.size(),
+        KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+          for (std::int64_t i = begin; i < end; ++i) pc[i] = beta == 0.0f ? 0.0f : beta * pc[i];
+        });
+    return;
+  }
+  switch (method) {
+    case MixedGemmMethod::widen_blas:
+      impl::mixed_gemm_widen_blas(exec, trans_a, trans_b, alpha, a, b, beta, c, workspace);
+      return;
+    case MixedGemmMethod::tiled:
+      impl::mixed_gemm_tiled(exec, trans_a, trans_b, alpha, a, b, beta, c);
+      return;
+    case MixedGemmMethod::vendor:
+#if defined(KOKKOS_ENABLE_CUDA)
+      if constexpr (impl::has_vendor_mixed_gemm<ExecSpace>() && std::is_same<TA, TB>::value &&
+                    !std::is_same<TA, float>::value) {
+        impl::mixed_gemm_cublas(exec, trans_a, trans_b, alpha, a, b, beta, c);
+        return;
+      }
+#endif
+      throw Error(std::string(fn) +
+                  ": method vendor needs the CUDA backend and A and B of one 16-bit type; "
+                  "use automatic, widen_blas or tiled");
+    case MixedGemmMethod::automatic:
+      break;
+  }
+}
+
+}  // namespace tessera::kernels
