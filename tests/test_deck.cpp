@@ -341,6 +341,10 @@ TEST(Deck, OverridesFromTheCommandLine) {
       "eval_every");
   expect_override_error("model.layers[5].units=3",
                         "--set model.layers[5].units=3: 'layers' has 3 entries");
+  // An index too long for any integer type (found by fuzz_deck).
+  expect_override_error("model.layers[99999999999999999999999999].units=3",
+                        "--set model.layers[99999999999999999999999999].units=3: 'layers' has 3 "
+                        "entries");
   expect_override_error("epochs", "--set epochs: expected key.path=value");
   expect_override_error("run.seed.x=1", "--set run.seed.x=1: 'seed' is a value, not a table");
   expect_override_error("model.layers[x].units=1",

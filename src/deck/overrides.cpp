@@ -2,6 +2,8 @@
 // before it is validated, so their errors read like the deck's own.
 #include "reader.hpp"
 
+#include <algorithm>
+
 namespace tessera::impl {
 
 // One "a.b[2].c=value" from the command line, applied to the parsed deck.
@@ -47,7 +49,10 @@ void apply_override(toml::table& root, const std::string& spec) {
       if (close != segment.size() - 1 || digits.empty() ||
           digits.find_first_not_of("0123456789") != std::string::npos)
         fail("'" + segment + "' is not a key or key[index]");
-      index = std::stol(digits);
+      // Saturates instead of overflowing: any index past the array fails below
+      // with the array's size.
+      index = 0;
+      for (const char c : digits) index = std::min(index * 10 + (c - '0'), 1L << 40);
       segment = segment.substr(0, bracket);
     }
     if (segment.empty()) fail("empty key in '" + key + "'");
