@@ -69,22 +69,36 @@ struct Peaks {
   std::vector<MixedGemmFigure> mixed_gemm;
 };
 
-// Median GFLOP/s of C = A B on n x n float matrices through KokkosBlas::gemm.
-double measure_sgemm(std::int64_t n, int repetitions) {
-  tessera::ScopedRegion region("tessera::bench::sgemm");
-  const tessera::ExecSpace exec;
-  tessera::Matrix<float> a("bench::A", n, n), b("bench::B", n, n), c("bench::C", n, n);
+// Seeded values in [-0.5, 0.5) for the operands of a timed product. (Not in
+// measure_product: nvcc allows no device lambda in a function whose template
+// arguments include a host lambda's type.)
+template <class T>
+void fill_operands(const tessera::ExecSpace& exec, const tessera::Matrix<T>& a,
+                   const tessera::Matrix<T>& b) {
+  const std::int64_t n = a.extent(1);
   Kokkos::parallel_for(
-      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n * n),
+      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, a.size()),
       KOKKOS_LAMBDA(const std::int64_t i) {
-        a(i / n, i % n) = tessera::counter_uniform(1, 0, i) - 0.5f;
-        b(i / n, i % n) = tessera::counter_uniform(1, 1, i) - 0.5f;
+        a(i / n, i % n) = T(tessera::counter_uniform(1, 0, i) - 0.5f);
+        b(i / n, i % n) = T(tessera::counter_uniform(1, 1, i) - 0.5f);
       });
+}
+
+// Median GFLOP/s of C = A B by `product(a, b, c)`, with A and B n x n of T
+// (seeded values in [-0.5, 0.5)) and C n x n of float.
+template <class T, class Product>
+double measure_product(const char* region_name, std::int64_t n, int repetitions,
+                       const Product& product) {
+  tessera::ScopedRegion region(region_name);
+  const tessera::ExecSpace exec;
+  tessera::Matrix<T> a("bench::A", n, n), b("bench::B", n, n);
+  tessera::Matrix<float> c("bench::C", n, n);
+  fill_operands(exec, a, b);
   std::vector<double> gflops;
   for (int r = -1; r < repetitions; ++r) {  // r = -1 warms up
     Kokkos::fence();
     const auto start = Clock::now();
-    tessera::compat::gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c);
+    product(exec, a, b, c);
     Kokkos::fence();
     if (r >= 0)
       gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
@@ -92,32 +106,25 @@ double measure_sgemm(std::int64_t n, int repetitions) {
   return median(gflops);
 }
 
-// Median GFLOP/s of C = A B with A and B n x n of T (bf16 or fp16), C
-// float, through one method of tessera::kernels::mixed_gemm.
+// The sgemm peak: float matrices through KokkosBlas::gemm.
+double measure_sgemm(std::int64_t n, int repetitions) {
+  return measure_product<float>("tessera::bench::sgemm", n, repetitions,
+                                [](const auto& exec, const auto& a, const auto& b, const auto& c) {
+                                  tessera::compat::gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c);
+                                });
+}
+
+// A and B of T (bf16 or fp16) through one method of
+// tessera::kernels::mixed_gemm; the warm-up sizes its workspace.
 template <class T>
 double measure_mixed_gemm(std::int64_t n, int repetitions,
                           tessera::kernels::MixedGemmMethod method) {
-  tessera::ScopedRegion region("tessera::bench::mixed_gemm");
-  const tessera::ExecSpace exec;
-  tessera::Matrix<T> a("bench::A16", n, n), b("bench::B16", n, n);
-  tessera::Matrix<float> c("bench::C", n, n);
-  Kokkos::parallel_for(
-      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n * n),
-      KOKKOS_LAMBDA(const std::int64_t i) {
-        a(i / n, i % n) = T(tessera::counter_uniform(1, 0, i) - 0.5f);
-        b(i / n, i % n) = T(tessera::counter_uniform(1, 1, i) - 0.5f);
-      });
   tessera::kernels::MixedGemmWorkspace<> workspace;
-  std::vector<double> gflops;
-  for (int r = -1; r < repetitions; ++r) {  // r = -1 warms up (and sizes the workspace)
-    Kokkos::fence();
-    const auto start = Clock::now();
-    tessera::kernels::mixed_gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c, workspace, method);
-    Kokkos::fence();
-    if (r >= 0)
-      gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
-  }
-  return median(gflops);
+  return measure_product<T>("tessera::bench::mixed_gemm", n, repetitions,
+                            [&](const auto& exec, const auto& a, const auto& b, const auto& c) {
+                              tessera::kernels::mixed_gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c,
+                                                           workspace, method);
+                            });
 }
 
 // Every method mixed_gemm has on this backend, for both 16-bit types.

@@ -92,31 +92,31 @@ void check_mixed_gemm(const char* fn, const char* trans_a, const char* trans_b, 
                   fn << ": A, B and C must be contiguous row-major matrices");
 }
 
-template <class ExecSpace, class T>
-void widen_into(const ExecSpace& exec, const T* from, std::int64_t n, float* to) {
+// `from` (a contiguous view) widened into `to`, which grows to fit; the
+// float matrix of from's shape over it.
+template <class ExecSpace, class M, class Space>
+UnmanagedMatrix<const float, Space> widen_into(const ExecSpace& exec, const M& from,
+                                               Vector<float, Space>& to, const char* label) {
+  const std::int64_t n = from.size();
+  if (static_cast<std::int64_t>(to.extent(0)) < n)
+    to = Vector<float, Space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                              n);
+  const auto* in = from.data();
+  float* out = to.data();
   for_each_span(
       exec, "tessera::kernels::mixed_gemm_widen", n,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) to[i] = widen(from[i]);
+        for (std::int64_t i = begin; i < end; ++i) out[i] = widen(in[i]);
       });
+  return UnmanagedMatrix<const float, Space>(out, from.extent(0), from.extent(1));
 }
 
 template <class ExecSpace, class A, class B, class C>
 void mixed_gemm_widen_blas(const ExecSpace& exec, const char* trans_a, const char* trans_b,
                            float alpha, const A& a, const B& b, float beta, const C& c,
                            MixedGemmWorkspace<typename C::memory_space>& ws) {
-  using Space = typename C::memory_space;
-  const std::int64_t na = a.size(), nb = b.size();
-  if (static_cast<std::int64_t>(ws.a.extent(0)) < na)
-    ws.a = Vector<float, Space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "tessera::MixedGemmWorkspace::a"), na);
-  if (static_cast<std::int64_t>(ws.b.extent(0)) < nb)
-    ws.b = Vector<float, Space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "tessera::MixedGemmWorkspace::b"), nb);
-  widen_into(exec, a.data(), na, ws.a.data());
-  widen_into(exec, b.data(), nb, ws.b.data());
-  const UnmanagedMatrix<const float, Space> wa(ws.a.data(), a.extent(0), a.extent(1));
-  const UnmanagedMatrix<const float, Space> wb(ws.b.data(), b.extent(0), b.extent(1));
+  const auto wa = widen_into(exec, a, ws.a, "tessera::MixedGemmWorkspace::a");
+  const auto wb = widen_into(exec, b, ws.b, "tessera::MixedGemmWorkspace::b");
   compat::gemm(exec, trans_a, trans_b, alpha, wa, wb, beta, c);
 }
 
