@@ -120,6 +120,23 @@ TEST_F(Checkpoint, RoundTripIsBitwise) {
   EXPECT_EQ(info.schedule, "constant");
   EXPECT_EQ(info.metrics, expected.metrics);
   EXPECT_EQ(read_checkpoint_info(path("a.h5")).metrics, expected.metrics);
+  EXPECT_FALSE(info.has_loss_scale);
+}
+
+// Dynamic loss scaling's state travels in /training, written only by runs
+// that use it.
+TEST_F(Checkpoint, LossScaleStateRoundTrips) {
+  auto model = small_model();
+  Adam adam;
+  CheckpointInfo info = info_at(7);
+  info.has_loss_scale = true;
+  info.loss_scale = 8192.0f;
+  info.loss_scale_good_steps = 5;
+  write_checkpoint(path("scaled.h5"), *model, adam, info);
+  const CheckpointInfo read = read_checkpoint_info(path("scaled.h5"));
+  EXPECT_TRUE(read.has_loss_scale);
+  EXPECT_EQ(read.loss_scale, 8192.0f);
+  EXPECT_EQ(read.loss_scale_good_steps, 5);
 }
 
 TEST_F(Checkpoint, ResumingMatchesTrainingWithoutStopping) {
@@ -268,6 +285,22 @@ TEST_F(BadCheckpoint, OptimizerStateShapeDoesNotMatchTheModel) {
   expect_load_error(
       "dataset '/optimizer/exp_avg/fc1/weight' has shape [64, 64]; the model's fc1 weight has "
       "shape [8, 2]; the checkpoint was written for a different model");
+}
+
+TEST_F(BadCheckpoint, LossScaleThatIsNotAPowerOfTwo) {
+  CheckpointInfo info = info_at(1);
+  info.has_loss_scale = true;
+  info.loss_scale = 3.0f;  // no scale dynamic scaling can reach
+  write_checkpoint(file_, *model_, adam_, info);
+  test::expect_error([&] { read_checkpoint_info(file_); },
+                     file_ +
+                         ": attribute 'loss_scale' of /training is 3.000000; a loss scale is a "
+                         "power of two from 1 to 16777216");
+  info.loss_scale = 4.0f;
+  info.loss_scale_good_steps = -1;
+  write_checkpoint(file_, *model_, adam_, info);
+  test::expect_error([&] { read_checkpoint_info(file_); },
+                     file_ + ": attribute 'loss_scale_good_steps' of /training is -1");
 }
 
 TEST_F(BadCheckpoint, NotAnHdf5File) {

@@ -825,6 +825,47 @@ TEST(Deck, MissingRequiredKey) {
                     "data.test_labels", "required key is missing");
 }
 
+TEST(Deck, PrecisionSection) {
+  const std::string path = write_deck("precision_defaults", valid_deck);
+  const LossScaling off = load_deck(path).training.loss_scaling;
+  EXPECT_FALSE(off.dynamic);
+  const LossScaling dynamic =
+      load_deck(path, {"precision.loss_scale=\"dynamic\"", "precision.initial_loss_scale=1024",
+                       "precision.loss_scale_growth_interval=50"})
+          .training.loss_scaling;
+  EXPECT_TRUE(dynamic.dynamic);
+  EXPECT_EQ(dynamic.initial, 1024.0f);
+  EXPECT_EQ(dynamic.growth_interval, 50);
+  const LossScaling defaults =
+      load_deck(path, {"precision.loss_scale=\"dynamic\""}).training.loss_scaling;
+  EXPECT_EQ(defaults.initial, 65536.0f);
+  EXPECT_EQ(defaults.growth_interval, 2000);
+  std::remove(path.c_str());
+
+  // The appended table starts on line 28, its first key on line 29.
+  const auto precision = [](const std::string& body) {
+    return with_tables("[precision]\n" + body);
+  };
+  expect_deck_error("precision_type", precision("loss_scale = \"static\"\n"), 29, 14,
+                    "precision.loss_scale", "'static' is not supported; allowed: none, dynamic");
+  expect_deck_error("precision_initial",
+                    precision("loss_scale = \"dynamic\"\n"
+                              "initial_loss_scale = 1000\n"),
+                    30, 22, "precision.initial_loss_scale",
+                    "must be a power of two from 1 to 16777216 (2^24)");
+  expect_deck_error("precision_initial_large",
+                    precision("loss_scale = \"dynamic\"\ninitial_loss_scale = 33554432\n"), 30, 22,
+                    "precision.initial_loss_scale", "must be a power of two from 1");
+  expect_deck_error("precision_interval",
+                    precision("loss_scale = \"dynamic\"\nloss_scale_growth_interval = 0\n"), 30, 30,
+                    "precision.loss_scale_growth_interval", "out of range");
+  expect_deck_error("precision_without_dynamic", precision("initial_loss_scale = 1024\n"), 29, 1,
+                    "precision.initial_loss_scale",
+                    "does not apply to loss_scale 'none'; it applies to: dynamic");
+  expect_deck_error("precision_unknown", precision("loss_scales = \"dynamic\"\n"), 29, 1,
+                    "precision.loss_scales", "unknown key (did you mean 'precision.loss_scale'?)");
+}
+
 TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   const std::string defaults_path = write_deck("parallel_defaults", valid_deck);
   const Deck defaults = load_deck(defaults_path);

@@ -3,6 +3,7 @@
 // micro-batches, layer ranges, seeded shuffling, a head tied to an
 // embedding.
 #include <tessera/kernels/loss.hpp>
+#include <tessera/kernels/reduce.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/dense.hpp>
@@ -327,6 +328,203 @@ TEST(Trainer, NonFiniteLossStopsBeforeTheUpdate) {
                      "tessera::Trainer: non-finite loss at epoch 1, step 1 (optimizer step 1); "
                      "the weights were not updated with it");
   EXPECT_EQ(test::to_host(model->parameters().values()), before);
+}
+
+// --------------------------------------------------------- loss scaling
+
+// What a run recorded: every step's report, the final weights.
+struct ScaledRun {
+  std::vector<StepReport> steps;
+  std::vector<float> weights;
+  std::int64_t optimizer_steps = 0;
+  LossScaleState state;
+};
+
+// Three epochs of the accumulation CNN (convolution, pooling, dropout,
+// dense layers; 3 batches an epoch, the last one partial) with `scaling`.
+ScaledRun train_scaled(const LossScaling& scaling) {
+  const std::int64_t n = 300;
+  std::vector<int> labels(n);
+  for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>((i * 7) % 3);
+  const Dataset data =
+      test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 23), labels);
+  auto model = accumulation_cnn();
+  TrainOptions options;
+  options.batch_size = 128;
+  options.seed = 4;
+  options.schedule.base_lr = 0.05f;
+  options.clip_norm = 0.5f;
+  options.loss_scaling = scaling;
+  model->compile(options.batch_size, options.seed);
+  SGD sgd(SGD::Params{0.9f, 1e-3f});
+  Trainer trainer(*model, sgd, options);
+  ScaledRun run;
+  trainer.on_step([&](const StepReport& r) { run.steps.push_back(r); });
+  for (int epoch = 0; epoch < 3; ++epoch) trainer.train_epoch(data, epoch);
+  run.weights = test::to_host(model->parameters().values());
+  run.optimizer_steps = sgd.step_count();
+  run.state = trainer.loss_scale();
+  return run;
+}
+
+// Multiplying by a power of two is exact in float, and so is every product
+// and sum of backward when one factor carries it: without overflow, scaled
+// training is unscaled training bit for bit (clipping and weight decay
+// included), while the scale doubles every growth interval.
+TEST(Trainer, DynamicLossScalingWithoutOverflowIsBitwiseUnscaledTraining) {
+  const ScaledRun plain = train_scaled(LossScaling{});
+  LossScaling dynamic;
+  dynamic.dynamic = true;
+  dynamic.initial = 1024.0f;
+  dynamic.growth_interval = 4;
+  const ScaledRun scaled = train_scaled(dynamic);
+  ASSERT_EQ(scaled.steps.size(), 9u);
+  ASSERT_EQ(plain.steps.size(), 9u);
+  for (std::size_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(plain.steps[i].loss_scale, 1.0f);
+    EXPECT_EQ(scaled.steps[i].loss_scale, std::ldexp(1.0f, 10 + static_cast<int>(i) / 4)) << i;
+    EXPECT_FALSE(scaled.steps[i].skipped);
+    EXPECT_EQ(scaled.steps[i].loss, plain.steps[i].loss) << "step " << i + 1;
+    EXPECT_EQ(scaled.steps[i].grad_norm, plain.steps[i].grad_norm) << "step " << i + 1;
+  }
+  EXPECT_EQ(scaled.weights, plain.weights);
+  EXPECT_EQ(scaled.optimizer_steps, 9);
+  EXPECT_EQ(scaled.state.scale, 4096.0f);  // doubled after steps 4 and 8
+  EXPECT_EQ(scaled.state.good_steps, 1);
+}
+
+// The scale stops growing at 2^24.
+TEST(Trainer, LossScaleGrowsUpToItsCap) {
+  LossScaling dynamic;
+  dynamic.dynamic = true;
+  dynamic.initial = 8388608.0f;  // 2^23
+  dynamic.growth_interval = 1;
+  const ScaledRun run = train_scaled(dynamic);
+  ASSERT_EQ(run.steps.size(), 9u);
+  EXPECT_EQ(run.steps[0].loss_scale, 8388608.0f);
+  for (std::size_t i = 1; i < 9; ++i) EXPECT_EQ(run.steps[i].loss_scale, 16777216.0f) << i;
+  EXPECT_EQ(run.state.scale, LossScaling::max_scale);
+}
+
+// Multiplies the gradient passing through by `factor` in one optimizer
+// step (0-based): an injected gradient spike.
+class GradientSpike final : public Layer {
+ public:
+  GradientSpike(std::string name, std::int64_t step, float factor)
+      : Layer(std::move(name)), step_(step), factor_(factor) {}
+  const char* type() const override { return "GradientSpike"; }
+  Shape output_shape(const Shapes& inputs) const override { return inputs.at(0); }
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext&) override {
+    Kokkos::deep_copy(y.flat(), x[0].flat());
+  }
+  void backward(const Tensors&, const Tensor<float>&, const Tensor<float>& dy, const Tensors& dx,
+                const StepContext& ctx) override {
+    Kokkos::deep_copy(dx[0].flat(), dy.flat());
+    if (ctx.step == step_) kernels::scale_in_place(ExecSpace(), dx[0].flat(), factor_);
+  }
+
+ private:
+  std::int64_t step_;
+  float factor_;
+};
+
+// A gradient 1e36 times its size in step 3: scaled by 2^16 it overflows.
+// Exactly that step is skipped (the weights stay as they were, the
+// optimizer takes no step) and the scale halves; training then goes on.
+TEST(Trainer, OverflowSkipsExactlyOneStepAndHalvesTheScale) {
+  const Dataset data = test::xor_dataset(128, 3);
+  Model model(Shape{2});
+  model.add<Dense>("fc1", 8)
+      .add<GradientSpike>("spike", 2, 1e36f)
+      .add<Tanh>("tanh")
+      .add<Dense>("fc2", 2);
+  TrainOptions options;
+  options.batch_size = 16;
+  options.schedule.base_lr = 0.1f;
+  options.loss_scaling.dynamic = true;  // from 65536, growing after 2000 steps
+  model.compile(options.batch_size, 1);
+  SGD sgd;
+  Trainer trainer(model, sgd, options);
+  std::vector<StepReport> steps;
+  std::vector<std::vector<float>> weights{test::to_host(model.parameters().values())};
+  trainer.on_step([&](const StepReport& r) {
+    steps.push_back(r);
+    weights.push_back(test::to_host(model.parameters().values()));
+  });
+  const EpochReport report = trainer.train_epoch(data, 0);
+  ASSERT_EQ(steps.size(), 8u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].skipped, i == 2) << "step " << i + 1;
+    EXPECT_EQ(steps[i].loss_scale, i <= 2 ? 65536.0f : 32768.0f) << "step " << i + 1;
+    EXPECT_EQ(std::isfinite(steps[i].grad_norm), i != 2) << "step " << i + 1;
+    // Every step but the skipped one moves the weights.
+    EXPECT_EQ(weights[i + 1] == weights[i], i == 2) << "step " << i + 1;
+  }
+  EXPECT_EQ(report.skipped_steps, 1);
+  EXPECT_EQ(trainer.step(), 8);
+  EXPECT_EQ(sgd.step_count(), 7);
+  EXPECT_EQ(trainer.loss_scale().scale, 32768.0f);
+  EXPECT_EQ(trainer.loss_scale().good_steps, 5);
+}
+
+// Gradients that stay non-finite halve the scale down to 1, then stop the
+// run as they do without loss scaling.
+TEST(Trainer, NonFiniteGradientAtLossScaleOneStops) {
+  const Dataset data = test::xor_dataset(64, 3);
+  Model model(Shape{2});
+  model.add<Dense>("fc1", 4).add<PoisonGradient>("poison").add<Dense>("fc2", 2);
+  TrainOptions options;
+  options.batch_size = 16;
+  options.loss_scaling.dynamic = true;
+  options.loss_scaling.initial = 4.0f;
+  model.compile(options.batch_size, 1);
+  const auto before = test::to_host(model.parameters().values());
+  SGD sgd;
+  Trainer trainer(model, sgd, options);
+  std::vector<float> scales;
+  trainer.on_step([&](const StepReport& r) { scales.push_back(r.loss_scale); });
+  test::expect_error([&] { trainer.train_epoch(data, 0); },
+                     "tessera::Trainer: non-finite gradient at epoch 1, step 3 (optimizer step 3), "
+                     "first in fc1.weight; the weights were not updated with it; dynamic loss "
+                     "scaling has halved the scale down to 1 without finite gradients");
+  EXPECT_EQ(scales, (std::vector<float>{4.0f, 2.0f}));
+  EXPECT_EQ(test::to_host(model.parameters().values()), before);
+  EXPECT_EQ(sgd.step_count(), 0);
+}
+
+TEST(Trainer, LossScalingOptionsAreChecked) {
+  auto model = small_mlp(2, 4, 2);
+  model->compile(16, 1);
+  SGD sgd;
+  TrainOptions options;
+  options.batch_size = 16;
+  options.loss_scaling.dynamic = true;
+  options.loss_scaling.initial = 3.0f;
+  test::expect_error([&] { Trainer(*model, sgd, options); },
+                     "tessera::Trainer: initial loss scale 3 must be a power of two from 1 to "
+                     "1.67772e+07");
+  options.loss_scaling.initial = 2.0f;
+  options.loss_scaling.growth_interval = 0;
+  test::expect_error([&] { Trainer(*model, sgd, options); },
+                     "tessera::Trainer: loss scale growth interval 0 must be >= 1 step");
+  options.loss_scaling.growth_interval = 10;
+  Trainer trainer(*model, sgd, options);
+  test::expect_error(
+      [&] {
+        trainer.set_loss_scale(LossScaleState{0.5f, 0});
+      },
+      "tessera::Trainer::set_loss_scale: scale 0.5 after 0 finite steps");
+  trainer.set_loss_scale(LossScaleState{256.0f, 12});
+  EXPECT_EQ(trainer.loss_scale().scale, 256.0f);
+  EXPECT_EQ(trainer.loss_scale().good_steps, 12);
+  options.loss_scaling.dynamic = false;
+  Trainer unscaled(*model, sgd, options);
+  EXPECT_EQ(unscaled.loss_scale().scale, 1.0f);
+  test::expect_error(
+      [&] {
+        unscaled.set_loss_scale(LossScaleState{256.0f, 0});
+      },
+      "the trainer has no dynamic loss scaling");
 }
 
 // Phase times are measured and add up to no more than the epoch.

@@ -78,6 +78,9 @@ std::string Run::description() const {
   if (t.clip_norm > 0) os << ", gradients clipped to norm " << t.clip_norm;
   if (t.accumulation_steps > 1)
     os << ", " << t.accumulation_steps << " micro-batches of gradients per step";
+  if (t.loss_scaling.dynamic)
+    os << ", dynamic loss scaling from " << t.loss_scaling.initial << " (doubling after "
+       << t.loss_scaling.growth_interval << " finite steps)";
   os << "\n";
   if (comm_->size() > 1)
     os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
@@ -222,6 +225,10 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
                std::to_string(deck_.training.batch_size));
       mismatch("run.seed", std::to_string(saved.seed), std::to_string(deck_.training.seed));
       load_checkpoint(from, *model_, *optimizer_);
+      // A checkpoint of a run without dynamic loss scaling leaves the
+      // deck's initial scale.
+      if (saved.has_loss_scale && deck_.training.loss_scaling.dynamic)
+        trainer_->set_loss_scale(LossScaleState{saved.loss_scale, saved.loss_scale_good_steps});
       cursor_ = saved.cursor;
       if (root) out.history = saved.metrics;
     });
@@ -284,6 +291,11 @@ void Run::save(const TrainingCursor& at) {
                << " epochs=" << deck_.training.epochs;
       info.schedule = schedule.str();
       info.metrics = out.history;
+      if (deck_.training.loss_scaling.dynamic) {
+        info.has_loss_scale = true;
+        info.loss_scale = trainer_->loss_scale().scale;
+        info.loss_scale_good_steps = trainer_->loss_scale().good_steps;
+      }
       written = out.checkpoints->commit(*model_, *optimizer_, info);
     });
   } catch (const CollectiveError& e) {
@@ -318,14 +330,20 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   const bool pausing = end < epochs;
   const CheckpointCadence& cadence = deck_.run.checkpoint;
   const std::int64_t steps = steps_per_epoch();
+  const bool scaling = deck_.training.loss_scaling.dynamic;
   trainer_->on_step([&](const StepReport& r) {
-    record(json{{"type", "step"},
-                {"step", r.step},
-                {"epoch", r.epoch + 1},
-                {"loss", r.loss},
-                {"lr", r.lr},
-                {"grad_norm", r.grad_norm}}
-               .dump());
+    json line{{"type", "step"},
+              {"step", r.step},
+              {"epoch", r.epoch + 1},
+              {"loss", r.loss},
+              {"lr", r.lr},
+              // JSON has no infinity: a skipped step's norm is null.
+              {"grad_norm", r.grad_norm}};
+    if (scaling) {
+      line["loss_scale"] = r.loss_scale;
+      line["skipped"] = r.skipped;
+    }
+    record(line.dump());
     if (callbacks.on_step) callbacks.on_step(r);
     const bool by_steps = cadence.every_steps > 0 && r.step % cadence.every_steps == 0;
     if (by_steps || minutes_due()) {
@@ -384,6 +402,10 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
                 {"communication", t.communication},
                 {"communication_overlapped", r.overlapped_seconds}}},
               {"overlap_fraction", r.overlap_fraction}};
+    if (scaling) {
+      line["skipped_steps"] = r.skipped_steps;
+      line["loss_scale"] = trainer_->loss_scale().scale;
+    }
     if (summary.evaluated) {
       line[summary.set + "_loss"] = summary.evaluation.loss;
       line[summary.set + "_accuracy"] = summary.evaluation.accuracy;

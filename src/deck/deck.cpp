@@ -272,8 +272,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
   for (const auto& o : overrides) impl::apply_override(root, o);
   const Reader r(path);
   r.only_keys(root, "",
-              {"run", "data", "model", "loss", "optimizer", "schedule", "training", "parallel",
-               "checkpoint"});
+              {"run", "data", "model", "loss", "optimizer", "schedule", "training", "precision",
+               "parallel", "checkpoint"});
 
   const auto& run = r.table(root, "run", false);
   r.only_keys(run, "run.", {"name", "seed", "output_dir"});
@@ -410,6 +410,23 @@ Deck parse_deck(const std::string& text, const std::string& path,
   r.require_range(t, p, "clip_norm", training.clip_norm, 0.0f, 1e6f);
   deck.run.eval_every = r.get<int>(t, p, "eval_every", deck.run.eval_every);
   r.require_range(t, p, "eval_every", deck.run.eval_every, 0, 1000000);
+
+  const auto& precision = r.table(root, "precision", false);
+  const std::string q = "precision.";
+  r.only_keys(precision, q, {"loss_scale", "initial_loss_scale", "loss_scale_growth_interval"});
+  LossScaling& scaling = training.loss_scaling;
+  scaling.dynamic = r.choice(precision, q, "loss_scale", "none", {"none", "dynamic"}) == "dynamic";
+  r.keys_for_type(
+      precision, q, scaling.dynamic ? "dynamic" : "none",
+      {{"initial_loss_scale", {"dynamic"}}, {"loss_scale_growth_interval", {"dynamic"}}},
+      "loss_scale");
+  scaling.initial = r.get<float>(precision, q, "initial_loss_scale", scaling.initial);
+  r.check(LossScaling::valid_scale(scaling.initial), precision, q, "initial_loss_scale",
+          "must be a power of two from 1 to 16777216 (2^24)");
+  scaling.growth_interval =
+      r.get<std::int64_t>(precision, q, "loss_scale_growth_interval", scaling.growth_interval);
+  r.require_range<std::int64_t>(precision, q, "loss_scale_growth_interval", scaling.growth_interval,
+                                1, INT64_MAX);
 
   const auto& parallel = r.table(root, "parallel", false);
   r.only_keys(parallel, "parallel.", {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi"});

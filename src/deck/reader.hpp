@@ -157,8 +157,9 @@ class Reader {
     std::string key;
     std::vector<std::string> types;
   };
+  // `selector`: the key whose value `type` is, as messages name it.
   void keys_for_type(const toml::table& t, const std::string& prefix, const std::string& type,
-                     const std::vector<KeyUse>& uses) const {
+                     const std::vector<KeyUse>& uses, const std::string& selector = "type") const {
     for (const auto& [key, node] : t) {
       const std::string k(key.str());
       const auto use =
@@ -167,7 +168,7 @@ class Reader {
           std::find(use->types.begin(), use->types.end(), type) != use->types.end())
         continue;
       fail(key_source(key, node), prefix + k,
-           "does not apply to type '" + type + "'; it applies to: " + join(use->types));
+           "does not apply to " + selector + " '" + type + "'; it applies to: " + join(use->types));
     }
   }
 

@@ -6,6 +6,7 @@
 #include <tessera/core/version.hpp>
 #include <tessera/io/checkpoint.hpp>
 #include <tessera/model/model.hpp>
+#include <tessera/model/train_options.hpp>
 #include <tessera/optim/optimizer.hpp>
 
 #include <algorithm>
@@ -96,6 +97,10 @@ class CheckpointFile {
     return g;
   }
 
+  bool has_attribute(const std::string& object, const std::string& name) const {
+    const Hdf5Handle o(H5Oopen(file(), object.c_str(), H5P_DEFAULT), H5Oclose);
+    return o.ok() && H5Aexists(o.get(), name.c_str()) > 0;
+  }
   template <class Use>
   auto with_attribute(const std::string& object, const std::string& name, Use use) const {
     const Hdf5Handle o(H5Oopen(file(), object.c_str(), H5P_DEFAULT), H5Oclose);
@@ -260,6 +265,20 @@ CheckpointInfo read_info(CheckpointFile& r) {
   info.cursor.step = r.attr_integer("/training", "step");
   info.lr = r.with_attribute("/training", "lr", [&](const Object& o) { return r.real(o); });
   info.schedule = r.attr_string("/training", "schedule");
+  // Written by runs with dynamic loss scaling only.
+  info.has_loss_scale = r.has_attribute("/training", "loss_scale");
+  if (info.has_loss_scale) {
+    info.loss_scale =
+        r.with_attribute("/training", "loss_scale", [&](const Object& o) { return r.real(o); });
+    info.loss_scale_good_steps = r.attr_integer("/training", "loss_scale_good_steps");
+    if (!LossScaling::valid_scale(info.loss_scale))
+      r.fail("attribute 'loss_scale' of /training is " + std::to_string(info.loss_scale) +
+             "; a loss scale is a power of two from 1 to " +
+             std::to_string(static_cast<std::int64_t>(LossScaling::max_scale)));
+    if (info.loss_scale_good_steps < 0)
+      r.fail("attribute 'loss_scale_good_steps' of /training is " +
+             std::to_string(info.loss_scale_good_steps) + "; it counts steps, so it is >= 0");
+  }
   info.seed =
       r.with_attribute("/rng", "seed", [&](const Object& o) { return r.unsigned_integer(o); });
   info.deck_path = r.attr_string("/deck", "path");

@@ -173,6 +173,10 @@ void write_contents(const Writer& w, const Model& model, const Optimizer& optimi
   w.attribute(training.get(), "step", info.cursor.step);
   w.attribute(training.get(), "lr", info.lr);
   w.attribute(training.get(), "schedule", info.schedule);
+  if (info.has_loss_scale) {
+    w.attribute(training.get(), "loss_scale", info.loss_scale);
+    w.attribute(training.get(), "loss_scale_good_steps", info.loss_scale_good_steps);
+  }
 
   // Every random stream is counter-based: these counters are its whole state.
   const Hdf5Handle rng = w.group(root, "rng", "/rng");

@@ -74,8 +74,10 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
   std::ostringstream os;
   os << "tessera::Trainer: non-finite gradient at epoch " << epoch + 1 << ", step "
      << batch_index + 1 << " (optimizer step " << step_ + 1 << "), first in " << culprit
-     << "; the weights were not updated with it; lower the learning rate, clip gradients or "
-        "check the data";
+     << "; the weights were not updated with it; ";
+  if (options_.loss_scaling.dynamic)
+    os << "dynamic loss scaling has halved the scale down to 1 without finite gradients; ";
+  os << "lower the learning rate, clip gradients or check the data";
   throw CollectiveError(os.str());
 }
 
@@ -105,6 +107,17 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
                   "tessera::Trainer: clip_norm " << options.clip_norm
                                                  << " must be finite and >= 0 (0 = no clipping)");
   options.schedule.validate();
+  const LossScaling& scaling = options.loss_scaling;
+  if (scaling.dynamic) {
+    TESSERA_REQUIRE(LossScaling::valid_scale(scaling.initial),
+                    "tessera::Trainer: initial loss scale " << scaling.initial
+                                                            << " must be a power of two from 1 to "
+                                                            << LossScaling::max_scale);
+    TESSERA_REQUIRE(scaling.growth_interval >= 1, "tessera::Trainer: loss scale growth interval "
+                                                      << scaling.growth_interval
+                                                      << " must be >= 1 step");
+    scale_.scale = scaling.initial;
+  }
   loss_ = make_loss(options.loss);
   if (ranks_ > 1) {
     averager_ =
@@ -129,6 +142,38 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   sample_correct_ = Vector<int>("tessera::Trainer::sample_correct", shard * positions_);
   sample_loss_host_ = Kokkos::create_mirror_view(sample_loss_);
   sample_correct_host_ = Kokkos::create_mirror_view(sample_correct_);
+}
+
+void Trainer::set_loss_scale(const LossScaleState& state) {
+  TESSERA_REQUIRE(options_.loss_scaling.dynamic,
+                  "tessera::Trainer::set_loss_scale: the trainer has no dynamic loss scaling");
+  TESSERA_REQUIRE(LossScaling::valid_scale(state.scale) && state.good_steps >= 0,
+                  "tessera::Trainer::set_loss_scale: scale "
+                      << state.scale << " after " << state.good_steps
+                      << " finite steps; the scale must be a power of two from 1 to "
+                      << LossScaling::max_scale << " and the steps >= 0");
+  scale_ = state;
+}
+
+bool Trainer::unscale_gradients(int epoch, std::int64_t batch_index, double& norm) {
+  const ExecSpace exec;
+  ParameterStore& params = model_.parameters();
+  // Division by a power of two: exact unless a value turns subnormal.
+  if (scale_.scale != 1) kernels::scale_in_place(exec, params.gradients(), 1.0 / scale_.scale);
+  norm = gradient_norm(exec, params, norm_scratch_);
+  const LossScaling& scaling = options_.loss_scaling;
+  if (std::isfinite(norm)) {
+    if (scaling.dynamic && ++scale_.good_steps >= scaling.growth_interval) {
+      scale_.good_steps = 0;
+      scale_.scale = std::min(2 * scale_.scale, LossScaling::max_scale);
+    }
+    return true;
+  }
+  // Gradients are summed over the ranks, so every rank decides the same.
+  if (!scaling.dynamic || scale_.scale <= 1) throw_non_finite_gradient(epoch, batch_index);
+  scale_.scale /= 2;
+  scale_.good_steps = 0;
+  return false;
 }
 
 void Trainer::set_step(std::int64_t step) {
@@ -228,7 +273,10 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
         gather_batch(exec, data, order, start + offset, model_.input(batch), labels, draw);
         clock.stop(time_.data);
         const Tensor<float> output = model_.forward(batch, ctx);
-        loss_->evaluate(exec, output, labels, 1.0f / static_cast<float>(global * positions),
+        // Scaling by a power of two after the division keeps every gradient
+        // an exact multiple of the unscaled one.
+        loss_->evaluate(exec, output, labels,
+                        scale_.scale * (1.0f / static_cast<float>(global * positions)),
                         model_.output_gradient(batch), sample_loss_, sample_correct_, train);
         Kokkos::deep_copy(loss_host, sample_loss_);
         Kokkos::deep_copy(correct_host, sample_correct_);
@@ -267,13 +315,19 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
                             "clip gradients or check the data");
     totals[0] += sums[0];
     totals[1] += sums[1];
-    const double norm = gradient_norm(exec, model_.parameters(), norm_scratch_);
-    if (!std::isfinite(norm)) throw_non_finite_gradient(epoch, s);
+    const float scale = scale_.scale;
+    double norm = 0;
+    const bool update = unscale_gradients(epoch, s, norm);
     grad_norm_ = static_cast<float>(norm);
-    // The cosine schedule spans the whole run: options_.epochs epochs.
+    // The cosine schedule spans the whole run: options_.epochs epochs. A
+    // skipped step keeps its place in it, as in the data order.
     lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
-    if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
-    optimizer_.step(model_.parameters(), lr_);
+    if (update) {
+      if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
+      optimizer_.step(model_.parameters(), lr_);
+    } else {
+      ++skipped_;
+    }
     clock.stop(time_.optimizer);
     if (ranks_ > 1) {
       average_state();
@@ -282,8 +336,8 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     ++step_;
     if (on_step_)
       on_step_(StepReport{step_, epoch, global,
-                          batch_loss / static_cast<double>(global * positions), lr_, grad_norm_,
-                          s});
+                          batch_loss / static_cast<double>(global * positions), lr_, grad_norm_, s,
+                          scale, !update});
     if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -292,8 +346,11 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       std::ostringstream os;
       os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps << "  loss "
          << std::setprecision(4) << totals[0] / predictions << "  acc " << totals[1] / predictions
-         << "  lr " << std::defaultfloat << std::setprecision(4) << lr_ << std::fixed << "  "
-         << std::setprecision(0) << done / seconds << " samples/s  ETA " << std::setprecision(1)
+         << "  lr " << std::defaultfloat << std::setprecision(4) << lr_ << std::fixed << "  ";
+      if (options_.loss_scaling.dynamic)
+        os << "loss scale " << std::setprecision(0) << scale_.scale << " (" << skipped_
+           << " skipped)  ";
+      os << std::setprecision(0) << done / seconds << " samples/s  ETA " << std::setprecision(1)
          << seconds / done * static_cast<double>(n - start - global) << " s";
       log(os.str());
     }
@@ -323,6 +380,7 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
   EpochReport report;
   report.epoch = epoch;
   time_ = PhaseTimes{};
+  skipped_ = 0;
   if (averager_) averager_->reset_times();
   report.train = run_batches(data, order_, true, log, epoch, first_step);
   report.time = time_;
@@ -331,6 +389,7 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
     report.overlap_fraction = averager_->overlap_fraction();
   }
   report.lr = lr_;
+  report.skipped_steps = skipped_;
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;

@@ -2,7 +2,7 @@
 # Exact restarts through tessera-train: resuming from a checkpoint written
 # mid-epoch or at an epoch boundary, on 1 and on 2 ranks, ends bitwise equal
 # to the uninterrupted run (parameters, optimizer state) with the same
-# per-step losses; resuming on another rank count agrees within 1e-5
+# per-step losses and loss scales; resuming on another rank count agrees within 1e-5
 # relative over the first steps; a run killed with SIGKILL while writing a checkpoint leaves the
 # previous one in place and the next run resumes from it; bad checkpoints
 # are refused with exit status 2 and the file's name.
@@ -25,8 +25,9 @@ train() {
     --set "run.output_dir=$scratch/$name" "$@" > "$scratch/$name.log" 2>&1 ||
     { fail "$name exited $?"; tail -5 "$scratch/$name.log"; }
 }
-# The loss of every step after <from>, as the metrics file recorded it
-# (after the last restart, when the directory saw several runs).
+# The loss and the loss scale of every step after <from>, as the metrics
+# file recorded them (after the last restart, when the directory saw
+# several runs).
 losses() {
   /usr/bin/python3 -c '
 import json, sys
@@ -34,7 +35,7 @@ records = [json.loads(line) for line in open(sys.argv[1])]
 starts = [i for i, r in enumerate(records) if r["type"] == "restart"]
 for r in records[starts[-1] if starts else 0:]:
     if r["type"] == "step" and r["step"] > int(sys.argv[2]):
-        print(r["step"], repr(r["loss"]))' "$scratch/$1/metrics.jsonl" "$2"
+        print(r["step"], repr(r["loss"]), r["loss_scale"])' "$scratch/$1/metrics.jsonl" "$2"
 }
 # same <reference run> <resumed run> <from step>: bitwise equal end states and losses.
 same() {
@@ -46,9 +47,9 @@ same() {
     fail "$what: the final checkpoint differs from $1's"
   fi
   if [ -n "$(losses "$2" "$3")" ] && cmp -s <(losses "$1" "$3") <(losses "$2" "$3"); then
-    echo "ok: $what: the $(losses "$2" "$3" | wc -l) per-step losses after the restart are identical"
+    echo "ok: $what: the $(losses "$2" "$3" | wc -l) per-step losses and loss scales after the restart are identical"
   else
-    fail "$what: per-step losses differ from $1's"
+    fail "$what: per-step losses or loss scales differ from $1's"
   fi
 }
 

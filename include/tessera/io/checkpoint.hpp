@@ -36,6 +36,11 @@ struct CheckpointInfo {
   float lr = 0;          // learning rate of the last step taken
   std::string schedule;  // schedule description (type and its parameters)
   std::string metrics;   // the run's metrics history so far: JSON lines
+  // Dynamic loss scaling's state, for runs with it: the scale of the next
+  // step and the finite steps since it last changed.
+  bool has_loss_scale = false;
+  float loss_scale = 1;
+  std::int64_t loss_scale_good_steps = 0;
 };
 
 // "[16, 2]": a shape as messages and tessera-inspect print it.

@@ -5,6 +5,7 @@
 
 #include <tessera/optim/schedule.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +20,28 @@ struct LossOptions {
 // Every loss type make_loss builds.
 const std::vector<std::string>& loss_types();
 
+// Loss scaling: the loss (and so every gradient) is multiplied by a power of
+// two before backward and the gradients divided by it before clipping and
+// the update, so small gradients survive formats of narrow range (fp16
+// gradient averaging) and large ones overflow to a skipped step instead of
+// corrupting the weights. Multiplying by a power of two is exact in float:
+// without overflow the weights are bit for bit those of an unscaled run.
+struct LossScaling {
+  // Dynamic: a step whose gradients are not finite is skipped (no update)
+  // and halves the scale; growth_interval finite steps in a row double it,
+  // up to max_scale.
+  bool dynamic = false;
+  float initial = 65536.0f;  // power of two in [1, max_scale]
+  std::int64_t growth_interval = 2000;
+  static constexpr float max_scale = 16777216.0f;  // 2^24
+  // A scale dynamic scaling can reach: a power of two from 1 to max_scale.
+  static bool valid_scale(float scale) {
+    int exponent = 0;
+    return std::isfinite(scale) && scale >= 1 && scale <= max_scale &&
+           std::frexp(scale, &exponent) == 0.5f;
+  }
+};
+
 struct TrainOptions {
   int epochs = 1;
   std::int64_t batch_size = 128;  // the global batch of one optimizer step, over all ranks
@@ -30,6 +53,7 @@ struct TrainOptions {
   LrSchedule schedule;           // the learning rate of every step
   float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
   LossOptions loss;
+  LossScaling loss_scaling;
   // Data parallelism (several ranks).
   std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket
   bool overlap = true;                  // start buckets while backward runs

@@ -40,6 +40,15 @@ struct StepReport {
   float lr = 0;
   float grad_norm = 0;             // global gradient norm, before any clipping
   std::int64_t step_in_epoch = 0;  // 0-based index of this step within the epoch
+  float loss_scale = 1;            // the loss was multiplied by this (1: no loss scaling)
+  bool skipped = false;            // gradients not finite under dynamic loss scaling: no update
+};
+
+// Where dynamic loss scaling stands: the scale of the next step and the
+// finite steps taken since the scale last changed.
+struct LossScaleState {
+  float scale = 1;
+  std::int64_t good_steps = 0;
 };
 
 // Seconds spent per phase of the training steps (each phase ends with a
@@ -62,7 +71,8 @@ struct EpochReport {
   double overlapped_seconds = 0;
   double overlap_fraction = 0;
   double seconds = 0;
-  double samples_per_second = 0;  // over all ranks
+  double samples_per_second = 0;   // over all ranks
+  std::int64_t skipped_steps = 0;  // by dynamic loss scaling
 };
 
 class Trainer {
@@ -91,6 +101,10 @@ class Trainer {
   float lr() const { return lr_; }
   // Global gradient norm of the latest step, before any clipping.
   float grad_norm() const { return grad_norm_; }
+  // Dynamic loss scaling's state (scale 1 without loss scaling); a restart
+  // sets it from the checkpoint.
+  LossScaleState loss_scale() const { return scale_; }
+  void set_loss_scale(const LossScaleState& state);
 
  private:
   void ensure_buffers(const Dataset& data);
@@ -112,7 +126,12 @@ class Trainer {
   std::int64_t step_ = 0;
   float lr_ = 0;
   float grad_norm_ = 0;
+  LossScaleState scale_;
+  std::int64_t skipped_ = 0;  // steps skipped in the current epoch
   [[noreturn]] void throw_non_finite_gradient(int epoch, std::int64_t batch_index);
+  // After the gradients of a step are summed: unscales them and returns
+  // whether the update goes ahead (false: dynamic loss scaling skips it).
+  bool unscale_gradients(int epoch, std::int64_t batch_index, double& norm);
 
   std::int64_t classes_ = 0;    // the last axis of the model's output
   std::int64_t positions_ = 1;  // predictions per sample
