@@ -123,6 +123,26 @@ TEST_F(Checkpoint, RoundTripIsBitwise) {
   EXPECT_FALSE(info.has_loss_scale);
 }
 
+// A shard of the optimizer state is no checkpoint: the file holds the
+// whole state (OptimizerSharding gathers it).
+TEST_F(Checkpoint, ShardedOptimizerStateIsRefused) {
+  auto model = small_model();
+  Adam whole;
+  write_checkpoint(path("whole.h5"), *model, whole, info_at(0));
+  Adam shard;
+  shard.set_shard(0, 4);
+  test::expect_error(
+      [&] { write_checkpoint(path("shard.h5"), *model, shard, info_at(0)); },
+      "tessera::write_checkpoint: " + path("shard.h5") +
+          ": the optimizer holds a shard of the state; gather the whole state into an optimizer "
+          "without a shard first");
+  EXPECT_FALSE(fs::exists(path("shard.h5")));
+  test::expect_error([&] { load_checkpoint(path("whole.h5"), *model, shard); },
+                     "tessera::load_checkpoint: " + path("whole.h5") +
+                         ": the optimizer holds a shard of the state; load into an optimizer "
+                         "without a shard");
+}
+
 // Dynamic loss scaling's state travels in /training, written only by runs
 // that use it.
 TEST_F(Checkpoint, LossScaleStateRoundTrips) {

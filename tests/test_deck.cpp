@@ -880,14 +880,16 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   EXPECT_EQ(defaults.training.accumulation_steps, 1);
 
   const Deck deck =
-      load_deck(defaults_path,
-                {"parallel.bucket_mb=0.5", "parallel.overlap=false", "parallel.batchnorm=\"sync\"",
-                 "parallel.gpu_aware_mpi=\"off\"", "loss.label_smoothing=0.1",
-                 "data.validation_split=0.1", "training.eval_every=0"});
+      load_deck(defaults_path, {"parallel.bucket_mb=0.5", "parallel.overlap=false",
+                                "parallel.batchnorm=\"sync\"", "parallel.gpu_aware_mpi=\"off\"",
+                                "loss.label_smoothing=0.1", "data.validation_split=0.1",
+                                "training.eval_every=0", "parallel.shard_optimizer=true"});
   const TrainOptions& options = deck.training;
   EXPECT_EQ(options.bucket_bytes, 1 << 19);
   EXPECT_FALSE(options.overlap);
   EXPECT_TRUE(options.sync_batchnorm);
+  EXPECT_TRUE(options.shard_optimizer);
+  EXPECT_FALSE(defaults.training.shard_optimizer);
   EXPECT_EQ(options.loss.label_smoothing, 0.1f);
   EXPECT_EQ(deck.gpu_aware_mpi, "off");
   EXPECT_EQ(deck.validation_split, 0.1f);
@@ -902,6 +904,8 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
                     "out of range");
   expect_deck_error("parallel_unknown", parallel("overlab = true\n"), 29, 1, "parallel.overlab",
                     "unknown key (did you mean 'parallel.overlap'?)");
+  expect_deck_error("parallel_shard", parallel("shard_optimizer = \"yes\"\n"), 29, 19,
+                    "parallel.shard_optimizer", "expected a boolean");
   expect_deck_error("loss_type", with_tables("[loss]\ntype = \"mse\"\n"), 29, 8, "loss.type",
                     "'mse' is not supported; allowed: cross_entropy");
   expect_deck_error("loss_smoothing", with_tables("[loss]\nlabel_smoothing = 1.0\n"), 29, 19,

@@ -252,6 +252,59 @@ TEST(Optimizer, ResumesExactlyFromSavedState) {
   expect_resume_is_exact<AdamW>();
 }
 
+// ZeRO-1's premise: optimizers holding the shards of a store update it as
+// one optimizer over the whole store does, bit for bit, each keeping state
+// for its shard only.
+void expect_shards_compose(const OptimizerParams& params) {
+  ParameterStore whole = small_store(13), sharded = small_store(13);
+  const std::int64_t n = whole.count(), cut = n / 3;
+  const auto one_ptr = make_optimizer(params), first_ptr = make_optimizer(params),
+             second_ptr = make_optimizer(params);
+  Optimizer &one = *one_ptr, &first = *first_ptr, &second = *second_ptr;
+  first.set_shard(0, cut);
+  second.set_shard(cut, n - cut);
+  EXPECT_TRUE(first.sharded());
+  EXPECT_EQ(second.shard_offset(), cut);
+  for (int step = 0; step < 3; ++step) {
+    one.step(whole, 0.01f * (step + 1));
+    // Each shard's step writes only its own slice of the values.
+    const auto before = test::to_host(sharded.values());
+    first.step(sharded, 0.01f * (step + 1));
+    const auto after_first = test::to_host(sharded.values());
+    for (std::int64_t i = cut; i < n; ++i) ASSERT_EQ(after_first[i], before[i]) << i;
+    second.step(sharded, 0.01f * (step + 1));
+  }
+  EXPECT_EQ(test::to_host(sharded.values()), test::to_host(whole.values())) << one.name();
+  for (const auto& [name, buffer] : first.state_buffers())
+    EXPECT_EQ(buffer.size(), static_cast<std::size_t>(cut)) << name;
+  for (const auto& [name, buffer] : second.state_buffers())
+    EXPECT_EQ(buffer.size(), static_cast<std::size_t>(n - cut)) << name;
+}
+
+TEST(Optimizer, ShardsUpdateAsTheWholeStore) {
+  for (const char* type : {"sgd", "adam", "adamw"}) {
+    OptimizerParams params = OptimizerParams::for_type(type);
+    params.sgd.momentum = 0.9f;
+    params.sgd.nesterov = true;
+    params.sgd.weight_decay = 1e-3f;
+    expect_shards_compose(params);
+  }
+}
+
+TEST(Optimizer, ShardsAreCheckedAgainstTheStore) {
+  ParameterStore store = small_store(3);
+  SGD late;
+  late.step(store, 0.1f);
+  test::expect_error([&] { late.set_shard(0, 1); },
+                     "tessera::SGD::set_shard: the state is allocated already");
+  Adam outside;
+  outside.set_shard(store.count() - 1, 2);
+  test::expect_error([&] { outside.step(store, 0.1f); },
+                     "tessera::Adam: the shard [" + std::to_string(store.count() - 1) + ", " +
+                         std::to_string(store.count() + 1) + ") lies outside the store's " +
+                         std::to_string(store.count()) + " parameters");
+}
+
 TEST(Optimizer, FactoryBuildsEachTypeAndChecksHyperparameters) {
   OptimizerParams p;
   EXPECT_EQ(make_optimizer(p)->name(), "SGD");

@@ -86,7 +86,8 @@ std::string Run::description() const {
     os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
        << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
        << ", gradients averaged over " << comm_->transport()
-       << (t.overlap ? " during backward" : " after backward") << "\n";
+       << (t.overlap ? " during backward" : " after backward")
+       << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "") << "\n";
   return os.str();
 }
 
@@ -224,7 +225,15 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
       mismatch("training.batch_size", std::to_string(saved.global_batch),
                std::to_string(deck_.training.batch_size));
       mismatch("run.seed", std::to_string(saved.seed), std::to_string(deck_.training.seed));
-      load_checkpoint(from, *model_, *optimizer_);
+      if (OptimizerSharding* sharding = trainer_->sharding()) {
+        // The file holds the whole state: each rank keeps its shard of it,
+        // whatever the rank count that wrote it.
+        const auto whole = make_optimizer(deck_.optimizer);
+        load_checkpoint(from, *model_, *whole);
+        sharding->take_state(*whole, model_->parameters());
+      } else {
+        load_checkpoint(from, *model_, *optimizer_);
+      }
       // A checkpoint of a run without dynamic loss scaling leaves the
       // deck's initial scale.
       if (saved.has_loss_scale && deck_.training.loss_scaling.dynamic)
@@ -271,6 +280,12 @@ void Run::save(const TrainingCursor& at) {
   if (at.step == out.last_checkpoint) return;
   const Communicator& comm = *comm_;
   comm.barrier();
+  // Sharded optimizer state is gathered whole on rank 0 for the file.
+  std::unique_ptr<Optimizer> whole;
+  if (const OptimizerSharding* sharding = trainer_->sharding()) {
+    if (comm.rank() == 0) whole = make_optimizer(deck_.optimizer);
+    sharding->gather_state(whole.get(), model_->parameters());
+  }
   std::string written;
   try {
     agree(comm, [&] {
@@ -296,7 +311,7 @@ void Run::save(const TrainingCursor& at) {
         info.loss_scale = trainer_->loss_scale().scale;
         info.loss_scale_good_steps = trainer_->loss_scale().good_steps;
       }
-      written = out.checkpoints->commit(*model_, *optimizer_, info);
+      written = out.checkpoints->commit(*model_, whole ? *whole : *optimizer_, info);
     });
   } catch (const CollectiveError& e) {
     throw CollectiveError(std::string("cannot write a checkpoint: ") + e.what() +

@@ -16,6 +16,7 @@ struct Events {
   std::int64_t allocations = 0;
   std::uint64_t bytes = 0;
   std::vector<std::string> labels;
+  std::vector<std::uint64_t> sizes;  // of each allocation in `labels`
   std::vector<DeepCopyEvent> copies;
 };
 
@@ -34,6 +35,7 @@ void on_allocate(Kokkos::Tools::SpaceHandle, const char* label, const void*, std
   ++e.allocations;
   e.bytes += size;
   e.labels.emplace_back(label);
+  e.sizes.push_back(size);
 }
 
 void on_deep_copy(Kokkos::Tools::SpaceHandle dst_space, const char* dst_label, const void*,
@@ -67,6 +69,13 @@ MemoryEventCounter::~MemoryEventCounter() {
 
 std::int64_t MemoryEventCounter::allocations() const { return events().allocations; }
 std::uint64_t MemoryEventCounter::bytes_allocated() const { return events().bytes; }
+std::uint64_t MemoryEventCounter::bytes_allocated(const std::string& prefix) const {
+  const Events& e = events();
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < e.labels.size(); ++i)
+    if (e.labels[i].rfind(prefix, 0) == 0) bytes += e.sizes[i];
+  return bytes;
+}
 std::vector<std::string> MemoryEventCounter::allocation_labels() const { return events().labels; }
 const std::vector<DeepCopyEvent>& MemoryEventCounter::deep_copies() const {
   return events().copies;
@@ -85,6 +94,7 @@ void MemoryEventCounter::reset() {
   e.allocations = 0;
   e.bytes = 0;
   e.labels.clear();
+  e.sizes.clear();
   e.copies.clear();
 }
 

@@ -429,7 +429,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
                                 1, INT64_MAX);
 
   const auto& parallel = r.table(root, "parallel", false);
-  r.only_keys(parallel, "parallel.", {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi"});
+  r.only_keys(parallel, "parallel.",
+              {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "shard_optimizer"});
   const float bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb",
                                        static_cast<float>(training.bucket_bytes) / (1 << 20));
   r.require_range(parallel, "parallel.", "bucket_mb", bucket_mb, 1e-6f, 4096.0f);
@@ -441,6 +442,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
                {"local", "sync"}) == "sync";
   deck.gpu_aware_mpi =
       r.choice(parallel, "parallel.", "gpu_aware_mpi", deck.gpu_aware_mpi, {"auto", "on", "off"});
+  training.shard_optimizer =
+      r.get<bool>(parallel, "parallel.", "shard_optimizer", training.shard_optimizer);
 
   read_checkpoint(r, r.table(root, "checkpoint", false), deck.run.output_dir, deck.run.checkpoint);
   return deck;

@@ -387,6 +387,11 @@ CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer&
   ScopedRegion region("tessera::load_checkpoint");
   TESSERA_REQUIRE(model.compiled(), "tessera::load_checkpoint: "
                                         << path << ": compile the model before loading into it");
+  TESSERA_REQUIRE(!optimizer.sharded(),
+                  "tessera::load_checkpoint: "
+                      << path
+                      << ": the optimizer holds a shard of the state; load into an optimizer "
+                         "without a shard and take the shard from it (OptimizerSharding)");
   const CheckpointContents c = read_all(path);
   const auto fail = [&](const std::string& problem) {
     throw Error("tessera::load_checkpoint: " + path + ": " + problem);

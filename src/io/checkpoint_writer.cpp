@@ -287,6 +287,11 @@ void write_checkpoint(const std::string& path, const Model& model, const Optimiz
   ScopedRegion region("tessera::write_checkpoint");
   TESSERA_REQUIRE(model.compiled(),
                   "tessera::write_checkpoint: " << path << ": the model is not compiled");
+  TESSERA_REQUIRE(!optimizer.sharded(),
+                  "tessera::write_checkpoint: "
+                      << path
+                      << ": the optimizer holds a shard of the state; gather the whole state into "
+                         "an optimizer without a shard first (OptimizerSharding::gather_state)");
   for (const auto& layer : model.layers())
     TESSERA_REQUIRE(
         layer->name().find('/') == std::string::npos && layer->name() != "." &&

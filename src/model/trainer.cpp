@@ -125,6 +125,8 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     GradientAverager* averager = averager_.get();
     after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
     if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm);
+    if (options.shard_optimizer)
+      sharding_ = std::make_unique<OptimizerSharding>(*comm, optimizer, model.parameters());
   }
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
@@ -329,6 +331,10 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       ++skipped_;
     }
     clock.stop(time_.optimizer);
+    if (update && sharding_) {
+      sharding_->gather_parameters(model_.parameters());
+      clock.stop(time_.communication);
+    }
     if (ranks_ > 1) {
       average_state();
       clock.stop(time_.communication);

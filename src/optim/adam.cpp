@@ -16,9 +16,10 @@ void Adam::allocate_state(std::int64_t count) {
   exp_avg_sq_ = Vector<float>("tessera::" + name() + "::exp_avg_sq", count);
 }
 
-void Adam::update(ParameterStore& params, float lr, std::int64_t step) {
-  kernels::adam_step(ExecSpace(), params_, decay_mode_, lr, step, params.values(),
-                     params.gradients(), exp_avg_, exp_avg_sq_);
+void Adam::update(const Vector<float>& values, const Vector<float>& gradients, float lr,
+                  std::int64_t step) {
+  kernels::adam_step(ExecSpace(), params_, decay_mode_, lr, step, values, gradients, exp_avg_,
+                     exp_avg_sq_);
 }
 
 }  // namespace tessera

@@ -15,8 +15,25 @@ void Optimizer::step(ParameterStore& params, float lr) {
   TESSERA_REQUIRE(std::isfinite(lr) && lr >= 0, "tessera::" << name_ << "::step: learning rate "
                                                             << lr << " must be finite and >= 0");
   allocate(params);
-  update(params, lr, step_count_ + 1);
+  if (sharded()) {
+    const std::pair<std::int64_t, std::int64_t> range(shard_offset_, shard_offset_ + shard_count_);
+    update(Kokkos::subview(params.values(), range), Kokkos::subview(params.gradients(), range), lr,
+           step_count_ + 1);
+  } else {
+    update(params.values(), params.gradients(), lr, step_count_ + 1);
+  }
   ++step_count_;
+}
+
+void Optimizer::set_shard(std::int64_t offset, std::int64_t count) {
+  TESSERA_REQUIRE(store_count_ < 0, "tessera::" << name_
+                                                << "::set_shard: the state is allocated already; "
+                                                   "shard the optimizer before its first step");
+  TESSERA_REQUIRE(offset >= 0 && count >= 0, "tessera::" << name_ << "::set_shard: offset "
+                                                         << offset << " and count " << count
+                                                         << " must be >= 0");
+  shard_offset_ = offset;
+  shard_count_ = count;
 }
 
 void Optimizer::set_step_count(std::int64_t steps) {
@@ -26,12 +43,16 @@ void Optimizer::set_step_count(std::int64_t steps) {
 }
 
 void Optimizer::allocate(const ParameterStore& params) {
-  if (state_count_ == params.count()) return;
-  TESSERA_REQUIRE(state_count_ < 0, "tessera::" << name_ << ": state holds " << state_count_
-                                                << " parameters, the store " << params.count()
+  if (store_count_ == params.count()) return;
+  TESSERA_REQUIRE(store_count_ < 0, "tessera::" << name_ << ": state serves " << store_count_
+                                                << " parameters, the store has " << params.count()
                                                 << "; one optimizer serves one model");
-  allocate_state(params.count());
-  state_count_ = params.count();
+  TESSERA_REQUIRE(!sharded() || shard_offset_ + shard_count_ <= params.count(),
+                  "tessera::" << name_ << ": the shard [" << shard_offset_ << ", "
+                              << shard_offset_ + shard_count_ << ") lies outside the store's "
+                              << params.count() << " parameters");
+  allocate_state(sharded() ? shard_count_ : params.count());
+  store_count_ = params.count();
 }
 
 namespace {

@@ -116,6 +116,48 @@ void Communicator::broadcast(const Vector<float>& values) const {
   Kokkos::deep_copy(values, host);
 }
 
+void Communicator::allgather_slices(const Vector<float>& values, const std::vector<int>& counts,
+                                    const std::vector<int>& offsets) const {
+  if (size_ == 1) return;
+  ScopedRegion region("tessera::Communicator::allgather_slices");
+  Kokkos::fence();
+  if (direct_) {
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values.data(), counts.data(),
+                         offsets.data(), MPI_FLOAT, comm_),
+          "MPI_Allgatherv");
+    return;
+  }
+  auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), values);
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host.data(), counts.data(),
+                       offsets.data(), MPI_FLOAT, comm_),
+        "MPI_Allgatherv");
+  Kokkos::deep_copy(values, host);
+}
+
+void Communicator::gather_slices(const Vector<float>& mine, const Vector<float>& whole,
+                                 const std::vector<int>& counts,
+                                 const std::vector<int>& offsets) const {
+  ScopedRegion region("tessera::Communicator::gather_slices");
+  TESSERA_REQUIRE(static_cast<std::int64_t>(mine.size()) == counts.at(rank_),
+                  "tessera::Communicator::gather_slices: rank " << rank_ << " holds " << mine.size()
+                                                                << " values for a slice of "
+                                                                << counts.at(rank_));
+  Kokkos::fence();
+  const bool root = rank_ == 0;
+  if (direct_) {
+    check(MPI_Gatherv(mine.data(), counts[rank_], MPI_FLOAT, root ? whole.data() : nullptr,
+                      counts.data(), offsets.data(), MPI_FLOAT, 0, comm_),
+          "MPI_Gatherv");
+    return;
+  }
+  const auto from = Kokkos::create_mirror_view_and_copy(HostSpace(), mine);
+  const auto into = Kokkos::create_mirror_view(HostSpace(), whole);
+  check(MPI_Gatherv(from.data(), counts[rank_], MPI_FLOAT, root ? into.data() : nullptr,
+                    counts.data(), offsets.data(), MPI_FLOAT, 0, comm_),
+        "MPI_Gatherv");
+  if (root) Kokkos::deep_copy(whole, into);
+}
+
 std::vector<std::uint64_t> Communicator::gather(std::uint64_t value) const {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
   check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_),

@@ -5,7 +5,9 @@
 # per-step losses and loss scales; resuming on another rank count agrees within 1e-5
 # relative over the first steps; a run killed with SIGKILL while writing a checkpoint leaves the
 # previous one in place and the next run resumes from it; bad checkpoints
-# are refused with exit status 2 and the file's name.
+# are refused with exit status 2 and the file's name. A run with its
+# optimizer state sharded over the ranks is the unsharded run bit for bit,
+# and restarts into or out of sharding and onto other rank counts.
 # Part `exact` runs everything that must hold bit for bit (same rank and
 # thread count); part `ranks` the resumption on other rank counts, whose
 # sums go through the vendor BLAS in another order and agree to rounding.
@@ -81,6 +83,14 @@ if [ "$part" = ranks ]; then
       1e-5 "losses of steps 101 to 110 after resuming the 2-rank run on $ranks ranks" ||
       failures=$((failures + 1))
   done
+  # The whole optimizer state of a 2-rank checkpoint, resharded over 3 ranks.
+  train 3 two_on_3_sharded --restart "$(ckpt two 100)" "${every10[@]}" \
+    --set parallel.shard_optimizer=true
+  for layer in dense0 dense3; do
+    bash "$here/../compare_outputs.sh" <(dump two $layer 110) <(dump two_on_3_sharded $layer 110) \
+      1e-5 "$layer at step 110 after resuming the 2-rank run on 3 ranks with a sharded optimizer" \
+      1e-2 || failures=$((failures + 1))
+  done
   [ "$failures" -eq 0 ] || exit 1
   exit 0
 fi
@@ -96,6 +106,17 @@ grep -q "resuming from $(ckpt one 235): epoch 2, step 0 of 235" "$scratch/one_ep
 train 2 two
 train 2 two_mid --restart "$(ckpt two 100)"
 same two two_mid 100
+
+# The optimizer state sharded over the 2 ranks (ZeRO-1): the same run bit
+# for bit, checkpoints with the whole state (gathered on rank 0), restarts
+# from whole state into shards and back.
+shard=(--set parallel.shard_optimizer=true)
+train 2 two_sharded "${shard[@]}"
+same two two_sharded 0
+train 2 two_sharded_mid --restart "$(ckpt two 100)" "${shard[@]}"
+same two two_sharded_mid 100
+train 2 two_unsharded_mid --restart "$(ckpt two_sharded 100)"
+same two two_unsharded_mid 100
 
 # SIGKILL while the second checkpoint is being written.
 TESSERA_CHECKPOINT_PAUSE_SECONDS=30 "$train" "$deck" --set "run.output_dir=$scratch/killed" \

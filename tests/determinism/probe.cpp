@@ -7,7 +7,11 @@
 // momentum instead of AdamW. `--gpt` trains a small GPT instead (token and
 // position embedding, per-token LayerNorm, causal self-attention with
 // dropout, a GELU MLP, residual adds, a head tied to the embedding) on
-// random windows of a token stream.
+// random windows of a token stream. `--shard-optimizer` shards the optimizer
+// state over the ranks (ZeRO-1) and prints each rank's optimizer state
+// allocations as Kokkos Tools counted them, failing unless each rank holds
+// its shard's state and the ranks together the whole.
+#include <tessera/core/memory_events.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/attention.hpp>
@@ -24,6 +28,7 @@
 #include <tessera/parallel/communicator.hpp>
 
 #include <cstdio>
+#include <set>
 
 #include "../tessera_test.hpp"
 
@@ -134,16 +139,16 @@ int main(int argc, char** argv) {
     const std::int64_t n = 100;  // batches of 32: the last one is partial
     std::vector<int> labels(n);
     for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>(i % 3);
-    const std::string mode = argc > 1 ? argv[1] : "";
+    const std::set<std::string> flags(argv + 1, argv + argc);
     // --gpt: 70 windows of 6 + 1 tokens, batches of 32: the last one is partial.
-    const bool gpt = mode == "--gpt";
+    const bool gpt = flags.count("--gpt") > 0;
     const Dataset data =
         gpt ? gpt_tokens()
             : test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 17), labels);
     // --sgd: SGD with momentum instead of AdamW. Adam divides each gradient
     // by its own magnitude, so it is the harder test of agreement: a
     // parameter with no signal would turn rounding noise into full steps.
-    const bool sgd = mode == "--sgd";
+    const bool sgd = flags.count("--sgd") > 0;
     auto model = gpt ? gpt_model() : every_layer_model();
     TrainOptions options;
     options.batch_size = 32;
@@ -156,6 +161,7 @@ int main(int argc, char** argv) {
     options.sync_batchnorm = true;
     // Small buckets: several averaging rounds overlap backward.
     options.bucket_bytes = 2048;
+    options.shard_optimizer = flags.count("--shard-optimizer") > 0;
     model->compile(options.max_shard(comm.size()), options.seed);
     AdamW adamw;
     SGD momentum(kernels::SgdParams{0.9f});
@@ -166,7 +172,34 @@ int main(int argc, char** argv) {
         std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),
                     r.loss, r.lr, r.grad_norm);
     });
+    // The optimizer allocates its state in its first step.
+    MemoryEventCounter allocations;
     for (int epoch = 0; epoch < options.epochs; ++epoch) trainer.train_epoch(data, epoch);
+    const std::uint64_t state_bytes =
+        allocations.bytes_allocated("tessera::" + optimizer.name() + "::");
+    if (options.shard_optimizer && comm.size() > 1) {
+      const auto per_rank = comm.gather(state_bytes);
+      const std::uint64_t buffers = optimizer.state_buffers().size();
+      const std::uint64_t whole = buffers * sizeof(float) * model->parameters().count();
+      std::uint64_t total = 0;
+      bool each_its_shard = true;
+      for (int r = 0; r < comm.size(); ++r) {
+        total += per_rank[r];
+        const Shard shard = shard_of(model->parameters().count(), r, comm.size());
+        each_its_shard = each_its_shard && per_rank[r] == buffers * sizeof(float) * shard.count;
+      }
+      if (root) {
+        std::printf("optimizer state allocated per rank (bytes):");
+        for (int r = 0; r < comm.size(); ++r)
+          std::printf(" %llu", static_cast<unsigned long long>(per_rank[r]));
+        std::printf("; without sharding %llu on every rank\n",
+                    static_cast<unsigned long long>(whole));
+      }
+      if (!each_its_shard || total != whole) {
+        if (root) std::printf("FAIL: the ranks do not hold one shard of the state each\n");
+        return 1;
+      }
+    }
     const Evaluation eval = trainer.evaluate(data);
     if (root) {
       std::printf("eval loss %.9e accuracy %.9e\n", eval.loss, eval.accuracy);

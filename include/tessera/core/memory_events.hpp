@@ -26,6 +26,8 @@ class MemoryEventCounter {
 
   std::int64_t allocations() const;
   std::uint64_t bytes_allocated() const;
+  // Bytes of the allocations whose label starts with `prefix`.
+  std::uint64_t bytes_allocated(const std::string& prefix) const;
   // Labels of the allocations seen, in order (for failure messages).
   std::vector<std::string> allocation_labels() const;
   const std::vector<DeepCopyEvent>& deep_copies() const;

@@ -58,6 +58,9 @@ struct TrainOptions {
   std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket
   bool overlap = true;                  // start buckets while backward runs
   bool sync_batchnorm = false;          // BatchNorm statistics over the global (micro-)batch
+  // ZeRO-1: each rank keeps the optimizer state of, and updates, 1/N of the
+  // parameters, then the parameters are gathered on every rank.
+  bool shard_optimizer = false;
 
   // Samples one rank holds at most in one micro-batch: what the model is
   // compiled for.

@@ -15,6 +15,7 @@
 #include <tessera/optim/optimizer.hpp>
 #include <tessera/optim/schedule.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
+#include <tessera/parallel/optimizer_sharding.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -105,6 +106,10 @@ class Trainer {
   // sets it from the checkpoint.
   LossScaleState loss_scale() const { return scale_; }
   void set_loss_scale(const LossScaleState& state);
+  // With TrainOptions::shard_optimizer on several ranks: the optimizer's
+  // shard (checkpoints gather and restarts take the state through it);
+  // nullptr otherwise.
+  OptimizerSharding* sharding() const { return sharding_.get(); }
 
  private:
   void ensure_buffers(const Dataset& data);
@@ -120,6 +125,7 @@ class Trainer {
   std::unique_ptr<Loss> loss_;
   int rank_ = 0, ranks_ = 1;
   std::unique_ptr<GradientAverager> averager_;
+  std::unique_ptr<OptimizerSharding> sharding_;
   std::unique_ptr<CommunicatorSync> sync_;
   std::function<void(std::size_t)> after_layer_;
   std::function<void(const StepReport&)> on_step_;

@@ -31,13 +31,22 @@ class Optimizer {
   std::int64_t step_count() const { return step_count_; }
   void set_step_count(std::int64_t steps);
 
-  // Zero state sized for params; the first step() does this otherwise. Call it
-  // before writing saved state into state_buffers().
+  // Zero state sized for params (for its shard); the first step() does this
+  // otherwise. Call it before writing saved state into state_buffers().
   void allocate(const ParameterStore& params);
 
-  // Named state buffers, each with params.count() elements in the parameter
-  // layout; views share storage, so writing into them restores state.
-  // Empty before allocate() or the first step().
+  // Optimizer sharding (ZeRO-1): from now on this optimizer keeps state for,
+  // and updates, only the elements [offset, offset + count) of the
+  // parameter layout; the other elements are left as they are. Set before
+  // the state is allocated.
+  void set_shard(std::int64_t offset, std::int64_t count);
+  bool sharded() const { return shard_count_ >= 0; }
+  std::int64_t shard_offset() const { return shard_offset_; }
+
+  // Named state buffers in the parameter layout, each with params.count()
+  // elements (with a shard: the shard's elements); views share storage, so
+  // writing into them restores state. Empty before allocate() or the first
+  // step().
   virtual std::vector<std::pair<std::string, Vector<float>>> state_buffers() const = 0;
 
  protected:
@@ -45,13 +54,16 @@ class Optimizer {
 
  private:
   virtual void allocate_state(std::int64_t count) = 0;
-  // step: 1-based index of this update.
-  virtual void update(ParameterStore& params, float lr, std::int64_t step) = 0;
+  // One update of `values` (the parameters, or the shard's slice of them)
+  // from `gradients` (the same slice). step: 1-based index of this update.
+  virtual void update(const Vector<float>& values, const Vector<float>& gradients, float lr,
+                      std::int64_t step) = 0;
 
   std::string name_;
   std::string region_ = "tessera::" + name_ + "::step";
   std::int64_t step_count_ = 0;
-  std::int64_t state_count_ = -1;
+  std::int64_t store_count_ = -1;                     // parameters of the store the state serves
+  std::int64_t shard_offset_ = 0, shard_count_ = -1;  // count -1: no shard
 };
 
 // The optimizer params.type names, with its hyperparameters checked.

@@ -50,6 +50,14 @@ class Communicator {
   void sum(const Vector<float>& values) const;
   // Rank 0's values on every rank.
   void broadcast(const Vector<float>& values) const;
+  // Slices: rank r owns values[offsets[r], offsets[r] + counts[r]).
+  // allgather_slices gives every rank every rank's slice, in place.
+  // gather_slices copies every rank's `mine` (its slice's values) into its
+  // slice of rank 0's `whole`; `whole` is not used on the other ranks.
+  void allgather_slices(const Vector<float>& values, const std::vector<int>& counts,
+                        const std::vector<int>& offsets) const;
+  void gather_slices(const Vector<float>& mine, const Vector<float>& whole,
+                     const std::vector<int>& counts, const std::vector<int>& offsets) const;
   std::vector<std::uint64_t> gather(std::uint64_t value) const;
   void barrier() const;
 

@@ -1,0 +1,49 @@
+// Optimizer sharding over data-parallel ranks (ZeRO stage 1): each rank
+// keeps the optimizer state of, and updates, one contiguous slice of the
+// flat parameter buffer; after the update every rank's slice is gathered on
+// every rank. The optimizer state per rank is 1/N of the whole. The update
+// is elementwise and gradients are averaged over all elements as without
+// sharding, so the weights are bit for bit those of plain data parallelism.
+// Checkpoints hold the whole state (gathered on rank 0), so a run restarts
+// on any number of ranks, sharded or not.
+#pragma once
+
+#include <tessera/model/parameters.hpp>
+#include <tessera/optim/optimizer.hpp>
+#include <tessera/parallel/communicator.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace tessera {
+
+class OptimizerSharding {
+ public:
+  // Shards `optimizer` (whose state must not be allocated yet) over the
+  // ranks of `comm` for a store of params.count() parameters: rank r takes
+  // shard_of(count, r, ranks) of it.
+  OptimizerSharding(const Communicator& comm, Optimizer& optimizer, const ParameterStore& params);
+
+  std::int64_t offset() const { return offsets_[comm_.rank()]; }
+  std::int64_t count() const { return counts_[comm_.rank()]; }
+
+  // After the optimizer's step: every rank's updated slice on every rank.
+  void gather_parameters(const ParameterStore& params) const;
+
+  // Collective. On rank 0, `whole` (an optimizer of the same type without a
+  // shard; ignored elsewhere, may be null) receives every rank's state and
+  // the step count; before the first step it is left unallocated, as the
+  // sharded state is.
+  void gather_state(Optimizer* whole, const ParameterStore& params) const;
+
+  // Local: this rank's slice of `whole`'s state (an optimizer of the same
+  // type without a shard, e.g. loaded from a checkpoint) and its step count.
+  void take_state(const Optimizer& whole, const ParameterStore& params);
+
+ private:
+  const Communicator& comm_;
+  Optimizer& optimizer_;
+  std::vector<int> offsets_, counts_;  // MPI's element counts and displacements
+};
+
+}  // namespace tessera
