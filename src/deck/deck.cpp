@@ -412,7 +412,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
   r.require_range(t, p, "eval_every", deck.run.eval_every, 0, 1000000);
 
   const auto& parallel = r.table(root, "parallel", false);
-  r.only_keys(parallel, "parallel.", {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi"});
+  r.only_keys(parallel, "parallel.",
+              {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "gradient_dtype"});
   const float bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb",
                                        static_cast<float>(training.bucket_bytes) / (1 << 20));
   r.require_range(parallel, "parallel.", "bucket_mb", bucket_mb, 1e-6f, 4096.0f);
@@ -424,6 +425,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
                {"local", "sync"}) == "sync";
   deck.gpu_aware_mpi =
       r.choice(parallel, "parallel.", "gpu_aware_mpi", deck.gpu_aware_mpi, {"auto", "on", "off"});
+  training.gradient_dtype = float_format_from_name(
+      r.choice(parallel, "parallel.", "gradient_dtype", float_format_name(training.gradient_dtype),
+               float_format_names()));
 
   read_checkpoint(r, r.table(root, "checkpoint", false), deck.run.output_dir, deck.run.checkpoint);
   return deck;

@@ -19,6 +19,16 @@ struct LossOptions {
 // Every loss type make_loss builds.
 const std::vector<std::string>& loss_types();
 
+// A floating-point format numbers are stored or sent in: float, or one of
+// the 16-bit types of core/precision.hpp.
+enum class FloatFormat { fp32, bf16, fp16 };
+// "fp32", "bf16", "fp16".
+const char* float_format_name(FloatFormat format);
+// The inverse of float_format_name; throws Error naming the allowed names.
+FloatFormat float_format_from_name(const std::string& name);
+// Every name, in declaration order (what a deck key allows).
+const std::vector<std::string>& float_format_names();
+
 struct TrainOptions {
   int epochs = 1;
   std::int64_t batch_size = 128;  // the global batch of one optimizer step, over all ranks
@@ -34,6 +44,8 @@ struct TrainOptions {
   std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket
   bool overlap = true;                  // start buckets while backward runs
   bool sync_batchnorm = false;          // BatchNorm statistics over the global (micro-)batch
+  // Gradients are sent between ranks in this format (and summed in it).
+  FloatFormat gradient_dtype = FloatFormat::fp32;
 
   // Samples one rank holds at most in one micro-batch: what the model is
   // compiled for.
