@@ -24,7 +24,7 @@ void check_mpi(int status, const char* what) {
                   "tessera::GradientAverager: " << what << " failed (MPI error " << status << ")");
 }
 
-constexpr bool host_memory = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+constexpr bool memspace_is_host = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
 
 // Free functions: CUDA forbids device lambdas inside private member functions.
 template <class T>
@@ -92,7 +92,7 @@ GradientAverager::GradientAverager(const Communicator& comm, Model& model,
   requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
   if (format_ != FloatFormat::fp32) {
     codes_ = Vector<std::uint16_t>("tessera::GradientAverager::codes", gradients_.size());
-    if (!host_memory)
+    if (!memspace_is_host)
       codes_staging_ = Vector<std::uint16_t, HostSpace>("tessera::GradientAverager::codes_staging",
                                                         gradients_.size());
     sum16_ = impl::sum16_op(format_);
@@ -136,7 +136,7 @@ void GradientAverager::start16(std::size_t b) {
   else
     narrow_range<fp16>(gradients_, codes_, begin, end);
   std::uint16_t* data = codes_.data() + begin;
-  if (!host_memory) {
+  if (!memspace_is_host) {
     const std::pair<std::int64_t, std::int64_t> range(begin, end);
     Kokkos::deep_copy(Kokkos::subview(codes_staging_, range), Kokkos::subview(codes_, range));
     data = codes_staging_.data() + begin;
@@ -153,7 +153,7 @@ void GradientAverager::widen16() {
   // The buckets tile one contiguous range: the first ends it, the last starts it.
   const std::int64_t begin = buckets_.back().offset,
                      end = buckets_.front().offset + buckets_.front().count;
-  if (!host_memory) {
+  if (!memspace_is_host) {
     const std::pair<std::int64_t, std::int64_t> range(begin, end);
     Kokkos::deep_copy(Kokkos::subview(codes_, range), Kokkos::subview(codes_staging_, range));
   }

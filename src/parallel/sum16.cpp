@@ -34,7 +34,7 @@ int free_sum16_ops(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
-void check(int status, const char* what) {
+void require_mpi(int status, const char* what) {
   TESSERA_REQUIRE(status == MPI_SUCCESS,
                   "tessera::impl::sum16_op: " << what << " failed (MPI error " << status << ")");
 }
@@ -55,13 +55,13 @@ MPI_Op sum16_op(FloatFormat format) {
   MPI_Op& op = format == FloatFormat::bf16 ? ops.bf16 : ops.fp16;
   if (op != MPI_OP_NULL) return op;
   if (ops.keyval == MPI_KEYVAL_INVALID) {
-    check(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_sum16_ops, &ops.keyval, nullptr),
-          "MPI_Comm_create_keyval");
-    check(MPI_Comm_set_attr(MPI_COMM_SELF, ops.keyval, nullptr), "MPI_Comm_set_attr");
+    require_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_sum16_ops, &ops.keyval, nullptr),
+                "MPI_Comm_create_keyval");
+    require_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, ops.keyval, nullptr), "MPI_Comm_set_attr");
   }
   MPI_User_function* function =
       format == FloatFormat::bf16 ? &sum16_function<bf16> : &sum16_function<fp16>;
-  check(MPI_Op_create(function, /*commute=*/1, &op), "MPI_Op_create");
+  require_mpi(MPI_Op_create(function, /*commute=*/1, &op), "MPI_Op_create");
   return op;
 }
 
