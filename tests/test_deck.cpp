@@ -873,6 +873,7 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   EXPECT_TRUE(defaults.training.overlap);
   EXPECT_FALSE(defaults.training.sync_batchnorm);
   EXPECT_EQ(defaults.gpu_aware_mpi, "auto");
+  EXPECT_EQ(defaults.training.gradient_dtype, FloatFormat::fp32);
   EXPECT_EQ(defaults.training.loss.type, "cross_entropy");
   EXPECT_EQ(defaults.training.loss.label_smoothing, 0.0f);
   EXPECT_EQ(defaults.validation_split, 0.0f);
@@ -880,14 +881,16 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   EXPECT_EQ(defaults.training.accumulation_steps, 1);
 
   const Deck deck =
-      load_deck(defaults_path, {"parallel.bucket_mb=0.5", "parallel.overlap=false",
-                                "parallel.batchnorm=\"sync\"", "parallel.gpu_aware_mpi=\"off\"",
-                                "loss.label_smoothing=0.1", "data.validation_split=0.1",
-                                "training.eval_every=0", "parallel.shard_optimizer=true"});
+      load_deck(defaults_path,
+                {"parallel.bucket_mb=0.5", "parallel.overlap=false", "parallel.batchnorm=\"sync\"",
+                 "parallel.gpu_aware_mpi=\"off\"", "parallel.gradient_dtype=\"bf16\"",
+                 "loss.label_smoothing=0.1", "data.validation_split=0.1", "training.eval_every=0",
+                 "parallel.shard_optimizer=true"});
   const TrainOptions& options = deck.training;
   EXPECT_EQ(options.bucket_bytes, 1 << 19);
   EXPECT_FALSE(options.overlap);
   EXPECT_TRUE(options.sync_batchnorm);
+  EXPECT_EQ(options.gradient_dtype, FloatFormat::bf16);
   EXPECT_TRUE(options.shard_optimizer);
   EXPECT_FALSE(defaults.training.shard_optimizer);
   EXPECT_EQ(options.loss.label_smoothing, 0.1f);
@@ -900,6 +903,12 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   const auto parallel = [](const std::string& body) { return with_tables("[parallel]\n" + body); };
   expect_deck_error("parallel_bn", parallel("batchnorm = \"global\"\n"), 29, 13,
                     "parallel.batchnorm", "'global' is not supported; allowed: local, sync");
+  expect_deck_error("parallel_gradient_dtype", parallel("gradient_dtype = \"fp8\"\n"), 29, 18,
+                    "parallel.gradient_dtype", "'fp8' is not supported; allowed: fp32, bf16, fp16");
+  for (const auto& name : float_format_names())
+    EXPECT_EQ(float_format_name(float_format_from_name(name)), name);
+  test::expect_error([] { float_format_from_name("half"); },
+                     "tessera::float_format_from_name: 'half' is not one of fp32, bf16, fp16");
   expect_deck_error("parallel_bucket", parallel("bucket_mb = 0\n"), 29, 13, "parallel.bucket_mb",
                     "out of range");
   expect_deck_error("parallel_unknown", parallel("overlab = true\n"), 29, 1, "parallel.overlab",

@@ -85,8 +85,11 @@ std::string Run::description() const {
   if (comm_->size() > 1)
     os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
        << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
-       << ", gradients averaged over " << comm_->transport()
-       << (t.overlap ? " during backward" : " after backward")
+       << ", gradients averaged"
+       << (t.gradient_dtype == FloatFormat::fp32
+               ? std::string()
+               : std::string(" in ") + float_format_name(t.gradient_dtype))
+       << " over " << comm_->transport() << (t.overlap ? " during backward" : " after backward")
        << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "") << "\n";
   return os.str();
 }

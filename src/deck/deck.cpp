@@ -429,8 +429,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
                                 1, INT64_MAX);
 
   const auto& parallel = r.table(root, "parallel", false);
-  r.only_keys(parallel, "parallel.",
-              {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "shard_optimizer"});
+  r.only_keys(
+      parallel, "parallel.",
+      {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "gradient_dtype", "shard_optimizer"});
   const float bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb",
                                        static_cast<float>(training.bucket_bytes) / (1 << 20));
   r.require_range(parallel, "parallel.", "bucket_mb", bucket_mb, 1e-6f, 4096.0f);
@@ -442,6 +443,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
                {"local", "sync"}) == "sync";
   deck.gpu_aware_mpi =
       r.choice(parallel, "parallel.", "gpu_aware_mpi", deck.gpu_aware_mpi, {"auto", "on", "off"});
+  training.gradient_dtype = float_format_from_name(
+      r.choice(parallel, "parallel.", "gradient_dtype", float_format_name(training.gradient_dtype),
+               float_format_names()));
   training.shard_optimizer =
       r.get<bool>(parallel, "parallel.", "shard_optimizer", training.shard_optimizer);
 

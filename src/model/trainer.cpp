@@ -120,8 +120,8 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   }
   loss_ = make_loss(options.loss);
   if (ranks_ > 1) {
-    averager_ =
-        std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes, options.overlap);
+    averager_ = std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes,
+                                                   options.overlap, options.gradient_dtype);
     GradientAverager* averager = averager_.get();
     after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
     if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm);

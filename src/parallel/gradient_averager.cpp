@@ -1,6 +1,8 @@
 // Bucketed, overlapped gradient averaging and batch sharding.
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
+#include <tessera/parallel/impl/sum16.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -21,12 +23,35 @@ void check_mpi(int status, const char* what) {
   TESSERA_REQUIRE(status == MPI_SUCCESS,
                   "tessera::GradientAverager: " << what << " failed (MPI error " << status << ")");
 }
+
+constexpr bool memspace_is_host = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+
+// Free functions: CUDA forbids device lambdas inside private member functions.
+template <class T>
+void narrow_range(const Vector<float>& from, const Vector<std::uint16_t>& to, std::int64_t begin,
+                  std::int64_t end) {
+  Kokkos::parallel_for(
+      "tessera::GradientAverager::narrow", Kokkos::RangePolicy<ExecSpace>(begin, end),
+      KOKKOS_LAMBDA(const std::int64_t i) { to(i) = T(from(i)).bits; });
+}
+
+template <class T>
+void widen_range(const Vector<std::uint16_t>& from, const Vector<float>& to, std::int64_t begin,
+                 std::int64_t end) {
+  Kokkos::parallel_for(
+      "tessera::GradientAverager::widen", Kokkos::RangePolicy<ExecSpace>(begin, end),
+      KOKKOS_LAMBDA(const std::int64_t i) { to(i) = static_cast<float>(T::from_bits(from(i))); });
+}
 }  // namespace
 
 GradientAverager::GradientAverager(const Communicator& comm, Model& model,
-                                   std::int64_t bucket_bytes, bool overlap)
-    : comm_(comm), gradients_(model.parameters().gradients()), overlap_(overlap) {
+                                   std::int64_t bucket_bytes, bool overlap, FloatFormat format)
+    : comm_(comm), gradients_(model.parameters().gradients()), overlap_(overlap), format_(format) {
   TESSERA_REQUIRE(model.compiled(), "tessera::GradientAverager: compile() the model first");
+  TESSERA_REQUIRE(
+      format == FloatFormat::fp32 || format == FloatFormat::bf16 || format == FloatFormat::fp16,
+      "tessera::GradientAverager: unknown gradient format "
+          << static_cast<int>(format) << "; use FloatFormat::fp32, bf16 or fp16");
   TESSERA_REQUIRE(bucket_bytes > 0, "tessera::GradientAverager: bucket size "
                                         << bucket_bytes << " bytes must be positive");
   // Each layer's slice of the buffer: parameters were added layer by layer.
@@ -65,8 +90,15 @@ GradientAverager::GradientAverager(const Communicator& comm, Model& model,
   }
   if (any) buckets_.push_back(open);
   requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
-  if (!comm.direct())
+  if (format_ != FloatFormat::fp32) {
+    codes_ = Vector<std::uint16_t>("tessera::GradientAverager::codes", gradients_.size());
+    if (!memspace_is_host)
+      codes_staging_ = Vector<std::uint16_t, HostSpace>("tessera::GradientAverager::codes_staging",
+                                                        gradients_.size());
+    sum16_ = impl::sum16_op(format_);
+  } else if (!comm.direct()) {
     staging_ = Vector<float, HostSpace>("tessera::GradientAverager::staging", gradients_.size());
+  }
 }
 
 double GradientAverager::overlap_fraction() const {
@@ -79,9 +111,13 @@ void GradientAverager::begin() { next_ = 0; }
 void GradientAverager::start(std::size_t b) {
   const Bucket& bucket = buckets_[b];
   const std::pair<std::int64_t, std::int64_t> range(bucket.offset, bucket.offset + bucket.count);
-  float* data = gradients_.data() + bucket.offset;
   // The bucket's gradients must be complete before MPI reads them.
   Kokkos::fence();
+  if (format_ != FloatFormat::fp32) {
+    start16(b);
+    return;
+  }
+  float* data = gradients_.data() + bucket.offset;
   if (!comm_.direct()) {
     Kokkos::deep_copy(Kokkos::subview(staging_, range), Kokkos::subview(gradients_, range));
     data = staging_.data() + bucket.offset;
@@ -90,6 +126,42 @@ void GradientAverager::start(std::size_t b) {
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_FLOAT, MPI_SUM,
                            comm_.comm(), &requests_[b]),
             "MPI_Iallreduce");
+}
+
+void GradientAverager::start16(std::size_t b) {
+  const Bucket& bucket = buckets_[b];
+  const std::int64_t begin = bucket.offset, end = bucket.offset + bucket.count;
+  if (format_ == FloatFormat::bf16)
+    narrow_range<bf16>(gradients_, codes_, begin, end);
+  else
+    narrow_range<fp16>(gradients_, codes_, begin, end);
+  std::uint16_t* data = codes_.data() + begin;
+  if (!memspace_is_host) {
+    const std::pair<std::int64_t, std::int64_t> range(begin, end);
+    Kokkos::deep_copy(Kokkos::subview(codes_staging_, range), Kokkos::subview(codes_, range));
+    data = codes_staging_.data() + begin;
+  }
+  // The codes must be complete before MPI reads them.
+  Kokkos::fence();
+  if (b == 0) first_start_ = Clock::now();
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_UINT16_T, sum16_,
+                           comm_.comm(), &requests_[b]),
+            "MPI_Iallreduce");
+}
+
+void GradientAverager::widen16() {
+  // The buckets tile one contiguous range: the first ends it, the last starts it.
+  const std::int64_t begin = buckets_.back().offset,
+                     end = buckets_.front().offset + buckets_.front().count;
+  if (!memspace_is_host) {
+    const std::pair<std::int64_t, std::int64_t> range(begin, end);
+    Kokkos::deep_copy(Kokkos::subview(codes_, range), Kokkos::subview(codes_staging_, range));
+  }
+  if (format_ == FloatFormat::bf16)
+    widen_range<bf16>(codes_, gradients_, begin, end);
+  else
+    widen_range<fp16>(codes_, gradients_, begin, end);
+  Kokkos::fence();
 }
 
 void GradientAverager::layer_done(std::size_t layer) {
@@ -110,7 +182,10 @@ void GradientAverager::finish() {
   while (next_ < buckets_.size()) start(next_++);
   check_mpi(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
             "MPI_Waitall");
-  if (!comm_.direct()) Kokkos::deep_copy(gradients_, staging_);
+  if (format_ != FloatFormat::fp32)
+    widen16();
+  else if (!comm_.direct())
+    Kokkos::deep_copy(gradients_, staging_);
   const auto done = Clock::now();
   overlapped_ += std::chrono::duration<double>(
                      std::max(first_start_, std::min(backward_end, done)) - first_start_)

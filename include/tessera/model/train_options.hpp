@@ -41,6 +41,15 @@ struct LossScaling {
            std::frexp(scale, &exponent) == 0.5f;
   }
 };
+// A floating-point format numbers are stored or sent in: float, or one of
+// the 16-bit types of core/precision.hpp.
+enum class FloatFormat { fp32, bf16, fp16 };
+// "fp32", "bf16", "fp16".
+const char* float_format_name(FloatFormat format);
+// The inverse of float_format_name; throws Error naming the allowed names.
+FloatFormat float_format_from_name(const std::string& name);
+// Every name, in declaration order (what a deck key allows).
+const std::vector<std::string>& float_format_names();
 
 struct TrainOptions {
   int epochs = 1;
@@ -61,6 +70,8 @@ struct TrainOptions {
   // ZeRO-1: each rank keeps the optimizer state of, and updates, 1/N of the
   // parameters, then the parameters are gathered on every rank.
   bool shard_optimizer = false;
+  // Gradients are sent between ranks in this format (and summed in it).
+  FloatFormat gradient_dtype = FloatFormat::fp32;
 
   // Samples one rank holds at most in one micro-batch: what the model is
   // compiled for.

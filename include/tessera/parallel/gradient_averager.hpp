@@ -4,9 +4,18 @@
 // from the last layer backwards; its non-blocking allreduce starts as soon as
 // backward has produced all of its gradients, overlapping communication with
 // the rest of backward.
+//
+// With a 16-bit format (bf16 or fp16) a bucket travels as 16-bit codes:
+// a kernel rounds its float gradients to the format, MPI sums the codes
+// with a reduction of Tessera's that adds pairs in float and rounds each
+// partial sum to the format (parallel/impl/sum16.hpp), and the sums are
+// widened back into the float buffer: half the bytes, rounded once per
+// input and once per partial sum. That reduction runs on the host, so on a
+// device the codes pass through host memory even with GPU-aware MPI.
 #pragma once
 
 #include <tessera/model/model.hpp>
+#include <tessera/model/train_options.hpp>
 #include <tessera/parallel/communicator.hpp>
 
 #include <chrono>
@@ -23,14 +32,17 @@ class GradientAverager {
     std::size_t ready_after = 0;  // the bucket is complete once this layer's backward ran
   };
 
-  // bucket_bytes: the least a bucket holds (a bucket always ends on a layer
-  // boundary); overlap = false starts every bucket after backward instead.
+  // bucket_bytes: the least a bucket holds, counted in float gradients (a
+  // bucket always ends on a layer boundary); overlap = false starts every
+  // bucket after backward instead; format: what gradients are sent and
+  // summed in (fp32 sends the float buffer as it is).
   GradientAverager(const Communicator& comm, Model& model, std::int64_t bucket_bytes,
-                   bool overlap = true);
+                   bool overlap = true, FloatFormat format = FloatFormat::fp32);
   GradientAverager(const GradientAverager&) = delete;
   GradientAverager& operator=(const GradientAverager&) = delete;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  FloatFormat format() const { return format_; }
 
   // Before backward.
   void begin();
@@ -53,11 +65,19 @@ class GradientAverager {
  private:
   using Clock = std::chrono::steady_clock;
   void start(std::size_t bucket);
+  void start16(std::size_t bucket);  // narrows the bucket to format_ and starts it
+  void widen16();                    // the summed codes back into the gradients
 
   const Communicator& comm_;
   Vector<float> gradients_;
   Vector<float, HostSpace> staging_;  // host copy when MPI cannot read MemSpace
   bool overlap_;
+  FloatFormat format_;
+  // 16-bit formats: the gradients' codes, and their host copy when MemSpace
+  // is not host memory (the reduction reads them on the host).
+  Vector<std::uint16_t> codes_;
+  Vector<std::uint16_t, HostSpace> codes_staging_;
+  MPI_Op sum16_ = MPI_OP_NULL;
   std::vector<Bucket> buckets_;
   std::vector<MPI_Request> requests_;
   std::size_t next_ = 0;  // buckets start in order, the same on every rank
