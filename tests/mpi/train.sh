@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tessera-train under mpiexec: a 2-rank run of the smoke deck trains, logs
 # and writes metrics from rank 0 only (with communication time and the
-# overlap fraction), also with gradients averaged in bf16; ranks that disagree or fail stop the whole job with a
+# overlap fraction), also with gradients averaged in bf16, and in fp16 under
+# dynamic loss scaling that skips overflowing steps; ranks that disagree or fail stop the whole job with a
 # message and a non-zero status within a bounded time, on every rank.
 # Usage: train.sh <mpiexec> <tessera-train> <smoke deck> <min accuracy>
 set -uo pipefail
@@ -47,6 +48,41 @@ else
   echo "ok: 2 ranks with bf16 gradients reach test accuracy $bf16_accuracy (fp32: $accuracy)"
 fi
 grep -q "gradients averaged in bf16" "$scratch/bf16.log" || fail "no bf16 gradient banner"
+# fp16 gradients under dynamic loss scaling from 2^24: the first step's
+# output-layer gradients, up to 1/128 each, scaled by 2^24 exceed fp16's
+# 65504 on every CPU, so the averaged gradients overflow and steps are
+# skipped, each halving the scale, until it fits; later doublings (every
+# 100 steps) may overflow again. The run must still train to within 0.005
+# of fp32, and its metrics must show every skip halving the scale and every
+# other step keeping or doubling it.
+run fp16 -n 2 "$train" "$deck" --set "run.output_dir=$scratch/fp16" --set parallel.bucket_mb=0.1 \
+  --set 'parallel.gradient_dtype="fp16"' --set 'precision.loss_scale="dynamic"' \
+  --set precision.initial_loss_scale=16777216 --set precision.loss_scale_growth_interval=100
+fp16_accuracy=$(sed -n 's/^test accuracy: //p' "$scratch/fp16.log")
+if [ "$rc" -ne 0 ] || [ -z "$fp16_accuracy" ] || [ -z "$accuracy" ]; then
+  fail "2-rank training with fp16 gradients and loss scaling exited $rc"; tail -5 "$scratch/fp16.log"
+elif ! awk -v a="$fp16_accuracy" -v b="$accuracy" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }'; then
+  fail "2 ranks with fp16 gradients and loss scaling reached $fp16_accuracy, fp32 $accuracy"
+else
+  echo "ok: 2 ranks with fp16 gradients and dynamic loss scaling reach test accuracy $fp16_accuracy (fp32: $accuracy)"
+fi
+if scales=$(/usr/bin/python3 - "$scratch/fp16/metrics.jsonl" <<'PY'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"]
+skipped = [r["step"] for r in steps if r["skipped"]]
+assert steps[0]["skipped"] and steps[0]["loss_scale"] == 2.0**24, "step 1 was not skipped at 2^24"
+for a, b in zip(steps, steps[1:]):
+    allowed = [a["loss_scale"] / 2] if a["skipped"] else [a["loss_scale"], 2 * a["loss_scale"]]
+    assert b["loss_scale"] in allowed, f"step {b['step']}: scale {b['loss_scale']} after {a}"
+    assert (a["grad_norm"] is None) == a["skipped"], f"step {a['step']}: norm and skip disagree"
+print(f"{len(skipped)} of {len(steps)} steps skipped (first {skipped[:8]}), "
+      f"final scale {steps[-1]['loss_scale']:g}")
+PY
+); then
+  echo "ok: fp16 gradients from loss scale 2^24: $scales"
+else
+  fail "fp16 gradients with loss scaling: the metrics do not show skips halving the scale"
+fi
 # Two ranks, each batch in 2 micro-batches of 64 (32 per rank): the model
 # holds a quarter of the batch, and still learns.
 run accumulate -n 2 "$train" "$deck" --set "run.output_dir=$scratch/accumulate" \
