@@ -4,6 +4,7 @@
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/clip.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -59,17 +60,32 @@ class PhaseClock {
 }  // namespace
 
 void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
-  // Name the first parameter whose gradient is not finite.
+  // Name the first parameter whose gradient is not finite. With a sharded
+  // optimizer each rank holds the summed gradients of its slice only: each
+  // looks there, and the ranks agree on the first.
   const auto& store = model_.parameters();
-  std::string culprit = "unknown";
+  const std::int64_t lo = sharding_ ? sharding_->offset() : 0;
+  const std::int64_t hi = sharding_ ? lo + sharding_->count() : store.count();
+  std::uint64_t first = store.entries().size();
   for (std::size_t i = 0; i < store.entries().size(); ++i) {
-    const double sum =
-        kernels::deterministic_sum_squares(ExecSpace(), store.gradient(i).flat(), norm_scratch_);
+    const ParameterEntry& e = store.entries()[i];
+    const std::int64_t begin = std::max(lo, e.offset);
+    const std::int64_t end = std::min(hi, e.offset + e.spec.shape.numel());
+    if (begin >= end) continue;
+    const double sum = kernels::deterministic_sum_squares(
+        ExecSpace(),
+        Kokkos::subview(store.gradients(), std::pair<std::int64_t, std::int64_t>(begin, end)),
+        norm_scratch_);
     if (!std::isfinite(sum)) {
-      culprit = store.entries()[i].layer + "." + store.entries()[i].spec.name;
+      first = i;
       break;
     }
   }
+  if (sharding_)
+    for (const std::uint64_t other : comm_->gather(first)) first = std::min(first, other);
+  const std::string culprit = first < store.entries().size() ? store.entries()[first].layer + "." +
+                                                                   store.entries()[first].spec.name
+                                                             : "unknown";
   // Gradients are averaged, so every rank sees the same: no rank waits.
   std::ostringstream os;
   os << "tessera::Trainer: non-finite gradient at epoch " << epoch + 1 << ", step "
@@ -125,8 +141,10 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     GradientAverager* averager = averager_.get();
     after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
     if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm);
-    if (options.shard_optimizer)
+    if (options.shard_optimizer) {
       sharding_ = std::make_unique<OptimizerSharding>(*comm, optimizer, model.parameters());
+      averager_->reduce_to_slices(sharding_->offsets(), sharding_->counts());
+    }
   }
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
@@ -162,7 +180,8 @@ bool Trainer::unscale_gradients(int epoch, std::int64_t batch_index, double& nor
   ParameterStore& params = model_.parameters();
   // Division by a power of two: exact unless a value turns subnormal.
   if (scale_.scale != 1) kernels::scale_in_place(exec, params.gradients(), 1.0 / scale_.scale);
-  norm = gradient_norm(exec, params, norm_scratch_);
+  norm = sharding_ ? sharding_->gradient_norm(params, norm_scratch_)
+                   : gradient_norm(exec, params, norm_scratch_);
   const LossScaling& scaling = options_.loss_scaling;
   if (std::isfinite(norm)) {
     if (scaling.dynamic && ++scale_.good_steps >= scaling.growth_interval) {

@@ -7,7 +7,7 @@ Adam::Adam(const std::string& name, const Params& params, kernels::WeightDecay d
     : Optimizer(name), params_(params), decay_mode_(decay_mode) {}
 
 std::vector<std::pair<std::string, Vector<float>>> Adam::state_buffers() const {
-  if (exp_avg_.size() == 0) return {};
+  if (!state_allocated()) return {};
   return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
 }
 

@@ -6,7 +6,7 @@ namespace tessera {
 SGD::SGD(const Params& params) : Optimizer("SGD"), params_(params) {}
 
 std::vector<std::pair<std::string, Vector<float>>> SGD::state_buffers() const {
-  if (velocity_.size() == 0) return {};
+  if (!state_allocated()) return {};
   return {{"velocity", velocity_}};
 }
 

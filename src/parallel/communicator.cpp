@@ -165,6 +165,20 @@ std::vector<std::uint64_t> Communicator::gather(std::uint64_t value) const {
   return all;
 }
 
+std::vector<double> Communicator::allgather(const std::vector<double>& values) const {
+  TESSERA_REQUIRE(
+      values.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+      "tessera::Communicator::allgather: " << values.size() << " values exceed MPI's int counts");
+  const auto counts64 = gather(values.size());
+  std::vector<int> counts(counts64.begin(), counts64.end()), offsets(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  std::vector<double> all(static_cast<std::size_t>(offsets.back() + counts.back()));
+  check(MPI_Allgatherv(values.data(), static_cast<int>(values.size()), MPI_DOUBLE, all.data(),
+                       counts.data(), offsets.data(), MPI_DOUBLE, comm_),
+        "MPI_Allgatherv");
+  return all;
+}
+
 void Communicator::barrier() const { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 void Communicator::agree(const std::string& failure) const {

@@ -101,6 +101,76 @@ GradientAverager::GradientAverager(const Communicator& comm, Model& model,
   }
 }
 
+void GradientAverager::reduce_to_slices(const std::vector<int>& offsets,
+                                        const std::vector<int>& counts) {
+  const int ranks = comm_.size(), me = comm_.rank();
+  TESSERA_REQUIRE(
+      static_cast<int>(offsets.size()) == ranks && static_cast<int>(counts.size()) == ranks,
+      "tessera::GradientAverager::reduce_to_slices: " << offsets.size() << " offsets and "
+                                                      << counts.size() << " counts for " << ranks
+                                                      << " ranks");
+  std::int64_t end = 0;
+  for (int r = 0; r < ranks; ++r) {
+    TESSERA_REQUIRE(offsets[r] == end && counts[r] >= 0,
+                    "tessera::GradientAverager::reduce_to_slices: slice "
+                        << r << " [" << offsets[r] << ", " << offsets[r] + counts[r]
+                        << ") does not follow the slices before it, which end at " << end);
+    end += counts[r];
+  }
+  TESSERA_REQUIRE(end == static_cast<std::int64_t>(gradients_.size()),
+                  "tessera::GradientAverager::reduce_to_slices: the slices cover "
+                      << end << " of " << gradients_.size() << " gradients");
+  bucket_counts_.clear();
+  for (const Bucket& bucket : buckets_) {
+    std::vector<int> per_rank(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) {
+      const std::int64_t lo = std::max<std::int64_t>(bucket.offset, offsets[r]);
+      const std::int64_t hi = std::min<std::int64_t>(bucket.offset + bucket.count,
+                                                     std::int64_t{offsets[r]} + counts[r]);
+      per_rank[r] = static_cast<int>(std::max<std::int64_t>(0, hi - lo));
+    }
+    bucket_counts_.push_back(std::move(per_rank));
+  }
+  slice_offset_ = offsets[me];
+  slice_count_ = counts[me];
+  if (format_ == FloatFormat::fp32) {
+    if (comm_.direct())
+      received_ = Vector<float>("tessera::GradientAverager::received", slice_count_);
+    else
+      received_host_ =
+          Vector<float, HostSpace>("tessera::GradientAverager::received_host", slice_count_);
+  } else {
+    received16_ = Vector<std::uint16_t>("tessera::GradientAverager::received16", slice_count_);
+    if (!memspace_is_host)
+      received16_host_ = Vector<std::uint16_t, HostSpace>(
+          "tessera::GradientAverager::received16_host", slice_count_);
+  }
+}
+
+std::int64_t GradientAverager::receive_at(std::size_t b) const {
+  const Bucket& bucket = buckets_[b];
+  const std::int64_t at = std::max<std::int64_t>(bucket.offset, slice_offset_) - slice_offset_;
+  return std::min(at, slice_count_);
+}
+
+void GradientAverager::collect_slice() {
+  const auto slice = Kokkos::subview(gradients_, std::pair<std::int64_t, std::int64_t>(
+                                                     slice_offset_, slice_offset_ + slice_count_));
+  if (format_ == FloatFormat::fp32) {
+    if (comm_.direct())
+      Kokkos::deep_copy(slice, received_);
+    else
+      Kokkos::deep_copy(slice, received_host_);
+  } else {
+    if (!memspace_is_host) Kokkos::deep_copy(received16_, received16_host_);
+    if (format_ == FloatFormat::bf16)
+      widen_range<bf16>(received16_, slice, 0, slice_count_);
+    else
+      widen_range<fp16>(received16_, slice, 0, slice_count_);
+  }
+  Kokkos::fence();
+}
+
 double GradientAverager::overlap_fraction() const {
   const double total = overlapped_ + exposed_;
   return total > 0 ? overlapped_ / total : 0.0;
@@ -123,6 +193,13 @@ void GradientAverager::start(std::size_t b) {
     data = staging_.data() + bucket.offset;
   }
   if (b == 0) first_start_ = Clock::now();
+  if (scatters()) {
+    float* into = (comm_.direct() ? received_.data() : received_host_.data()) + receive_at(b);
+    check_mpi(MPI_Ireduce_scatter(data, into, bucket_counts_[b].data(), MPI_FLOAT, MPI_SUM,
+                                  comm_.comm(), &requests_[b]),
+              "MPI_Ireduce_scatter");
+    return;
+  }
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_FLOAT, MPI_SUM,
                            comm_.comm(), &requests_[b]),
             "MPI_Iallreduce");
@@ -144,6 +221,14 @@ void GradientAverager::start16(std::size_t b) {
   // The codes must be complete before MPI reads them.
   Kokkos::fence();
   if (b == 0) first_start_ = Clock::now();
+  if (scatters()) {
+    std::uint16_t* into =
+        (memspace_is_host ? received16_.data() : received16_host_.data()) + receive_at(b);
+    check_mpi(MPI_Ireduce_scatter(data, into, bucket_counts_[b].data(), MPI_UINT16_T, sum16_,
+                                  comm_.comm(), &requests_[b]),
+              "MPI_Ireduce_scatter");
+    return;
+  }
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_UINT16_T, sum16_,
                            comm_.comm(), &requests_[b]),
             "MPI_Iallreduce");
@@ -182,7 +267,9 @@ void GradientAverager::finish() {
   while (next_ < buckets_.size()) start(next_++);
   check_mpi(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
             "MPI_Waitall");
-  if (format_ != FloatFormat::fp32)
+  if (scatters())
+    collect_slice();
+  else if (format_ != FloatFormat::fp32)
     widen16();
   else if (!comm_.direct())
     Kokkos::deep_copy(gradients_, staging_);

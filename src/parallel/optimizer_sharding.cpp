@@ -1,9 +1,12 @@
 // ZeRO-1: shards of the optimizer state, parameter gathering, and the
 // whole state for checkpoints.
 #include <tessera/core/profiling.hpp>
+#include <tessera/kernels/reduce.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
 #include <tessera/parallel/optimizer_sharding.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace tessera {
@@ -27,12 +30,36 @@ OptimizerSharding::OptimizerSharding(const Communicator& comm, Optimizer& optimi
   TESSERA_REQUIRE(
       params.count() <= std::numeric_limits<int>::max(),
       "tessera::OptimizerSharding: " << params.count() << " parameters exceed MPI's int counts");
+  const std::int64_t chunk = kernels::deterministic_chunk;
+  const std::int64_t chunks = (params.count() + chunk - 1) / chunk;
   for (int r = 0; r < comm.size(); ++r) {
-    const Shard shard = shard_of(params.count(), r, comm.size());
-    offsets_.push_back(static_cast<int>(shard.offset));
-    counts_.push_back(static_cast<int>(shard.count));
+    const Shard shard = shard_of(chunks, r, comm.size());
+    const std::int64_t begin = std::min(shard.offset * chunk, params.count());
+    const std::int64_t end = std::min((shard.offset + shard.count) * chunk, params.count());
+    offsets_.push_back(static_cast<int>(begin));
+    counts_.push_back(static_cast<int>(end - begin));
   }
   optimizer.set_shard(offset(), count());
+}
+
+double OptimizerSharding::gradient_norm(const ParameterStore& params,
+                                        const Kokkos::View<double*, MemSpace>& scratch) const {
+  ScopedRegion region("tessera::OptimizerSharding::gradient_norm");
+  const ExecSpace exec;
+  const auto mine = Kokkos::subview(
+      params.gradients(), std::pair<std::int64_t, std::int64_t>(offset(), offset() + count()));
+  const std::int64_t chunks = kernels::deterministic_chunk_sums_squares(exec, mine, scratch);
+  exec.fence();
+  std::vector<double> own(static_cast<std::size_t>(chunks));
+  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        own.data(), own.size()),
+                    Kokkos::subview(scratch, std::pair<std::int64_t, std::int64_t>(0, chunks)));
+  // Every chunk sum in chunk order, added as deterministic_sum_squares adds
+  // them for the whole buffer.
+  const std::vector<double> all = comm_.allgather(own);
+  double total = 0;
+  for (const double c : all) total += c;
+  return std::sqrt(total);
 }
 
 void OptimizerSharding::gather_parameters(const ParameterStore& params) const {
@@ -46,11 +73,15 @@ void OptimizerSharding::gather_state(Optimizer* whole, const ParameterStore& par
   TESSERA_REQUIRE(!root || (whole != nullptr && !whole->sharded()),
                   "tessera::OptimizerSharding::gather_state: rank 0 needs an optimizer without a "
                   "shard to gather the whole state into");
-  const auto mine = optimizer_.state_buffers();
   // Every rank allocates at the same step, so all or none hold state.
-  if (!mine.empty() && root) whole->allocate(params);
+  if (!optimizer_.state_allocated()) {
+    if (root) whole->set_step_count(optimizer_.step_count());
+    return;
+  }
+  const auto mine = optimizer_.state_buffers();
+  if (root) whole->allocate(params);
   const auto all = root ? whole->state_buffers() : mine;
-  if (root && !mine.empty()) require_same_buffers(all, mine, *whole, optimizer_);
+  if (root) require_same_buffers(all, mine, *whole, optimizer_);
   for (std::size_t i = 0; i < mine.size(); ++i)
     comm_.gather_slices(mine[i].second, all[i].second, counts_, offsets_);
   if (root) whole->set_step_count(optimizer_.step_count());

@@ -83,13 +83,18 @@ if [ "$part" = ranks ]; then
       1e-5 "losses of steps 101 to 110 after resuming the 2-rank run on $ranks ranks" ||
       failures=$((failures + 1))
   done
-  # The whole optimizer state of a 2-rank checkpoint, resharded over 3 ranks.
+  # The whole optimizer state of a 2-rank checkpoint, resharded over 3
+  # ranks (slices of 17, 17 and 16 chunks of 1024 parameters): the gradients
+  # reduce-scattered rather than all-reduced, the norm from the slices, and
+  # still the same weights as the unsharded 3-rank run, bit for bit.
   train 3 two_on_3_sharded --restart "$(ckpt two 100)" "${every10[@]}" \
     --set parallel.shard_optimizer=true
   for layer in dense0 dense3; do
-    bash "$here/../compare_outputs.sh" <(dump two $layer 110) <(dump two_on_3_sharded $layer 110) \
-      1e-5 "$layer at step 110 after resuming the 2-rank run on 3 ranks with a sharded optimizer" \
-      1e-2 || failures=$((failures + 1))
+    if cmp -s <(dump two_on_3 $layer 110) <(dump two_on_3_sharded $layer 110); then
+      echo "ok: $layer at step 110 on 3 ranks: the sharded optimizer's weights equal the unsharded ones bitwise"
+    else
+      fail "$layer at step 110 on 3 ranks: a sharded optimizer changed the weights"
+    fi
   done
   [ "$failures" -eq 0 ] || exit 1
   exit 0

@@ -172,6 +172,14 @@ int main(int argc, char** argv) {
         std::printf("step[%lld] loss %.9e lr %.9e grad_norm %.9e\n", static_cast<long long>(r.step),
                     r.loss, r.lr, r.grad_norm);
     });
+    // What Kokkos allocates for a view of no elements (a rank's shard may
+    // hold none of a small model's parameters).
+    std::uint64_t empty_view_bytes = 0;
+    {
+      const MemoryEventCounter empty;
+      const Vector<float> none("tessera::probe::empty", 0);
+      empty_view_bytes = empty.bytes_allocated();
+    }
     // The optimizer allocates its state in its first step.
     MemoryEventCounter allocations;
     for (int epoch = 0; epoch < options.epochs; ++epoch) trainer.train_epoch(data, epoch);
@@ -181,12 +189,14 @@ int main(int argc, char** argv) {
       const auto per_rank = comm.gather(state_bytes);
       const std::uint64_t buffers = optimizer.state_buffers().size();
       const std::uint64_t whole = buffers * sizeof(float) * model->parameters().count();
-      std::uint64_t total = 0;
+      std::uint64_t total = 0;  // of the slices' values
       bool each_its_shard = true;
       for (int r = 0; r < comm.size(); ++r) {
-        total += per_rank[r];
-        const Shard shard = shard_of(model->parameters().count(), r, comm.size());
-        each_its_shard = each_its_shard && per_rank[r] == buffers * sizeof(float) * shard.count;
+        total += buffers * sizeof(float) * trainer.sharding()->counts()[r];
+        const std::uint64_t count = static_cast<std::uint64_t>(trainer.sharding()->counts()[r]);
+        each_its_shard =
+            each_its_shard &&
+            per_rank[r] == buffers * (count > 0 ? sizeof(float) * count : empty_view_bytes);
       }
       if (root) {
         std::printf("optimizer state allocated per rank (bytes):");

@@ -73,11 +73,12 @@ inline std::int64_t deterministic_sum_scratch(std::int64_t n) {
   return (n + deterministic_chunk - 1) / deterministic_chunk + 1;
 }
 
-// Sum of x(i)^2 in double; scratch holds at least deterministic_sum_scratch(n)
-// doubles in x's memory space. Non-finite inputs give a non-finite sum.
+// The sums of squares of x's chunks of deterministic_chunk elements (the
+// last one partial), into scratch(0) to scratch(chunks - 1); returns the
+// number of chunks. Buffers that split at chunk boundaries give the chunk
+// sums of the whole buffer piece by piece.
 template <class ExecSpace, class X, class S>
-double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scratch) {
-  ScopedRegion region("tessera::kernels::deterministic_sum_squares");
+std::int64_t deterministic_chunk_sums_squares(const ExecSpace& exec, const X& x, const S& scratch) {
   const std::int64_t n = static_cast<std::int64_t>(x.size());
   const std::int64_t chunks = deterministic_sum_scratch(n) - 1;
   TESSERA_REQUIRE(static_cast<std::int64_t>(scratch.size()) >= chunks + 1,
@@ -91,6 +92,15 @@ double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scr
         const std::int64_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
         scratch(c) = lane_sum_squares(x.data() + c * chunk, end - c * chunk);
       });
+  return chunks;
+}
+
+// Sum of x(i)^2 in double; scratch holds at least deterministic_sum_scratch(n)
+// doubles in x's memory space. Non-finite inputs give a non-finite sum.
+template <class ExecSpace, class X, class S>
+double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scratch) {
+  ScopedRegion region("tessera::kernels::deterministic_sum_squares");
+  const std::int64_t chunks = deterministic_chunk_sums_squares(exec, x, scratch);
   Kokkos::parallel_for(
       "tessera::kernels::sum_squares_total", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
       KOKKOS_LAMBDA(const int) {

@@ -42,6 +42,9 @@ class Optimizer {
   void set_shard(std::int64_t offset, std::int64_t count);
   bool sharded() const { return shard_count_ >= 0; }
   std::int64_t shard_offset() const { return shard_offset_; }
+  // Whether the state is allocated (by allocate() or the first step); a
+  // shard may hold none of the parameters and still be allocated.
+  bool state_allocated() const { return store_count_ >= 0; }
 
   // Named state buffers in the parameter layout, each with params.count()
   // elements (with a shard: the shard's elements); views share storage, so

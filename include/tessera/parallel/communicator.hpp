@@ -59,6 +59,8 @@ class Communicator {
   void gather_slices(const Vector<float>& mine, const Vector<float>& whole,
                      const std::vector<int>& counts, const std::vector<int>& offsets) const;
   std::vector<std::uint64_t> gather(std::uint64_t value) const;
+  // Every rank's values, concatenated in rank order, on every rank.
+  std::vector<double> allgather(const std::vector<double>& values) const;
   void barrier() const;
 
   // The collective verdict: every rank calls it with its own failure (empty

@@ -12,6 +12,10 @@
 // widened back into the float buffer: half the bytes, rounded once per
 // input and once per partial sum. That reduction runs on the host, so on a
 // device the codes pass through host memory even with GPU-aware MPI.
+//
+// With optimizer sharding each bucket is reduce-scattered instead: every
+// rank receives the sums of its own slice of the buffer only, half the
+// bytes of an allreduce.
 #pragma once
 
 #include <tessera/model/model.hpp>
@@ -50,9 +54,17 @@ class GradientAverager {
   // buckets it completes and lets MPI progress the ones in flight.
   void layer_done(std::size_t layer);
   // After backward: starts the buckets still waiting and waits for all.
-  // Every rank then holds the sum of every rank's gradients: with the loss
-  // scaled by 1 / global batch, that is the gradient of the global mean.
+  // Every rank then holds the sum of every rank's gradients (of its slice,
+  // with reduce_to_slices): with the loss scaled by 1 / global batch, that
+  // is the gradient of the global mean.
   void finish();
+
+  // Optimizer sharding: from now on buckets are reduce-scattered, and after
+  // finish() rank r holds the summed gradients of its slice [offsets[r],
+  // offsets[r] + counts[r]) only; the rest of its buffer keeps its own
+  // gradients. The slices tile the buffer in rank order.
+  void reduce_to_slices(const std::vector<int>& offsets, const std::vector<int>& counts);
+  bool scatters() const { return !bucket_counts_.empty(); }
 
   // Seconds, summed over steps: communication in flight while backward
   // still ran, and time backward's end spent waiting for it.
@@ -67,6 +79,9 @@ class GradientAverager {
   void start(std::size_t bucket);
   void start16(std::size_t bucket);  // narrows the bucket to format_ and starts it
   void widen16();                    // the summed codes back into the gradients
+  void collect_slice();              // reduce-scatter: the received sums into the slice
+  // Reduce-scatter: where bucket b's sums for this rank go in the receive buffer.
+  std::int64_t receive_at(std::size_t b) const;
 
   const Communicator& comm_;
   Vector<float> gradients_;
@@ -78,6 +93,15 @@ class GradientAverager {
   Vector<std::uint16_t> codes_;
   Vector<std::uint16_t, HostSpace> codes_staging_;
   MPI_Op sum16_ = MPI_OP_NULL;
+  // Reduce-scatter: each bucket's element count per rank, this rank's slice,
+  // and the sums it receives (in MemSpace when MPI reads it, else on the
+  // host; 16-bit codes always reach the host first).
+  std::vector<std::vector<int>> bucket_counts_;
+  std::int64_t slice_offset_ = 0, slice_count_ = 0;
+  Vector<float> received_;
+  Vector<float, HostSpace> received_host_;
+  Vector<std::uint16_t> received16_;
+  Vector<std::uint16_t, HostSpace> received16_host_;
   std::vector<Bucket> buckets_;
   std::vector<MPI_Request> requests_;
   std::size_t next_ = 0;  // buckets start in order, the same on every rank

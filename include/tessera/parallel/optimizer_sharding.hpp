@@ -1,11 +1,12 @@
 // Optimizer sharding over data-parallel ranks (ZeRO stage 1): each rank
 // keeps the optimizer state of, and updates, one contiguous slice of the
-// flat parameter buffer; after the update every rank's slice is gathered on
-// every rank. The optimizer state per rank is 1/N of the whole. The update
-// is elementwise and gradients are averaged over all elements as without
-// sharding, so the weights are bit for bit those of plain data parallelism.
-// Checkpoints hold the whole state (gathered on rank 0), so a run restarts
-// on any number of ranks, sharded or not.
+// flat parameter buffer; gradients are reduce-scattered (each rank receives
+// the sums of its slice only), and after the update every rank's slice is
+// gathered on every rank. The optimizer state per rank is 1/N of the whole.
+// Slices start at multiples of kernels::deterministic_chunk, so the
+// gradient norm assembled from the slices' chunk sums is the norm of the
+// whole buffer, bit for bit. Checkpoints hold the whole state (gathered on
+// rank 0), so a run restarts on any number of ranks, sharded or not.
 #pragma once
 
 #include <tessera/model/parameters.hpp>
@@ -21,11 +22,20 @@ class OptimizerSharding {
  public:
   // Shards `optimizer` (whose state must not be allocated yet) over the
   // ranks of `comm` for a store of params.count() parameters: rank r takes
-  // shard_of(count, r, ranks) of it.
+  // the chunks shard_of(chunks, r, ranks) of it (a rank may take none).
   OptimizerSharding(const Communicator& comm, Optimizer& optimizer, const ParameterStore& params);
 
+  // This rank's slice, and every rank's (MPI's counts and displacements).
   std::int64_t offset() const { return offsets_[comm_.rank()]; }
   std::int64_t count() const { return counts_[comm_.rank()]; }
+  const std::vector<int>& offsets() const { return offsets_; }
+  const std::vector<int>& counts() const { return counts_; }
+
+  // The L2 norm of the whole gradient buffer from every rank's slice (each
+  // holding its summed gradients): the value gradient_norm gives for the
+  // whole buffer, on every rank. scratch: as for gradient_norm.
+  double gradient_norm(const ParameterStore& params,
+                       const Kokkos::View<double*, MemSpace>& scratch) const;
 
   // After the optimizer's step: every rank's updated slice on every rank.
   void gather_parameters(const ParameterStore& params) const;
