@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--labels-dataset", labels_dataset, "name of the labels dataset")
       ->capture_default_str();
+  bool contiguous = false;
+  app.add_flag("--contiguous", contiguous,
+               "store the arrays contiguous and uncompressed (a larger file that "
+               "data.streaming = true reads sample by sample) instead of in gzip chunks");
   if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-idx2hdf5"))
     return *status;
   try {
@@ -31,7 +35,9 @@ int main(int argc, char** argv) {
           << " do not hold the same number of samples (or the labels are not one-dimensional)\n";
       return 2;
     }
-    tessera::write_hdf5_dataset(output, image_array, label_array, images_dataset, labels_dataset);
+    tessera::write_hdf5_dataset(
+        output, image_array, label_array, images_dataset, labels_dataset,
+        contiguous ? tessera::Hdf5Layout::contiguous : tessera::Hdf5Layout::compressed);
     std::cout << "wrote " << output << ": '" << images_dataset << "' and '" << labels_dataset
               << "', " << image_array.dims[0] << " samples\n";
   } catch (const std::exception& e) {

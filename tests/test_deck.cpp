@@ -408,9 +408,21 @@ TEST(Deck, Hdf5DataKeys) {
   EXPECT_EQ(deck.train_file, "t.h5");
   EXPECT_EQ(deck.images_dataset, "images");
   EXPECT_EQ(deck.labels_dataset, "y");
+  EXPECT_FALSE(deck.streaming);
+  EXPECT_EQ(deck.max_resident_mb, 0);
   ASSERT_EQ(deck.data_files.size(), 2u);
   EXPECT_EQ(deck.data_files[1].location, path + ":4:13");
+  const Deck streamed = load_deck(path, {"data.streaming=true", "data.max_resident_mb=512"});
+  EXPECT_TRUE(streamed.streaming);
+  EXPECT_EQ(streamed.max_resident_mb, 512);
+  EXPECT_EQ(streamed.max_resident_mb_location, "--set data.max_resident_mb=512");
   std::remove(path.c_str());
+  expect_deck_error("hdf5_negative_limit", hdf5_data + "max_resident_mb = -1\n\n" + text, 5, 19,
+                    "data.max_resident_mb", "out of range");
+  expect_deck_error("idx_streaming",
+                    test::replace_once(valid_deck, "test_labels = \"d\"",
+                                       "test_labels = \"d\"\nstreaming = true"),
+                    10, 1, "data.streaming", "does not apply to type 'idx'; it applies to: hdf5");
   expect_deck_error("hdf5_idx_key", hdf5_data + "train_images = \"a\"\n\n" + text, 5, 1,
                     "data.train_images", "does not apply to type 'hdf5'; it applies to: idx");
   expect_deck_error("hdf5_missing_file",

@@ -1,8 +1,10 @@
 // A training run from a deck: the stages of tessera-train, each that can
 // fail on one rank ending in a collective verdict.
 #include <tessera/app/run.hpp>
+#include <tessera/core/machine.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/data/hdf5.hpp>
+#include <tessera/data/stream.hpp>
 #include <tessera/data/tokens.hpp>
 #include <tessera/deck/build.hpp>
 
@@ -108,6 +110,23 @@ Dataset DatasetCache::get(const std::string& key, const std::function<Dataset()>
   return entries_.emplace(key, load()).first->second;
 }
 
+// data.max_resident_mb against an HDF5 set loaded whole, before it is read.
+void Run::require_resident(const std::string& file) const {
+  if (deck_.max_resident_mb <= 0) return;
+  const std::vector<std::int64_t> dims = hdf5_dataset_extent(file, deck_.images_dataset);
+  std::int64_t values = 1;
+  for (const std::int64_t d : dims) values *= d;
+  const std::int64_t samples = dims.empty() ? 0 : dims[0];
+  const std::int64_t bytes = 4 * values + 4 * samples;
+  if (bytes <= (deck_.max_resident_mb << 20)) return;
+  throw DeckError(deck_.max_resident_mb_location + ": data.max_resident_mb: " + file + ":" +
+                  deck_.images_dataset + " holds " + std::to_string(samples) +
+                  " samples, which take " + std::to_string((bytes + (1 << 20) - 1) >> 20) +
+                  " MiB in memory, more than the limit of " +
+                  std::to_string(deck_.max_resident_mb) +
+                  " MiB; set data.streaming = true to read them from the file batch by batch");
+}
+
 void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache) {
   TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
   const Communicator& comm = *comm_;
@@ -121,10 +140,14 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
           if (deck_.data_format == "tokens")
             // Training draws random windows; evaluation covers the stream once.
             return load_token_dataset(tokens, deck_.token_type, deck_.input_shape.at(0), training);
-          return deck_.data_format == "hdf5"
-                     ? load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
-                                         deck_.normalize_mean, deck_.normalize_std)
-                     : load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+          if (deck_.data_format != "hdf5")
+            return load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
+          if (deck_.streaming)
+            return stream_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
+                                       deck_.normalize_mean, deck_.normalize_std);
+          require_resident(file);
+          return load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
+                                   deck_.normalize_mean, deck_.normalize_std);
         };
         if (!cache) return read();
         std::ostringstream key;
@@ -134,6 +157,7 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
             << file << '\n'
             << deck_.images_dataset << '\n'
             << deck_.labels_dataset << '\n'
+            << deck_.streaming << '\n'
             << tokens << '\n'
             << deck_.token_type << ' '
             << (deck_.data_format == "tokens" ? deck_.input_shape.at(0) : 0) << ' ' << training
@@ -174,6 +198,21 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
                         " for training; both need at least one");
       validation_ = slice(train_, train_.size() - held, held);
       train_ = slice(train_, 0, train_.size() - held);
+    }
+    if (deck_.streaming && deck_.max_resident_mb > 0) {
+      // The largest share of a micro-batch a rank reads, in every buffer.
+      const TrainOptions& t = deck_.training;
+      const std::int64_t micro = (t.batch_size + t.accumulation_steps - 1) / t.accumulation_steps;
+      const std::int64_t share = (micro + comm.size() - 1) / comm.size();
+      const std::int64_t bytes = BatchStream::buffer_bytes(train_.features(), share, 3);
+      if (bytes > (deck_.max_resident_mb << 20))
+        throw DeckError(deck_.max_resident_mb_location +
+                        ": data.max_resident_mb: " + std::to_string(deck_.max_resident_mb) +
+                        " MiB cannot hold the streaming buffers: 3 batches of " +
+                        std::to_string(share) + " samples of " + std::to_string(train_.features()) +
+                        " values on each rank take " +
+                        std::to_string((bytes + (1 << 20) - 1) >> 20) +
+                        " MiB; raise it or lower training.batch_size");
     }
   });
 
@@ -419,7 +458,8 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
                 {"optimizer", t.optimizer},
                 {"communication", t.communication},
                 {"communication_overlapped", r.overlapped_seconds}}},
-              {"overlap_fraction", r.overlap_fraction}};
+              {"overlap_fraction", r.overlap_fraction},
+              {"peak_resident_mb", peak_resident_mib()}};
     if (scaling) {
       line["skipped_steps"] = r.skipped_steps;
       line["loss_scale"] = trainer_->loss_scale().scale;

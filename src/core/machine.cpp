@@ -2,6 +2,8 @@
 // (blas_info(), found at run time) runs narrower ones.
 #include <tessera/core/machine.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -136,6 +138,12 @@ VectorIsa compiled_isa() {
 #else
   return VectorIsa::unknown;
 #endif
+}
+
+double peak_resident_mib() {
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux counts KiB
 }
 
 }  // namespace tessera

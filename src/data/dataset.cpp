@@ -4,9 +4,33 @@
 #include <tessera/core/random.hpp>
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/idx.hpp>
+#include <tessera/data/impl/bytes.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
 
 namespace tessera {
+
+namespace impl {
+
+Shape sample_shape_of(const std::vector<std::int64_t>& dims) {
+  if (dims.size() == 2) return Shape{dims[1]};
+  if (dims.size() == 3) return Shape{1, dims[1], dims[2]};
+  return Shape{dims[1], dims[2], dims[3]};
+}
+
+void normalise_bytes(const ExecSpace& exec, const Vector<const std::uint8_t>& bytes,
+                     const ByteNormalisation& norm, const UnmanagedVector<float>& out) {
+  TESSERA_REQUIRE(bytes.extent(0) == out.extent(0),
+                  "tessera::impl::normalise_bytes: " << bytes.extent(0) << " bytes into "
+                                                     << out.extent(0) << " floats");
+  const float scale = norm.scale, shift = norm.shift;
+  Kokkos::parallel_for(
+      "tessera::normalise_bytes", Kokkos::RangePolicy<ExecSpace>(exec, 0, out.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        out(i) = static_cast<float>(bytes(i)) * scale - shift;
+      });
+}
+
+}  // namespace impl
 
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path, float mean,
                          float stddev) {
@@ -36,31 +60,32 @@ Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,
                   images_source << " holds samples of size 0 (a sample dimension is 0)");
 
   Dataset data;
-  if (images.dims.size() == 2)
-    data.sample_shape = Shape{images.dims[1]};
-  else if (images.dims.size() == 3)
-    data.sample_shape = Shape{1, images.dims[1], images.dims[2]};
-  else
-    data.sample_shape = Shape{images.dims[1], images.dims[2], images.dims[3]};
+  data.sample_shape = impl::sample_shape_of(images.dims);
 
   data.samples = Matrix<float>(
       Kokkos::view_alloc("tessera::Dataset::samples", Kokkos::WithoutInitializing), n, features);
   data.labels =
       Vector<int>(Kokkos::view_alloc("tessera::Dataset::labels", Kokkos::WithoutInitializing), n);
-  auto samples_host = Kokkos::create_mirror_view(data.samples);
   auto labels_host = Kokkos::create_mirror_view(data.labels);
-  const float scale = 1.0f / (255.0f * stddev);
-  const float shift = mean / stddev;
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < features; ++j)
-      samples_host(i, j) = static_cast<float>(images.data[i * features + j]) * scale - shift;
+  {
+    const std::int64_t values = n * features;
+    const Vector<std::uint8_t> bytes(
+        Kokkos::view_alloc("tessera::Dataset::bytes", Kokkos::WithoutInitializing), values);
+    Kokkos::deep_copy(
+        bytes,
+        Kokkos::View<const std::uint8_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            images.data.data(), images.data.size()));
+    const ExecSpace exec;
+    impl::normalise_bytes(exec, bytes, impl::ByteNormalisation(mean, stddev),
+                          UnmanagedVector<float>(data.samples.data(), values));
+    exec.fence();
+  }
   int max_label = -1;
   for (std::int64_t i = 0; i < n; ++i) {
     labels_host(i) = labels.data[i];
     max_label = std::max(max_label, static_cast<int>(labels.data[i]));
   }
   data.classes = max_label + 1;
-  Kokkos::deep_copy(data.samples, samples_host);
   Kokkos::deep_copy(data.labels, labels_host);
   return data;
 }
@@ -114,6 +139,10 @@ void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::
     gather_windows(exec, data, order, start, batch_samples, batch_labels, draw);
     return;
   }
+  TESSERA_REQUIRE(!data.streamed(), "tessera::gather_batch: the dataset's "
+                                        << data.size()
+                                        << " samples are left in their file (data.streaming); "
+                                           "read them through a tessera::BatchStream");
   const auto dst = batch_samples.matrix();
   const std::int64_t batch = static_cast<std::int64_t>(dst.extent(0));
   const std::int64_t features = static_cast<std::int64_t>(data.samples.extent(1));
@@ -153,6 +182,11 @@ Dataset slice(const Dataset& data, std::int64_t first, std::int64_t count) {
     part.windows = count;
     part.random_windows = data.random_windows && first == 0;
     if (!part.random_windows) part.windows = std::min(count, (end - first * block - 1) / block);
+    return part;
+  }
+  if (data.streamed()) {
+    part.file_first = data.file_first + first;
+    part.file_count = count;
     return part;
   }
   const std::pair<std::int64_t, std::int64_t> rows(first, first + count);

@@ -3,6 +3,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/data/hdf5.hpp>
+#include <tessera/data/impl/hdf5_layout.hpp>
 #include <tessera/io/impl/hdf5.hpp>
 
 #include <hdf5.h>
@@ -17,42 +18,101 @@ namespace {
 using Handle = impl::Hdf5Handle;
 
 void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-}  // namespace
 
-IdxArray read_hdf5_bytes(const std::string& path, const std::string& dataset) {
+// An integer dataset of 1 to 4 dimensions, open, with its extent.
+struct OpenDataset {
+  Handle file{-1, H5Fclose};
+  Handle data{-1, H5Dclose};
+  std::vector<hsize_t> dims;
+};
+
+OpenDataset open_integer_dataset(const std::string& function, const std::string& path,
+                                 const std::string& dataset) {
   silence_hdf5();
-  TESSERA_REQUIRE(
-      H5Fis_hdf5(path.c_str()) > 0,
-      "tessera::read_hdf5_bytes: " << path << " is not an HDF5 file (or cannot be read)");
-  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  TESSERA_REQUIRE(file.ok(), "tessera::read_hdf5_bytes: cannot open " << path);
-  TESSERA_REQUIRE(H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT) > 0,
-                  "tessera::read_hdf5_bytes: " << path << " has no dataset '" << dataset
-                                               << "' (list them with h5ls " << path << ")");
-  const Handle data(H5Dopen2(file.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
-  TESSERA_REQUIRE(data.ok(),
-                  "tessera::read_hdf5_bytes: " << path << ": '" << dataset << "' is not a dataset");
-  const Handle type(H5Dget_type(data.get()), H5Tclose);
-  TESSERA_REQUIRE(
-      H5Tget_class(type.get()) == H5T_INTEGER,
-      "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
-                                   << "' must hold integers 0 to 255 (as IDX files do)");
-  const Handle space(H5Dget_space(data.get()), H5Sclose);
+  TESSERA_REQUIRE(H5Fis_hdf5(path.c_str()) > 0,
+                  function << ": " << path << " is not an HDF5 file (or cannot be read)");
+  OpenDataset open;
+  open.file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  TESSERA_REQUIRE(open.file.ok(), function << ": cannot open " << path);
+  TESSERA_REQUIRE(H5Lexists(open.file.get(), dataset.c_str(), H5P_DEFAULT) > 0,
+                  function << ": " << path << " has no dataset '" << dataset
+                           << "' (list them with h5ls " << path << ")");
+  open.data = Handle(H5Dopen2(open.file.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  TESSERA_REQUIRE(open.data.ok(),
+                  function << ": " << path << ": '" << dataset << "' is not a dataset");
+  const Handle type(H5Dget_type(open.data.get()), H5Tclose);
+  TESSERA_REQUIRE(H5Tget_class(type.get()) == H5T_INTEGER,
+                  function << ": " << path << ": dataset '" << dataset
+                           << "' must hold integers 0 to 255 (as IDX files do)");
+  const Handle space(H5Dget_space(open.data.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  TESSERA_REQUIRE(rank >= 1 && rank <= 4,
-                  "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset << "' has "
-                                               << rank << " dimensions; expected 1 to 4");
-  std::vector<hsize_t> dims(rank);
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  IdxArray array;
+  TESSERA_REQUIRE(rank >= 1 && rank <= 4, function << ": " << path << ": dataset '" << dataset
+                                                   << "' has " << rank
+                                                   << " dimensions; expected 1 to 4");
+  open.dims.resize(rank);
+  H5Sget_simple_extent_dims(space.get(), open.dims.data(), nullptr);
   std::size_t total = 1;
-  for (auto d : dims) {
-    array.dims.push_back(static_cast<std::int64_t>(d));
-    TESSERA_REQUIRE(d == 0 || total <= (std::size_t(1) << 62) / d,
-                    "tessera::read_hdf5_bytes: " << path << ": dataset '" << dataset
-                                                 << "' has more than 2^62 elements");
+  for (auto d : open.dims) {
+    TESSERA_REQUIRE(
+        d == 0 || total <= (std::size_t(1) << 62) / d,
+        function << ": " << path << ": dataset '" << dataset << "' has more than 2^62 elements");
     total *= static_cast<std::size_t>(d);
   }
+  return open;
+}
+
+std::vector<std::int64_t> extent_of(const OpenDataset& open) {
+  return std::vector<std::int64_t>(open.dims.begin(), open.dims.end());
+}
+}  // namespace
+
+std::vector<std::int64_t> hdf5_dataset_extent(const std::string& path, const std::string& dataset) {
+  return extent_of(open_integer_dataset("tessera::hdf5_dataset_extent", path, dataset));
+}
+
+namespace impl {
+
+ContiguousBytes locate_contiguous_bytes(const std::string& path, const std::string& dataset) {
+  const std::string function = "tessera::locate_contiguous_bytes";
+  const OpenDataset open = open_integer_dataset(function, path, dataset);
+  const std::string convert =
+      "; streaming reads samples of unsigned 8-bit integers stored contiguously and "
+      "uncompressed (write them with tessera-idx2hdf5 --contiguous or tessera-synthetic)";
+  const Handle type(H5Dget_type(open.data.get()), H5Tclose);
+  TESSERA_REQUIRE(H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE,
+                  function << ": " << path << ": dataset '" << dataset << "' holds "
+                           << H5Tget_size(type.get()) << "-byte "
+                           << (H5Tget_sign(type.get()) == H5T_SGN_NONE ? "unsigned" : "signed")
+                           << " integers" << convert);
+  const Handle create(H5Dget_create_plist(open.data.get()), H5Pclose);
+  TESSERA_REQUIRE(
+      H5Pget_layout(create.get()) == H5D_CONTIGUOUS && H5Pget_external_count(create.get()) == 0,
+      function << ": " << path << ": dataset '" << dataset
+               << "' is stored in chunks (or in external files)" << convert);
+  ContiguousBytes found;
+  found.dims = extent_of(open);
+  const haddr_t offset = H5Dget_offset(open.data.get());
+  std::size_t total = 1;
+  for (auto d : open.dims) total *= static_cast<std::size_t>(d);
+  TESSERA_REQUIRE(
+      total == 0 || offset != HADDR_UNDEF,
+      function << ": " << path << ": dataset '" << dataset << "' has no data written" << convert);
+  found.offset = static_cast<std::uint64_t>(offset);
+  found.bytes = static_cast<std::uint64_t>(total);
+  return found;
+}
+
+}  // namespace impl
+
+IdxArray read_hdf5_bytes(const std::string& path, const std::string& dataset) {
+  const OpenDataset open = open_integer_dataset("tessera::read_hdf5_bytes", path, dataset);
+  const auto& dims = open.dims;
+  const Handle& data = open.data;
+  const int rank = static_cast<int>(dims.size());
+  std::size_t total = 1;
+  for (auto d : dims) total *= static_cast<std::size_t>(d);
+  IdxArray array;
+  array.dims = extent_of(open);
   // The extent is only a declaration: a chunked dataset of 2^40 elements
   // fits in a few bytes of file. Refuse what this machine cannot hold as
   // float samples.
@@ -104,7 +164,8 @@ Dataset load_hdf5_dataset(const std::string& path, const std::string& images_dat
 }
 
 void write_hdf5_dataset(const std::string& path, const IdxArray& images, const IdxArray& labels,
-                        const std::string& images_dataset, const std::string& labels_dataset) {
+                        const std::string& images_dataset, const std::string& labels_dataset,
+                        Hdf5Layout layout) {
   silence_hdf5();
   const Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   TESSERA_REQUIRE(file.ok(), "tessera::write_hdf5_dataset: cannot create " << path);
@@ -120,8 +181,10 @@ void write_hdf5_dataset(const std::string& path, const IdxArray& images, const I
     chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t(1) << 16) / sample));
     for (auto& c : chunk) c = std::max<hsize_t>(c, 1);
     const Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-    H5Pset_chunk(props.get(), static_cast<int>(chunk.size()), chunk.data());
-    H5Pset_deflate(props.get(), 4);
+    if (layout == Hdf5Layout::compressed) {
+      H5Pset_chunk(props.get(), static_cast<int>(chunk.size()), chunk.data());
+      H5Pset_deflate(props.get(), 4);
+    }
     const Handle data(H5Dcreate2(file.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT,
                                  props.get(), H5P_DEFAULT),
                       H5Dclose);

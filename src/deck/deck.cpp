@@ -287,11 +287,11 @@ Deck parse_deck(const std::string& text, const std::string& path,
   deck.training.seed = static_cast<std::uint64_t>(seed);
 
   const auto& data = r.table(root, "data", true);
-  r.only_keys(
-      data, "data.",
-      {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
-       "test_file", "images_dataset", "labels_dataset", "train_tokens", "test_tokens", "token_type",
-       "normalize_mean", "normalize_std", "validation_split", "train_samples"});
+  r.only_keys(data, "data.",
+              {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
+               "test_file", "images_dataset", "labels_dataset", "train_tokens", "test_tokens",
+               "token_type", "normalize_mean", "normalize_std", "validation_split", "train_samples",
+               "streaming", "max_resident_mb"});
   deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5", "tokens"});
   const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"}, tokens{"tokens"}, pixels{"idx", "hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
@@ -303,6 +303,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
                    {"test_file", hdf5},
                    {"images_dataset", hdf5},
                    {"labels_dataset", hdf5},
+                   {"streaming", hdf5},
+                   {"max_resident_mb", hdf5},
                    {"train_tokens", tokens},
                    {"test_tokens", tokens},
                    {"token_type", tokens},
@@ -331,6 +333,12 @@ Deck parse_deck(const std::string& text, const std::string& path,
   deck.images_dataset = r.get<std::string>(data, "data.", "images_dataset", "images");
   deck.labels_dataset = r.get<std::string>(data, "data.", "labels_dataset", "labels");
   deck.token_type = r.choice(data, "data.", "token_type", deck.token_type, {"uint16", "int32"});
+  deck.streaming = r.get<bool>(data, "data.", "streaming", false);
+  deck.max_resident_mb = r.get<std::int64_t>(data, "data.", "max_resident_mb", 0);
+  r.require_range<std::int64_t>(data, "data.", "max_resident_mb", deck.max_resident_mb, 0,
+                                std::int64_t(1) << 40);
+  if (const toml::node* limit = data.get("max_resident_mb"))
+    deck.max_resident_mb_location = r.location(limit->source());
   // Pixels are scaled to [0, 1] before (x - mean) / std, so a mean outside
   // [0, 1] or a std above 1 is a setting for another scale (0 to 255).
   const std::string scale_hint =

@@ -217,8 +217,9 @@ void Trainer::average_state() {
 void Trainer::ensure_buffers(const Dataset& data) {
   TESSERA_REQUIRE(data.size() > 0, "tessera::Trainer: the dataset is empty");
   const Shape input = model_.input(1).shape();
-  const std::int64_t features =
-      data.token_stream() ? data.sample_shape.numel() : data.samples.extent(1);
+  const std::int64_t features = data.token_stream() || data.streamed()
+                                    ? data.sample_shape.numel()
+                                    : static_cast<std::int64_t>(data.samples.extent(1));
   TESSERA_REQUIRE(features == input.inner(), "tessera::Trainer: dataset samples have "
                                                  << features << " features, the model's input "
                                                  << input << " takes " << input.inner());
@@ -237,6 +238,31 @@ void Trainer::ensure_buffers(const Dataset& data) {
     identity_order_ = Vector<std::int64_t>("tessera::Trainer::identity_order", data.size());
     fill_identity(identity_order_);
   }
+}
+
+// The rows of this rank's part of each micro-batch, in the order
+// run_batches takes them.
+std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
+                                                  const Vector<std::int64_t>& order,
+                                                  std::int64_t first_step,
+                                                  std::int64_t steps) const {
+  const std::int64_t n = data.size();
+  const auto order_host = Kokkos::create_mirror_view(order);
+  Kokkos::deep_copy(order_host, order);
+  const std::int64_t batch_size = options_.batch_size, micro_steps = options_.accumulation_steps;
+  std::vector<std::int64_t> rows, counts;
+  for (std::int64_t s = first_step; s < steps; ++s) {
+    const std::int64_t start = s * batch_size, global = std::min(batch_size, n - start);
+    for (std::int64_t m = 0; m < micro_steps; ++m) {
+      const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
+      const Shard part = shard_of(micro.count, rank_, ranks_);
+      if (part.count == 0) continue;
+      counts.push_back(part.count);
+      for (std::int64_t i = 0; i < part.count; ++i)
+        rows.push_back(order_host(start + micro.offset + part.offset + i));
+    }
+  }
+  return std::make_unique<BatchStream>(data, std::move(rows), std::move(counts));
 }
 
 Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
@@ -267,6 +293,9 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
           std::to_string(smallest) + " for " + std::to_string(ranks_) +
           " ranks; choose another batch size");
   }
+  // A streamed dataset is read ahead: this rank's share of every batch left.
+  std::unique_ptr<BatchStream> stream;
+  if (data.streamed()) stream = plan_stream(data, order, first_step, steps);
   // Sums over the samples seen so far: loss, correct predictions.
   double totals[2] = {0, 0};
   const auto started = std::chrono::steady_clock::now();
@@ -291,7 +320,10 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       if (batch > 0) {
         const auto labels = Kokkos::subview(
             batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions));
-        gather_batch(exec, data, order, start + offset, model_.input(batch), labels, draw);
+        if (stream)
+          stream->next(exec, model_.input(batch), labels);
+        else
+          gather_batch(exec, data, order, start + offset, model_.input(batch), labels, draw);
         clock.stop(time_.data);
         const Tensor<float> output = model_.forward(batch, ctx);
         // Scaling by a power of two after the division keeps every gradient

@@ -128,6 +128,7 @@ class Run {
   int first_epoch() const { return cursor_.epoch; }
 
  private:
+  void require_resident(const std::string& file) const;
   void record(const std::string& json_line);
   void save(const TrainingCursor& at);
   bool minutes_due();

@@ -31,6 +31,19 @@ using Kokkos::Experimental::sqrt;
 using Kokkos::Experimental::tanh;
 #endif
 
+// Host memory the device copies from without staging: pinned on CUDA and
+// HIP (HIP's spaces left Kokkos::Experimental in 4.0), plain host memory on
+// host backends.
+#if defined(KOKKOS_ENABLE_CUDA)
+using PinnedHostSpace = Kokkos::CudaHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
+using PinnedHostSpace = Kokkos::HIPHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_HIP)
+using PinnedHostSpace = Kokkos::Experimental::HIPHostPinnedSpace;
+#else
+using PinnedHostSpace = Kokkos::HostSpace;
+#endif
+
 // Kokkos 3.4 has no fma. fmaf exists in CUDA and HIP device code and on the
 // host (where, without FMA instructions, it is a slow library call: for
 // device kernels).

@@ -64,4 +64,8 @@ void warn_if_blas_is_narrow();
 // from the compiler's target macros; unknown elsewhere).
 VectorIsa compiled_isa();
 
+// The most host memory this process has held at once (its peak resident
+// set, MiB); 0 where the system does not say.
+double peak_resident_mib();
+
 }  // namespace tessera

@@ -1,5 +1,6 @@
 // A labelled dataset resident in device memory: copied to the device once,
-// then batches are gathered on the device. Either fixed samples with one
+// then batches are gathered on the device (or, streamed, left in its file
+// and read batch by batch: data/stream.hpp). Either fixed samples with one
 // label each (classification), or a stream of token ids from which every
 // sample is a window of T + 1 tokens: the first T are the input, the last
 // T the labels (at each position, the token that follows).
@@ -8,10 +9,13 @@
 #include <tessera/core/tensor.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace tessera {
+
+class SampleFile;  // data/stream.hpp
 
 struct Dataset {
   Matrix<float> samples;  // [N, features], normalised; empty for a token stream
@@ -28,10 +32,20 @@ struct Dataset {
   std::int64_t windows = 0;  // samples per epoch
   bool random_windows = false;
 
+  // Classification samples left in their file (data.streaming): samples
+  // [file_first, file_first + file_count) of `file`, read batch by batch
+  // through a BatchStream (data/stream.hpp); `samples` and `labels` are empty.
+  std::shared_ptr<const SampleFile> file;
+  std::int64_t file_first = 0, file_count = 0;
+
   bool token_stream() const { return tokens.extent(0) > 0; }
+  bool streamed() const { return file != nullptr; }
   std::int64_t size() const {
-    return token_stream() ? windows : static_cast<std::int64_t>(labels.extent(0));
+    if (token_stream()) return windows;
+    return streamed() ? file_count : static_cast<std::int64_t>(labels.extent(0));
   }
+  // Values per sample.
+  std::int64_t features() const { return sample_shape.numel(); }
   // Labels per sample: 1, or T for a token stream.
   std::int64_t label_positions() const { return token_stream() ? sample_shape[0] : 1; }
 };

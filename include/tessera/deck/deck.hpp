@@ -67,8 +67,13 @@ struct Deck {
   std::string train_images, train_labels, test_images, test_labels;  // idx
   std::string train_file, test_file;                                 // hdf5
   std::string images_dataset = "images", labels_dataset = "labels";  // hdf5
-  std::string train_tokens, test_tokens;                             // tokens
-  std::string token_type = "uint16";                                 // tokens: "uint16" | "int32"
+  bool streaming = false;  // hdf5: samples read from the file batch by batch
+  // hdf5: > 0 caps the memory (MiB) a data set may take on a rank: loaded
+  // whole as float samples, or the streaming buffers.
+  std::int64_t max_resident_mb = 0;
+  std::string max_resident_mb_location;   // "file:line:column" when set
+  std::string train_tokens, test_tokens;  // tokens
+  std::string token_type = "uint16";      // tokens: "uint16" | "int32"
   // Every data file key the format uses, with its value and where it was set.
   struct DataFile {
     std::string key, path, location;  // location: "file:line:column" or "--set ..."

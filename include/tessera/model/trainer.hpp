@@ -9,6 +9,7 @@
 #pragma once
 
 #include <tessera/data/dataset.hpp>
+#include <tessera/data/stream.hpp>
 #include <tessera/model/loss.hpp>
 #include <tessera/model/model.hpp>
 #include <tessera/model/train_options.hpp>
@@ -116,6 +117,8 @@ class Trainer {
   Evaluation run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
                          const std::function<void(const std::string&)>& log, int epoch,
                          std::int64_t first_step);
+  std::unique_ptr<BatchStream> plan_stream(const Dataset& data, const Vector<std::int64_t>& order,
+                                           std::int64_t first_step, std::int64_t steps) const;
   void average_state();
 
   Model& model_;
