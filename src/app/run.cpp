@@ -93,6 +93,12 @@ std::string Run::description() const {
                : std::string(" in ") + float_format_name(t.gradient_dtype))
        << " over " << comm_->transport() << (t.overlap ? " during backward" : " after backward")
        << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "") << "\n";
+  if (deck_.streaming) {
+    os << "data streamed from " << deck_.train_file << " and " << deck_.test_file
+       << ": each rank reads its share of every batch, 3 batches ahead";
+    if (deck_.max_resident_mb > 0) os << ", within " << deck_.max_resident_mb << " MiB";
+    os << "\n";
+  }
   return os.str();
 }
 

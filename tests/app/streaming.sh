@@ -58,6 +58,8 @@ for ranks in 1 2; do
   run "stream$ranks" "$ranks" "$deck" "${files[@]}" --set data.validation_split=0.1 \
     --set data.streaming=true
   [ "$rc" -eq 0 ] || { fail "streamed run on $ranks rank(s) exited $rc"; cat "$scratch/stream$ranks.log"; }
+  grep -qF "data streamed from $scratch/train.h5 and $scratch/t10k.h5: each rank reads its share of every batch, 3 batches ahead" \
+    "$scratch/stream$ranks.log" || fail "$ranks rank(s): the run description does not say the data is streamed"
   if out=$(same "memory$ranks" "stream$ranks"); then
     echo "ok: $ranks rank(s), streamed = loaded whole: $out"
   else
