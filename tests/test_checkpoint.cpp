@@ -368,6 +368,11 @@ TEST_F(Checkpoint, DirectoryKeepsTheNewestAndPointsLatestAtIt) {
   for (std::int64_t step : {5, 10, 15}) written.push_back(dir.commit(*model, adam, info_at(step)));
   EXPECT_EQ(written[2], path("run/checkpoints/step-00000015.h5"));
   EXPECT_EQ(dir.checkpoints(), (std::vector<std::string>{written[1], written[2]}));
+  // A name of a step number no int64 holds is not a checkpoint of Tessera's.
+  const std::string foreign = path("run/checkpoints/step-1234567890123456789012.h5");
+  std::ofstream(foreign) << "x";
+  EXPECT_EQ(dir.checkpoints(), (std::vector<std::string>{written[1], written[2]}));
+  fs::remove(foreign);
   EXPECT_FALSE(fs::exists(written[0]));
   EXPECT_TRUE(dir.has_latest());
   std::string latest;

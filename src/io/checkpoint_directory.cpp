@@ -61,7 +61,9 @@ std::string CheckpointDirectory::file_name(std::int64_t step) {
 }
 
 std::vector<std::string> CheckpointDirectory::checkpoints() const {
-  static const std::regex pattern("step-([0-9]{8,})\\.h5");
+  // At most 18 digits: any such number is a step; a longer name is no file
+  // Tessera wrote, and is left alone like any other.
+  static const std::regex pattern("step-([0-9]{8,18})\\.h5");
   std::vector<std::pair<std::int64_t, std::string>> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(directory_, ec)) {
