@@ -95,7 +95,8 @@ std::string Run::description() const {
        << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "") << "\n";
   if (deck_.streaming) {
     os << "data streamed from " << deck_.train_file << " and " << deck_.test_file
-       << ": each rank reads its share of every batch, 3 batches ahead";
+       << ": each rank reads its share of every batch, " << BatchStream::default_depth
+       << " batches ahead";
     if (deck_.max_resident_mb > 0) os << ", within " << deck_.max_resident_mb << " MiB";
     os << "\n";
   }
@@ -210,11 +211,12 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
       const TrainOptions& t = deck_.training;
       const std::int64_t micro = (t.batch_size + t.accumulation_steps - 1) / t.accumulation_steps;
       const std::int64_t share = (micro + comm.size() - 1) / comm.size();
-      const std::int64_t bytes = BatchStream::buffer_bytes(train_.features(), share, 3);
+      const std::int64_t bytes = BatchStream::buffer_bytes(train_.features(), share);
       if (bytes > (deck_.max_resident_mb << 20))
         throw DeckError(deck_.max_resident_mb_location +
                         ": data.max_resident_mb: " + std::to_string(deck_.max_resident_mb) +
-                        " MiB cannot hold the streaming buffers: 3 batches of " +
+                        " MiB cannot hold the streaming buffers: " +
+                        std::to_string(BatchStream::default_depth) + " batches of " +
                         std::to_string(share) + " samples of " + std::to_string(train_.features()) +
                         " values on each rank take " +
                         std::to_string((bytes + (1 << 20) - 1) >> 20) +

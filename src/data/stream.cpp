@@ -13,14 +13,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 namespace tessera {
 
 SampleFile::SampleFile(const std::string& path, const std::string& images_dataset,
                        const std::string& labels_dataset, float mean, float stddev)
-    : path_(path), source_(path + ":" + images_dataset), mean_(mean), stddev_(stddev) {
+    : source_(path + ":" + images_dataset), mean_(mean), stddev_(stddev) {
   TESSERA_REQUIRE(stddev > 0,
                   "tessera::SampleFile: normalisation stddev must be positive, got " << stddev);
   const impl::ContiguousBytes images = impl::locate_contiguous_bytes(path, images_dataset);
@@ -201,13 +200,11 @@ void BatchStream::next(const ExecSpace& exec, const Tensor<float>& batch_samples
                       << k + 1 << " holds " << count << " samples of " << file_->features()
                       << " values; the buffers given are " << batch_samples.shape() << " and ["
                       << batch_labels.extent(0) << "]");
-  const auto waiting = std::chrono::steady_clock::now();
   {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return read_ > k || error_; });
     if (read_ <= k) std::rethrow_exception(error_);
   }
-  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
   const std::size_t slot = k % samples_.size();
   const std::pair<std::int64_t, std::int64_t> rows(0, count), values(0, count * file_->features());
   const auto staged = Kokkos::subview(staged_, values);

@@ -50,7 +50,7 @@ class SampleFile {
   void read(const std::int64_t* rows, std::int64_t count, std::uint8_t* bytes, int* labels) const;
 
  private:
-  std::string path_, source_;
+  std::string source_;
   int fd_ = -1;
   std::uint64_t offset_ = 0;
   std::int64_t features_ = 0;
@@ -71,12 +71,15 @@ Dataset stream_hdf5_dataset(const std::string& path, const std::string& images_d
 // the dataset, as a shuffled order holds them) one batch after the other.
 class BatchStream {
  public:
+  // Batches read ahead unless the constructor is told otherwise.
+  static constexpr int default_depth = 3;
   // Memory the buffers take: depth batches of `batch` samples on the host
   // and one batch of bytes on the device.
-  static std::int64_t buffer_bytes(std::int64_t features, std::int64_t batch, int depth);
+  static std::int64_t buffer_bytes(std::int64_t features, std::int64_t batch,
+                                   int depth = default_depth);
 
   BatchStream(const Dataset& data, std::vector<std::int64_t> rows, std::vector<std::int64_t> counts,
-              int depth = 3);
+              int depth = default_depth);
   // Stops the reader (between two batches) and waits for it.
   ~BatchStream();
   BatchStream(const BatchStream&) = delete;
@@ -87,9 +90,6 @@ class BatchStream {
   // file) when that batch could not be read.
   void next(const ExecSpace& exec, const Tensor<float>& batch_samples,
             const Vector<int>& batch_labels);
-
-  // Seconds next() spent waiting for the reader.
-  double waited_seconds() const { return waited_; }
 
  private:
   using HostBuffer = Kokkos::View<std::uint8_t**, Kokkos::LayoutRight, compat::PinnedHostSpace>;
@@ -106,7 +106,6 @@ class BatchStream {
   std::size_t read_ = 0, taken_ = 0;  // batches read, batches handed out
   bool stop_ = false;
   std::exception_ptr error_;
-  double waited_ = 0;
   std::thread reader_;
 };
 
