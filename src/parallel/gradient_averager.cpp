@@ -42,6 +42,16 @@ void widen_range(const Vector<std::uint16_t>& from, const Vector<float>& to, std
       "tessera::GradientAverager::widen", Kokkos::RangePolicy<ExecSpace>(begin, end),
       KOKKOS_LAMBDA(const std::int64_t i) { to(i) = static_cast<float>(T::from_bits(from(i))); });
 }
+
+// Codes [begin, end) of `format` (bf16 or fp16) widened into floats.
+template <class ToView>
+void widen_codes(FloatFormat format, const Vector<std::uint16_t>& from, const ToView& to,
+                 std::int64_t begin, std::int64_t end) {
+  if (format == FloatFormat::bf16)
+    widen_range<bf16>(from, to, begin, end);
+  else
+    widen_range<fp16>(from, to, begin, end);
+}
 }  // namespace
 
 GradientAverager::GradientAverager(const Communicator& comm, Model& model,
@@ -163,10 +173,7 @@ void GradientAverager::collect_slice() {
       Kokkos::deep_copy(slice, received_host_);
   } else {
     if (!memspace_is_host) Kokkos::deep_copy(received16_, received16_host_);
-    if (format_ == FloatFormat::bf16)
-      widen_range<bf16>(received16_, slice, 0, slice_count_);
-    else
-      widen_range<fp16>(received16_, slice, 0, slice_count_);
+    widen_codes(format_, received16_, slice, 0, slice_count_);
   }
   Kokkos::fence();
 }
@@ -192,15 +199,21 @@ void GradientAverager::start(std::size_t b) {
     Kokkos::deep_copy(Kokkos::subview(staging_, range), Kokkos::subview(gradients_, range));
     data = staging_.data() + bucket.offset;
   }
+  post(b, data, (comm_.direct() ? received_.data() : received_host_.data()) + receive_at(b),
+       MPI_FLOAT, MPI_SUM);
+}
+
+// Bucket b's sum of `data` over the ranks: reduce-scattered into `into`
+// when the optimizer is sharded, else all-reduced in place.
+void GradientAverager::post(std::size_t b, void* data, void* into, MPI_Datatype type, MPI_Op op) {
   if (b == 0) first_start_ = Clock::now();
   if (scatters()) {
-    float* into = (comm_.direct() ? received_.data() : received_host_.data()) + receive_at(b);
-    check_mpi(MPI_Ireduce_scatter(data, into, bucket_counts_[b].data(), MPI_FLOAT, MPI_SUM,
-                                  comm_.comm(), &requests_[b]),
+    check_mpi(MPI_Ireduce_scatter(data, into, bucket_counts_[b].data(), type, op, comm_.comm(),
+                                  &requests_[b]),
               "MPI_Ireduce_scatter");
     return;
   }
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_FLOAT, MPI_SUM,
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(buckets_[b].count), type, op,
                            comm_.comm(), &requests_[b]),
             "MPI_Iallreduce");
 }
@@ -220,18 +233,8 @@ void GradientAverager::start16(std::size_t b) {
   }
   // The codes must be complete before MPI reads them.
   Kokkos::fence();
-  if (b == 0) first_start_ = Clock::now();
-  if (scatters()) {
-    std::uint16_t* into =
-        (memspace_is_host ? received16_.data() : received16_host_.data()) + receive_at(b);
-    check_mpi(MPI_Ireduce_scatter(data, into, bucket_counts_[b].data(), MPI_UINT16_T, sum16_,
-                                  comm_.comm(), &requests_[b]),
-              "MPI_Ireduce_scatter");
-    return;
-  }
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(bucket.count), MPI_UINT16_T, sum16_,
-                           comm_.comm(), &requests_[b]),
-            "MPI_Iallreduce");
+  post(b, data, (memspace_is_host ? received16_.data() : received16_host_.data()) + receive_at(b),
+       MPI_UINT16_T, sum16_);
 }
 
 void GradientAverager::widen16() {
@@ -242,10 +245,7 @@ void GradientAverager::widen16() {
     const std::pair<std::int64_t, std::int64_t> range(begin, end);
     Kokkos::deep_copy(Kokkos::subview(codes_, range), Kokkos::subview(codes_staging_, range));
   }
-  if (format_ == FloatFormat::bf16)
-    widen_range<bf16>(codes_, gradients_, begin, end);
-  else
-    widen_range<fp16>(codes_, gradients_, begin, end);
+  widen_codes(format_, codes_, gradients_, begin, end);
   Kokkos::fence();
 }
 

@@ -78,8 +78,9 @@ class GradientAverager {
   using Clock = std::chrono::steady_clock;
   void start(std::size_t bucket);
   void start16(std::size_t bucket);  // narrows the bucket to format_ and starts it
-  void widen16();                    // the summed codes back into the gradients
-  void collect_slice();              // reduce-scatter: the received sums into the slice
+  void post(std::size_t bucket, void* data, void* into, MPI_Datatype type, MPI_Op op);
+  void widen16();        // the summed codes back into the gradients
+  void collect_slice();  // reduce-scatter: the received sums into the slice
   // Reduce-scatter: where bucket b's sums for this rank go in the receive buffer.
   std::int64_t receive_at(std::size_t b) const;
 
