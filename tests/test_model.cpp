@@ -120,14 +120,19 @@ std::unique_ptr<Model> accumulation_cnn() {
   return m;
 }
 
-// Every step's loss and every final weight with `accumulation` micro-batches
-// per batch of 128 (the last batch of each epoch is partial: 300 samples).
-std::vector<double> train_accumulating(std::int64_t accumulation) {
+// 300 images for accumulation_cnn() in 3 classes: batches of 128 leave a
+// partial last one.
+Dataset accumulation_data() {
   const std::int64_t n = 300;
   std::vector<int> labels(n);
   for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>((i * 7) % 3);
-  const Dataset data =
-      test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 23), labels);
+  return test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 23), labels);
+}
+
+// Every step's loss and every final weight with `accumulation` micro-batches
+// per batch of 128 (the last batch of each epoch is partial: 300 samples).
+std::vector<double> train_accumulating(std::int64_t accumulation) {
+  const Dataset data = accumulation_data();
   auto model = accumulation_cnn();
   TrainOptions options;
   options.batch_size = 128;
@@ -343,11 +348,7 @@ struct ScaledRun {
 // Three epochs of the accumulation CNN (convolution, pooling, dropout,
 // dense layers; 3 batches an epoch, the last one partial) with `scaling`.
 ScaledRun train_scaled(const LossScaling& scaling) {
-  const std::int64_t n = 300;
-  std::vector<int> labels(n);
-  for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<int>((i * 7) % 3);
-  const Dataset data =
-      test::make_dataset(Shape{1, 12, 12}, 3, test::random_values(n * 144, 23), labels);
+  const Dataset data = accumulation_data();
   auto model = accumulation_cnn();
   TrainOptions options;
   options.batch_size = 128;

@@ -20,6 +20,21 @@ run() {
   [ "$rc" -ne 124 ] || fail "$name: still running after 120 s (a rank hangs)"
 }
 
+# near_fp32 <name> <what>: run <name> (just made, status in $rc) reached the
+# 2-rank fp32 run's test accuracy within 0.005, the bar mixed-precision
+# training is held to.
+near_fp32() {
+  local name="$1" what="$2" reached
+  reached=$(sed -n 's/^test accuracy: //p' "$scratch/$name.log")
+  if [ "$rc" -ne 0 ] || [ -z "$reached" ] || [ -z "$accuracy" ]; then
+    fail "2-rank training with $what exited $rc"; tail -5 "$scratch/$name.log"
+  elif ! awk -v a="$reached" -v b="$accuracy" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }'; then
+    fail "2 ranks with $what reached $reached, fp32 $accuracy: more than 0.005 apart"
+  else
+    echo "ok: 2 ranks with $what reach test accuracy $reached (fp32: $accuracy)"
+  fi
+}
+
 # Two ranks train one epoch.
 run two -n 2 "$train" "$deck" --set "run.output_dir=$scratch/two" --set parallel.bucket_mb=0.1
 accuracy=$(sed -n 's/^test accuracy: //p' "$scratch/two.log")
@@ -39,14 +54,7 @@ grep -q "2 ranks, global batch 128 (shards of up to 64)" "$scratch/two.log" || f
 # by about 0.001 here).
 run bf16 -n 2 "$train" "$deck" --set "run.output_dir=$scratch/bf16" --set parallel.bucket_mb=0.1 \
   --set 'parallel.gradient_dtype="bf16"'
-bf16_accuracy=$(sed -n 's/^test accuracy: //p' "$scratch/bf16.log")
-if [ "$rc" -ne 0 ] || [ -z "$bf16_accuracy" ] || [ -z "$accuracy" ]; then
-  fail "2-rank training with bf16 gradients exited $rc"; tail -5 "$scratch/bf16.log"
-elif ! awk -v a="$bf16_accuracy" -v b="$accuracy" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }'; then
-  fail "2 ranks with bf16 gradients reached $bf16_accuracy, fp32 $accuracy: more than 0.005 apart"
-else
-  echo "ok: 2 ranks with bf16 gradients reach test accuracy $bf16_accuracy (fp32: $accuracy)"
-fi
+near_fp32 bf16 "bf16 gradients"
 grep -q "gradients averaged in bf16" "$scratch/bf16.log" || fail "no bf16 gradient banner"
 # The same with the optimizer sharded: bf16 codes reduce-scattered instead
 # of all-reduced, the same sums on 2 ranks, so every step's loss is the same.
@@ -70,14 +78,7 @@ fi
 run fp16 -n 2 "$train" "$deck" --set "run.output_dir=$scratch/fp16" --set parallel.bucket_mb=0.1 \
   --set 'parallel.gradient_dtype="fp16"' --set 'precision.loss_scale="dynamic"' \
   --set precision.initial_loss_scale=16777216 --set precision.loss_scale_growth_interval=100
-fp16_accuracy=$(sed -n 's/^test accuracy: //p' "$scratch/fp16.log")
-if [ "$rc" -ne 0 ] || [ -z "$fp16_accuracy" ] || [ -z "$accuracy" ]; then
-  fail "2-rank training with fp16 gradients and loss scaling exited $rc"; tail -5 "$scratch/fp16.log"
-elif ! awk -v a="$fp16_accuracy" -v b="$accuracy" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }'; then
-  fail "2 ranks with fp16 gradients and loss scaling reached $fp16_accuracy, fp32 $accuracy"
-else
-  echo "ok: 2 ranks with fp16 gradients and dynamic loss scaling reach test accuracy $fp16_accuracy (fp32: $accuracy)"
-fi
+near_fp32 fp16 "fp16 gradients and dynamic loss scaling"
 if scales=$(/usr/bin/python3 - "$scratch/fp16/metrics.jsonl" <<'PY'
 import json, sys
 steps = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"]
