@@ -17,7 +17,7 @@ reference_lines=$(wc -l < "$reference") candidate_lines=$(wc -l < "$candidate")
 [ "$reference_lines" -eq "$candidate_lines" ] ||
   { echo "FAIL: $label: $reference_lines vs $candidate_lines lines"; exit 1; }
 awk -v tol="$tol" -v label="$label" -v floor="$floor" '
-  function abs(x) { return x < 0 ? -x : x }
+  function abs(x) { x += 0; return x < 0 ? -x : x }
   NR == FNR { ref[FNR] = $0; next }
   {
     n = split(ref[FNR], a, " "); m = split($0, b, " ")

@@ -927,6 +927,32 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
                     "unknown key (did you mean 'parallel.overlap'?)");
   expect_deck_error("parallel_shard", parallel("shard_optimizer = \"yes\"\n"), 29, 19,
                     "parallel.shard_optimizer", "expected a boolean");
+  // Pipeline stages: a stage count, and optionally where stages 2.. start.
+  EXPECT_EQ(defaults.pipeline_stages, 1);
+  EXPECT_TRUE(defaults.stage_boundaries.empty());
+  const std::string last = defaults.layers.back().name;
+  const std::string staged_path = write_deck(
+      "pipeline", parallel("pipeline_stages = 2\nstage_boundaries = [\"" + last + "\"]\n"));
+  const Deck staged = load_deck(staged_path);
+  std::remove(staged_path.c_str());
+  EXPECT_EQ(staged.pipeline_stages, 2);
+  EXPECT_EQ(staged.stage_boundaries, std::vector<std::string>{last});
+  EXPECT_NE(staged.pipeline_location.find(":29:19"), std::string::npos) << staged.pipeline_location;
+  expect_deck_error("pipeline_zero", parallel("pipeline_stages = 0\n"), 29, 19,
+                    "parallel.pipeline_stages", "value 0 is out of range [1, 4096]");
+  expect_deck_error("pipeline_sharded", parallel("pipeline_stages = 2\nshard_optimizer = true\n"),
+                    29, 19, "parallel.pipeline_stages",
+                    "cannot be combined with parallel.shard_optimizer = true");
+  expect_deck_error("pipeline_bf16", parallel("pipeline_stages = 2\ngradient_dtype = \"bf16\"\n"),
+                    29, 19, "parallel.pipeline_stages",
+                    "cannot be combined with parallel.gradient_dtype = \"bf16\"");
+  expect_deck_error("pipeline_name",
+                    parallel("pipeline_stages = 2\nstage_boundaries = [\"nope\"]\n"), 30, 21,
+                    "parallel.stage_boundaries", "'nope' is not a layer name");
+  expect_deck_error("pipeline_count",
+                    parallel("pipeline_stages = 3\nstage_boundaries = [\"" + last + "\"]\n"), 30,
+                    20, "parallel.stage_boundaries",
+                    "names 1 layer(s); parallel.pipeline_stages = 3 needs 2");
   expect_deck_error("loss_type", with_tables("[loss]\ntype = \"mse\"\n"), 29, 8, "loss.type",
                     "'mse' is not supported; allowed: cross_entropy");
   expect_deck_error("loss_smoothing", with_tables("[loss]\nlabel_smoothing = 1.0\n"), 29, 19,

@@ -56,12 +56,37 @@ std::string number_text(double value) {
 
 Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_unique<Outputs>()) {
   const Communicator world(comm);
-  agree(world, [&] { model_ = build_model(deck_, deck_.training.max_shard(world.size())); });
+  const int stages = deck_.pipeline_stages;
+  PipelinePlan plan;
+  agree(world, [&] {
+    if (world.size() % stages != 0)
+      throw DeckError(
+          deck_.pipeline_location + ": parallel.pipeline_stages: " + std::to_string(stages) +
+          " stages need a rank count divisible by " + std::to_string(stages) + "; the job has " +
+          std::to_string(world.size()) + " ranks (stages x data-parallel ranks)");
+    // A pipeline stage's ranks split every micro-batch between them.
+    model_ = build_model(deck_, deck_.training.max_shard(world.size() / stages));
+    if (stages == 1) return;
+    try {
+      plan = deck_.stage_boundaries.empty() ? balanced_pipeline(*model_, stages)
+                                            : pipeline_at(*model_, deck_.stage_boundaries);
+    } catch (const Error& e) {
+      throw DeckError(deck_.pipeline_location + ": parallel.pipeline_stages: " + e.what());
+    }
+  });
   std::string identity = deck_.text;
   for (const auto& o : deck_.overrides) identity += "\n--set " + o;
   require_same_on_every_rank(world, content_hash(identity), "the deck",
                              "start every rank with the same deck file and --set options");
   comm_ = std::make_unique<Communicator>(comm, device_mpi_from_name(deck_.gpu_aware_mpi));
+  if (stages == 1) return;
+  pipeline_ = std::make_unique<Pipeline>(*comm_, plan, deck_.training.accumulation_steps);
+  agree(world, [&] {
+    for (std::int64_t k = 1; k < pipeline_->in_flight(); ++k) {
+      replicas_.push_back(build_model(deck_));
+      replicas_.back()->compile(model_->max_batch(), *model_);
+    }
+  });
 }
 
 Run::~Run() = default;
@@ -84,7 +109,11 @@ std::string Run::description() const {
     os << ", dynamic loss scaling from " << t.loss_scaling.initial << " (doubling after "
        << t.loss_scaling.growth_interval << " finite steps)";
   os << "\n";
-  if (comm_->size() > 1)
+  if (pipeline_)
+    os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
+       << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
+       << ", each stage's gradients summed over its ranks after backward\n";
+  else if (comm_->size() > 1)
     os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
        << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
        << ", gradients averaged"
@@ -93,6 +122,14 @@ std::string Run::description() const {
                : std::string(" in ") + float_format_name(t.gradient_dtype))
        << " over " << comm_->transport() << (t.overlap ? " during backward" : " after backward")
        << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "") << "\n";
+  if (pipeline_) {
+    const std::int64_t s = pipeline_->stages(), m = t.accumulation_steps;
+    os << "pipeline of " << s << " stages x " << comm_->size() / s << " data-parallel rank(s), "
+       << m << " micro-batch(es) per step in 1F1B order (idle "
+       << "share without communication (S - 1) / (M + S - 1) = " << std::setprecision(2)
+       << static_cast<double>(s - 1) / static_cast<double>(m + s - 1) << std::defaultfloat
+       << "): " << describe_pipeline(*model_, pipeline_->plan()) << "\n";
+  }
   if (deck_.streaming) {
     os << "data streamed from " << deck_.train_file << " and " << deck_.test_file
        << ": each rank reads its share of every batch, " << BatchStream::default_depth
@@ -255,7 +292,10 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
   require_same_weights_on_every_rank(comm, model_->parameters().values(), "the initial weights");
 
   optimizer_ = make_optimizer(deck_.optimizer);
-  trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm);
+  std::vector<Model*> replicas;
+  for (const auto& r : replicas_) replicas.push_back(r.get());
+  trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm, pipeline_.get(),
+                                       replicas);
   out.checkpoints = std::make_unique<CheckpointDirectory>(deck_.run.checkpoint.directory,
                                                           deck_.run.checkpoint.keep);
 
@@ -330,12 +370,14 @@ void Run::save(const TrainingCursor& at) {
   if (at.step == out.last_checkpoint) return;
   const Communicator& comm = *comm_;
   comm.barrier();
-  // Sharded optimizer state is gathered whole on rank 0 for the file.
+  // Sharded optimizer state is gathered whole on rank 0 for the file, and
+  // a pipeline's stages' weights too.
   std::unique_ptr<Optimizer> whole;
   if (const OptimizerSharding* sharding = trainer_->sharding()) {
-    if (comm.rank() == 0) whole = make_optimizer(deck_.optimizer);
+    if (sharding->root()) whole = make_optimizer(deck_.optimizer);
     sharding->gather_state(whole.get(), model_->parameters());
   }
+  trainer_->gather_model();
   std::string written;
   try {
     agree(comm, [&] {
@@ -447,7 +489,7 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
     if (summary.evaluated) result.evaluation = summary.evaluation;
     if (summary.evaluated && summary.set == "test" && !pausing) result.test = summary.evaluation;
     // Replicas must not drift apart (a cheap check, once an epoch).
-    require_same_weights_on_every_rank(comm, model_->parameters().values(),
+    require_same_weights_on_every_rank(*trainer_->replica_comm(), model_->parameters().values(),
                                        "the weights after epoch " + std::to_string(epoch + 1));
     if (root && callbacks.on_epoch) callbacks.on_epoch(summary);
     const EpochReport& r = summary.report;
@@ -468,6 +510,10 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
                 {"communication_overlapped", r.overlapped_seconds}}},
               {"overlap_fraction", r.overlap_fraction},
               {"peak_resident_mb", peak_resident_mib()}};
+    if (pipeline_) {
+      line["time"]["pipeline_wait"] = r.pipeline_wait_seconds;
+      line["pipeline_bubble"] = r.bubble_fraction;
+    }
     if (scaling) {
       line["skipped_steps"] = r.skipped_steps;
       line["loss_scale"] = trainer_->loss_scale().scale;
@@ -509,6 +555,8 @@ std::string epoch_line(const EpochSummary& e, int ranks) {
   if (ranks > 1)
     os << ", communication " << t.communication << " s exposed + " << r.overlapped_seconds
        << " s overlapped (" << std::setprecision(0) << 100 * r.overlap_fraction << "%)";
+  if (r.bubble_fraction > 0)
+    os << ", pipeline bubble " << std::setprecision(0) << 100 * r.bubble_fraction << "%";
   os << ")";
   return os.str();
 }

@@ -4,6 +4,7 @@
 #include <tessera/deck/deck.hpp>
 #include <tessera/layers/registry.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -437,9 +438,9 @@ Deck parse_deck(const std::string& text, const std::string& path,
                                 1, INT64_MAX);
 
   const auto& parallel = r.table(root, "parallel", false);
-  r.only_keys(
-      parallel, "parallel.",
-      {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "gradient_dtype", "shard_optimizer"});
+  r.only_keys(parallel, "parallel.",
+              {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "gradient_dtype",
+               "shard_optimizer", "pipeline_stages", "stage_boundaries"});
   const float bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb",
                                        static_cast<float>(training.bucket_bytes) / (1 << 20));
   r.require_range(parallel, "parallel.", "bucket_mb", bucket_mb, 1e-6f, 4096.0f);
@@ -456,6 +457,42 @@ Deck parse_deck(const std::string& text, const std::string& path,
                float_format_names()));
   training.shard_optimizer =
       r.get<bool>(parallel, "parallel.", "shard_optimizer", training.shard_optimizer);
+  deck.pipeline_stages = static_cast<int>(
+      r.get<std::int64_t>(parallel, "parallel.", "pipeline_stages", deck.pipeline_stages));
+  r.require_range(parallel, "parallel.", "pipeline_stages", deck.pipeline_stages, 1, 4096);
+  if (const toml::node* node = parallel.get("pipeline_stages"))
+    deck.pipeline_location = r.location(node->source());
+  r.check(deck.pipeline_stages == 1 || !training.shard_optimizer, parallel, "parallel.",
+          "pipeline_stages",
+          "a pipeline keeps each stage's optimizer state on its own ranks already; it cannot be "
+          "combined with parallel.shard_optimizer = true");
+  r.check(deck.pipeline_stages == 1 || training.gradient_dtype == FloatFormat::fp32, parallel,
+          "parallel.", "pipeline_stages",
+          "a pipeline sums its stages' gradients in fp32; it cannot be combined with "
+          "parallel.gradient_dtype = \"" +
+              std::string(float_format_name(training.gradient_dtype)) + "\"");
+  if (const toml::node* node = parallel.get("stage_boundaries")) {
+    const toml::array* a = node->as_array();
+    if (!a)
+      r.fail(node->source(), "parallel.stage_boundaries",
+             "expected an array of layer names (the first layer of each stage after the first)");
+    for (const auto& item : *a) {
+      const auto name = item.value_exact<std::string>();
+      if (!name)
+        r.fail(item.source(), "parallel.stage_boundaries", "expected layer names (strings)");
+      const bool known = std::any_of(deck.layers.begin(), deck.layers.end(),
+                                     [&](const LayerDeck& l) { return l.name == *name; });
+      if (!known)
+        r.fail(item.source(), "parallel.stage_boundaries", "'" + *name + "' is not a layer name");
+      deck.stage_boundaries.push_back(*name);
+    }
+    r.check(deck.stage_boundaries.size() + 1 == static_cast<std::size_t>(deck.pipeline_stages),
+            parallel, "parallel.", "stage_boundaries",
+            "names " + std::to_string(deck.stage_boundaries.size()) +
+                " layer(s); parallel.pipeline_stages = " + std::to_string(deck.pipeline_stages) +
+                " needs " + std::to_string(deck.pipeline_stages - 1) +
+                " (the first layer of every stage but the first)");
+  }
 
   read_checkpoint(r, r.table(root, "checkpoint", false), deck.run.output_dir, deck.run.checkpoint);
   return deck;

@@ -34,6 +34,16 @@ Model& Model::set_initializer(const std::string& layer, Init init) {
 }
 
 void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
+  compile_layers(max_batch, nullptr, seed);
+}
+
+void Model::compile(std::int64_t max_batch, const Model& weights) {
+  TESSERA_REQUIRE(weights.compiled_,
+                  "tessera::Model::compile: the model to share weights with is not compiled");
+  compile_layers(max_batch, &weights, 0);
+}
+
+void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed) {
   ScopedRegion region("tessera::Model::compile");
   TESSERA_REQUIRE(!compiled_, "tessera::Model::compile: called twice");
   TESSERA_REQUIRE(!layers_.empty(), "tessera::Model::compile: the model has no layers");
@@ -105,8 +115,27 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     TESSERA_REQUIRE(node_of.count(target) && target != "input",
                     "tessera::Model::compile: an initializer names layer '"
                         << target << "', which is not in the model");
-  parameters_.allocate();
-  state_.allocate();
+  if (weights != nullptr) {
+    // A replica: the same table of weights, then the other model's buffers.
+    const auto same = [](const ParameterStore& a, const ParameterStore& b) {
+      if (a.count() != b.count() || a.entries().size() != b.entries().size()) return false;
+      for (std::size_t k = 0; k < a.entries().size(); ++k) {
+        const ParameterEntry &x = a.entries()[k], &y = b.entries()[k];
+        if (x.layer != y.layer || x.spec.name != y.spec.name || x.spec.shape != y.spec.shape ||
+            x.offset != y.offset)
+          return false;
+      }
+      return true;
+    };
+    TESSERA_REQUIRE(same(parameters_, weights->parameters_) && same(state_, weights->state_),
+                    "tessera::Model::compile: a replica must have the layers and parameters of "
+                    "the model it shares weights with; build both from the same description");
+    parameters_ = weights->parameters_;
+    state_ = weights->state_;
+  } else {
+    parameters_.allocate();
+    state_.allocate();
+  }
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Tensors values, grads, state;
     for (auto slot : param_slots[i]) {
@@ -118,8 +147,10 @@ void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
     layers_[i]->bind_state(state);
     layers_[i]->allocate(input_shapes[i]);
   }
-  parameters_.initialize(seed);
-  state_.initialize(seed);
+  if (weights == nullptr) {
+    parameters_.initialize(seed);
+    state_.initialize(seed);
+  }
 
   // Activation gradients live in one buffer so backward() zeroes them at once.
   std::int64_t grad_elements = 0;
@@ -238,14 +269,23 @@ void Model::backward(std::int64_t batch, const StepContext& ctx,
 Shape Model::layer_output_shape(std::size_t i) const { return sample_shapes_.at(i + 1); }
 Shape Model::output_shape() const { return sample_shapes_.back(); }
 
+Shapes Model::layer_input_shapes(std::size_t i, std::int64_t batch) const {
+  Shapes inputs;
+  for (auto node : layer_inputs_.at(i)) inputs.push_back(with_batch(sample_shapes_[node], batch));
+  return inputs;
+}
+
 std::int64_t Model::flops_per_sample() const {
   std::int64_t flops = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    Shapes inputs;
-    for (auto node : layer_inputs_[i]) inputs.push_back(with_batch(sample_shapes_[node], 1));
-    flops += layers_[i]->flops_per_sample(inputs);
-  }
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    flops += layers_[i]->flops_per_sample(layer_input_shapes(i, 1));
   return flops;
+}
+
+LayerCost Model::layer_cost(std::size_t i) const {
+  TESSERA_REQUIRE(compiled_ && i < layers_.size(),
+                  "tessera::Model::layer_cost: layer " << i << " of " << layers_.size());
+  return layers_[i]->cost(layer_input_shapes(i, 1), true);
 }
 
 std::string Model::summary() const {

@@ -64,8 +64,9 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
   // optimizer each rank holds the summed gradients of its slice only: each
   // looks there, and the ranks agree on the first.
   const auto& store = model_.parameters();
-  const std::int64_t lo = sharding_ ? sharding_->offset() : 0;
-  const std::int64_t hi = sharding_ ? lo + sharding_->count() : store.count();
+  const OptimizerSharding* slices = sharding();
+  const std::int64_t lo = slices ? slices->offset() : 0;
+  const std::int64_t hi = slices ? lo + slices->count() : store.count();
   std::uint64_t first = store.entries().size();
   for (std::size_t i = 0; i < store.entries().size(); ++i) {
     const ParameterEntry& e = store.entries()[i];
@@ -81,7 +82,7 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
       break;
     }
   }
-  if (sharding_)
+  if (slices)
     for (const std::uint64_t other : comm_->gather(first)) first = std::min(first, other);
   const std::string culprit = first < store.entries().size() ? store.entries()[first].layer + "." +
                                                                    store.entries()[first].spec.name
@@ -98,24 +99,60 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
 }
 
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
-                 const Communicator* comm)
-    : model_(model), optimizer_(optimizer), options_(options), comm_(comm) {
+                 const Communicator* comm, Pipeline* pipeline, std::vector<Model*> replicas)
+    : model_(model), optimizer_(optimizer), options_(options), comm_(comm), pipeline_(pipeline) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
   if (comm != nullptr) {
     rank_ = comm->rank();
     ranks_ = comm->size();
+  }
+  data_comm_ = pipeline ? &pipeline->data() : comm;
+  if (data_comm_ != nullptr) {
+    data_rank_ = data_comm_->rank();
+    data_ranks_ = data_comm_->size();
+  }
+  slots_.push_back(&model);
+  if (pipeline) {
+    TESSERA_REQUIRE(comm != nullptr,
+                    "tessera::Trainer: a pipeline needs the communicator it spans");
+    TESSERA_REQUIRE(!options.shard_optimizer,
+                    "tessera::Trainer: a pipeline updates each stage's parameters on its own "
+                    "ranks already; it cannot also shard the optimizer over the data ranks");
+    TESSERA_REQUIRE(pipeline->micro_batches() == options.accumulation_steps,
+                    "tessera::Trainer: the pipeline was set up for "
+                        << pipeline->micro_batches() << " micro-batches, the options have "
+                        << options.accumulation_steps);
+    TESSERA_REQUIRE(static_cast<std::int64_t>(replicas.size()) + 1 == pipeline->in_flight(),
+                    "tessera::Trainer: stage " << pipeline->stage() + 1 << " holds "
+                                               << pipeline->in_flight()
+                                               << " micro-batches at once and needs as many "
+                                                  "models; got the model and "
+                                               << replicas.size() << " replicas");
+    for (Model* r : replicas) {
+      TESSERA_REQUIRE(r != nullptr && r->compiled() && r->max_batch() == model.max_batch() &&
+                          r->parameters().values().data() == model.parameters().values().data(),
+                      "tessera::Trainer: a pipeline replica must be compiled for the model's "
+                      "batch and share its weights (Model::compile(max_batch, model))");
+      slots_.push_back(r);
+    }
+    std::vector<int> offsets, counts;
+    pipeline->slices(model, model.parameters(), offsets, counts);
+    stage_slices_ =
+        std::make_unique<OptimizerSharding>(pipeline->line(), optimizer, offsets, counts);
+    pipeline->slices(model, model.state(), state_offsets_, state_counts_);
   }
   TESSERA_REQUIRE(
       options.accumulation_steps >= 1 && options.batch_size >= options.accumulation_steps,
       "tessera::Trainer: accumulation steps " << options.accumulation_steps
                                               << " must be between 1 and the batch size "
                                               << options.batch_size);
-  const std::int64_t shard = options.max_shard(ranks_);
+  const std::int64_t shard = options.max_shard(data_ranks_);
   TESSERA_REQUIRE(options.batch_size >= 1 && shard <= model.max_batch(),
                   "tessera::Trainer: batch size "
                       << options.batch_size << " in " << options.accumulation_steps
-                      << " micro-batch(es) over " << ranks_ << " rank(s) needs shards of up to "
-                      << shard << " samples; the model was compiled for " << model.max_batch()
+                      << " micro-batch(es) over " << data_ranks_
+                      << " rank(s) needs shards of up to " << shard
+                      << " samples; the model was compiled for " << model.max_batch()
                       << " (compile it for TrainOptions::max_shard(ranks))");
   TESSERA_REQUIRE(options.epochs >= 1,
                   "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
@@ -135,7 +172,10 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     scale_.scale = scaling.initial;
   }
   loss_ = make_loss(options.loss);
-  if (ranks_ > 1) {
+  if (pipeline) {
+    if (options.sync_batchnorm && data_ranks_ > 1)
+      sync_ = std::make_unique<CommunicatorSync>(*data_comm_);
+  } else if (ranks_ > 1) {
     averager_ = std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes,
                                                    options.overlap, options.gradient_dtype);
     GradientAverager* averager = averager_.get();
@@ -180,8 +220,9 @@ bool Trainer::unscale_gradients(int epoch, std::int64_t batch_index, double& nor
   ParameterStore& params = model_.parameters();
   // Division by a power of two: exact unless a value turns subnormal.
   if (scale_.scale != 1) kernels::scale_in_place(exec, params.gradients(), 1.0 / scale_.scale);
-  norm = sharding_ ? sharding_->gradient_norm(params, norm_scratch_)
-                   : gradient_norm(exec, params, norm_scratch_);
+  norm = pipeline_   ? pipeline_->gradient_norm(params, norm_scratch_)
+         : sharding_ ? sharding_->gradient_norm(params, norm_scratch_)
+                     : gradient_norm(exec, params, norm_scratch_);
   const LossScaling& scaling = options_.loss_scaling;
   if (std::isfinite(norm)) {
     if (scaling.dynamic && ++scale_.good_steps >= scaling.growth_interval) {
@@ -209,9 +250,25 @@ std::int64_t Trainer::steps_per_epoch(std::int64_t samples) const {
 // Local BatchNorm leaves each rank with running statistics of its own shards;
 // their mean keeps every rank's model (and checkpoint) the same.
 void Trainer::average_state() {
-  if (ranks_ == 1 || sync_ || model_.state().count() == 0) return;
-  comm_->sum(model_.state().values());
-  kernels::scale_in_place(ExecSpace(), model_.state().values(), 1.0 / ranks_);
+  if (data_ranks_ == 1 || sync_ || model_.state().count() == 0) return;
+  data_comm_->sum(model_.state().values());
+  kernels::scale_in_place(ExecSpace(), model_.state().values(), 1.0 / data_ranks_);
+}
+
+void Trainer::gather_model() {
+  if (!pipeline_) return;
+  ScopedRegion region("tessera::Trainer::gather_model");
+  const Communicator& line = pipeline_->line();
+  const auto gather = [&](const Vector<float>& values, const std::vector<int>& offsets,
+                          const std::vector<int>& counts) {
+    const int s = pipeline_->stage();
+    const Vector<float> mine("tessera::Trainer::gather_model::mine", counts[s]);
+    Kokkos::deep_copy(mine, Kokkos::subview(values, std::pair<std::int64_t, std::int64_t>(
+                                                        offsets[s], offsets[s] + counts[s])));
+    line.gather_slices(mine, values, counts, offsets);
+  };
+  gather(model_.parameters().values(), stage_slices_->offsets(), stage_slices_->counts());
+  if (model_.state().count() > 0) gather(model_.state().values(), state_offsets_, state_counts_);
 }
 
 void Trainer::ensure_buffers(const Dataset& data) {
@@ -255,7 +312,7 @@ std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
     const std::int64_t start = s * batch_size, global = std::min(batch_size, n - start);
     for (std::int64_t m = 0; m < micro_steps; ++m) {
       const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
-      const Shard part = shard_of(micro.count, rank_, ranks_);
+      const Shard part = shard_of(micro.count, data_rank_, data_ranks_);
       if (part.count == 0) continue;
       counts.push_back(part.count);
       for (std::int64_t i = 0; i < part.count; ++i)
@@ -263,6 +320,86 @@ std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
     }
   }
   return std::make_unique<BatchStream>(data, std::move(rows), std::move(counts));
+}
+
+void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
+                         std::int64_t batch, Model& model, const WindowDraw& draw,
+                         BatchStream* stream) {
+  const ExecSpace exec;
+  const auto labels =
+      Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
+  if (stream)
+    stream->next(exec, model.input(batch), labels);
+  else
+    gather_batch(exec, data, order, first, model.input(batch), labels, draw);
+}
+
+void Trainer::evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
+                            std::int64_t global, bool train, double* sums) {
+  const ExecSpace exec;
+  const auto labels =
+      Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
+  // Scaling by a power of two after the division keeps every gradient
+  // an exact multiple of the unscaled one.
+  loss_->evaluate(exec, output, labels,
+                  scale_.scale * (1.0f / static_cast<float>(global * positions_)),
+                  model.output_gradient(batch), sample_loss_, sample_correct_, train);
+  Kokkos::deep_copy(sample_loss_host_, sample_loss_);
+  Kokkos::deep_copy(sample_correct_host_, sample_correct_);
+  for (std::int64_t i = 0; i < batch * positions_; ++i) {
+    sums[0] += sample_loss_host_(i);
+    sums[1] += sample_correct_host_(i);
+  }
+}
+
+template <class Clock>
+void Trainer::pipeline_batch(const Dataset& data, const Vector<std::int64_t>& order, bool train,
+                             std::int64_t start, std::int64_t global, const WindowDraw& draw,
+                             bool sync, BatchStream* stream, Clock& clock, double* sums) {
+  Pipeline& pipe = *pipeline_;
+  const LayerRange range = pipe.layers(model_);
+  const std::int64_t micro_steps = options_.accumulation_steps;
+  const auto slots = static_cast<std::int64_t>(slots_.size());
+  for (const PipelineOp& op : pipeline_schedule(pipe.stage(), pipe.stages(), micro_steps, train)) {
+    const Shard micro = shard_of(global, static_cast<int>(op.micro), static_cast<int>(micro_steps));
+    const Shard part = shard_of(micro.count, data_rank_, data_ranks_);
+    const std::int64_t batch = part.count, offset = micro.offset + part.offset;
+    // Every stage of this pipeline has the same share: all skip it together.
+    if (batch == 0) continue;
+    const std::int64_t slot = op.micro % slots;
+    Model& model = *slots_[slot];
+    pipe.wait(slot);
+    const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
+                          micro.count};
+    if (op.forward) {
+      if (pipe.first_stage() || pipe.last_stage()) {
+        load_batch(data, order, start + offset, batch, model, draw, stream);
+        clock.stop(time_.data);
+      }
+      if (!pipe.first_stage()) {
+        pipe.receive_forward(model.activation(range.first - 1, batch));
+        clock.stop(time_.communication);
+      }
+      const Tensor<float> output = model.forward(batch, ctx, range);
+      if (pipe.last_stage())
+        evaluate_loss(model, output, batch, global, train, sums);
+      else
+        pipe.send_forward(slot, output);
+      clock.stop(time_.forward);
+      continue;
+    }
+    if (!pipe.last_stage()) {
+      model.zero_activation_gradients();
+      pipe.receive_backward(model.activation_gradient(range.last - 1, batch));
+      clock.stop(time_.communication);
+    }
+    model.backward(batch, ctx, nullptr, range);
+    if (!pipe.first_stage())
+      pipe.send_backward(slot, model.activation_gradient(range.first - 1, batch));
+    clock.stop(time_.backward);
+  }
+  pipe.wait_all();
+  clock.stop(time_.communication);
 }
 
 Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
@@ -274,8 +411,6 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   const std::int64_t positions = positions_;
   const WindowDraw draw{options_.seed, epoch};
   const std::int64_t steps = steps_per_epoch(n);
-  const auto& loss_host = sample_loss_host_;
-  const auto& correct_host = sample_correct_host_;
   TESSERA_REQUIRE(first_step >= 0 && first_step < steps,
                   "tessera::Trainer: epoch " << epoch + 1 << " has " << steps
                                              << " steps; cannot start at step " << first_step + 1);
@@ -284,18 +419,20 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   if (sync) {
     const std::int64_t last = n % batch_size ? n % batch_size : batch_size;
     const std::int64_t smallest = std::min(batch_size, last) / micro_steps;
-    if (smallest < ranks_)
+    if (smallest < data_ranks_)
       throw CollectiveError(
           "tessera::Trainer: synchronised BatchNorm needs at least one sample per "
           "rank in every micro-batch; batch size " +
           std::to_string(batch_size) + " in " + std::to_string(micro_steps) +
           " micro-batch(es) over " + std::to_string(n) + " samples leaves micro-batches of " +
-          std::to_string(smallest) + " for " + std::to_string(ranks_) +
+          std::to_string(smallest) + " for " + std::to_string(data_ranks_) +
           " ranks; choose another batch size");
   }
   // A streamed dataset is read ahead: this rank's share of every batch left.
+  // Inner pipeline stages take no data.
   std::unique_ptr<BatchStream> stream;
-  if (data.streamed()) stream = plan_stream(data, order, first_step, steps);
+  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
+  if (data.streamed() && takes_data) stream = plan_stream(data, order, first_step, steps);
   // Sums over the samples seen so far: loss, correct predictions.
   double totals[2] = {0, 0};
   const auto started = std::chrono::steady_clock::now();
@@ -309,42 +446,30 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     if (train) model_.zero_gradients();
     // Summed on the host in sample order: the same total for any thread count.
     double sums[2] = {0, 0};
-    for (std::int64_t m = 0; m < micro_steps; ++m) {
-      // Micro-batch m of the global batch, then this rank's share of it.
-      const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
-      const Shard part = shard_of(micro.count, rank_, ranks_);
-      const std::int64_t batch = part.count, offset = micro.offset + part.offset;
-      const bool last_micro = m + 1 == micro_steps;
-      const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
-                            micro.count};
-      if (batch > 0) {
-        const auto labels = Kokkos::subview(
-            batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions));
-        if (stream)
-          stream->next(exec, model_.input(batch), labels);
-        else
-          gather_batch(exec, data, order, start + offset, model_.input(batch), labels, draw);
-        clock.stop(time_.data);
-        const Tensor<float> output = model_.forward(batch, ctx);
-        // Scaling by a power of two after the division keeps every gradient
-        // an exact multiple of the unscaled one.
-        loss_->evaluate(exec, output, labels,
-                        scale_.scale * (1.0f / static_cast<float>(global * positions)),
-                        model_.output_gradient(batch), sample_loss_, sample_correct_, train);
-        Kokkos::deep_copy(loss_host, sample_loss_);
-        Kokkos::deep_copy(correct_host, sample_correct_);
-        for (std::int64_t i = 0; i < batch * positions; ++i) {
-          sums[0] += loss_host(i);
-          sums[1] += correct_host(i);
+    if (pipeline_)
+      pipeline_batch(data, order, train, start, global, draw, sync, stream.get(), clock, sums);
+    else
+      for (std::int64_t m = 0; m < micro_steps; ++m) {
+        // Micro-batch m of the global batch, then this rank's share of it.
+        const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
+        const Shard part = shard_of(micro.count, rank_, ranks_);
+        const std::int64_t batch = part.count, offset = micro.offset + part.offset;
+        const bool last_micro = m + 1 == micro_steps;
+        const StepContext ctx{
+            train, options_.seed, step_, offset, sync ? sync_.get() : nullptr, micro.count};
+        if (batch > 0) {
+          load_batch(data, order, start + offset, batch, model_, draw, stream.get());
+          clock.stop(time_.data);
+          const Tensor<float> output = model_.forward(batch, ctx);
+          evaluate_loss(model_, output, batch, global, train, sums);
+          clock.stop(time_.forward);
         }
-        clock.stop(time_.forward);
+        if (!train) continue;
+        // Gradients are averaged while the last micro-batch runs backward.
+        if (last_micro && averager_) averager_->begin();
+        if (batch > 0) model_.backward(batch, ctx, last_micro ? after_layer_ : nullptr);
+        clock.stop(time_.backward);
       }
-      if (!train) continue;
-      // Gradients are averaged while the last micro-batch runs backward.
-      if (last_micro && averager_) averager_->begin();
-      if (batch > 0) model_.backward(batch, ctx, last_micro ? after_layer_ : nullptr);
-      clock.stop(time_.backward);
-    }
     if (!train) {
       totals[0] += sums[0];
       totals[1] += sums[1];
@@ -352,6 +477,13 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     }
     if (averager_) {
       averager_->finish();
+      clock.stop(time_.communication);
+    }
+    if (pipeline_ && data_ranks_ > 1) {
+      // The stage's ranks sum their gradients (zero outside the stage).
+      const OptimizerSharding& mine = *stage_slices_;
+      data_comm_->sum(
+          Vector<float>(model_.parameters().gradients().data() + mine.offset(), mine.count()));
       clock.stop(time_.communication);
     }
     // One process communicates nothing: its time goes to the next phase.
@@ -439,6 +571,7 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
   time_ = PhaseTimes{};
   skipped_ = 0;
   if (averager_) averager_->reset_times();
+  if (pipeline_) pipeline_->reset_waiting();
   report.train = run_batches(data, order_, true, log, epoch, first_step);
   report.time = time_;
   if (averager_) {
@@ -450,6 +583,13 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;
+  if (pipeline_) {
+    report.pipeline_wait_seconds = pipeline_->waiting_seconds();
+    double total = 0;
+    for (const double f : comm_->allgather({report.pipeline_wait_seconds / report.seconds}))
+      total += f;
+    report.bubble_fraction = total / ranks_;
+  }
   return report;
 }
 

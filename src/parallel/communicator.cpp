@@ -2,6 +2,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/parallel/communicator.hpp>
+#include <tessera/parallel/impl/mpi_status.hpp>
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
@@ -14,14 +15,7 @@
 namespace tessera {
 
 namespace {
-void check(int status, const char* what) {
-  if (status == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(status, text, &length);
-  throw Error(std::string("tessera::Communicator: ") + what +
-              " failed: " + std::string(text, length));
-}
+void check(int status, const char* what) { impl::check_mpi(status, "tessera::Communicator", what); }
 
 // Whether the MPI library says it reads device memory for this backend.
 bool mpi_reads_device_memory() {

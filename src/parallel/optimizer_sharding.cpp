@@ -42,6 +42,16 @@ OptimizerSharding::OptimizerSharding(const Communicator& comm, Optimizer& optimi
   optimizer.set_shard(offset(), count());
 }
 
+OptimizerSharding::OptimizerSharding(const Communicator& comm, Optimizer& optimizer,
+                                     std::vector<int> offsets, std::vector<int> counts)
+    : comm_(comm), optimizer_(optimizer), offsets_(std::move(offsets)), counts_(std::move(counts)) {
+  TESSERA_REQUIRE(
+      offsets_.size() == static_cast<std::size_t>(comm.size()) && counts_.size() == offsets_.size(),
+      "tessera::OptimizerSharding: " << offsets_.size() << " offsets and " << counts_.size()
+                                     << " counts for " << comm.size() << " ranks");
+  optimizer.set_shard(offset(), count());
+}
+
 double OptimizerSharding::gradient_norm(const ParameterStore& params,
                                         const Kokkos::View<double*, MemSpace>& scratch) const {
   ScopedRegion region("tessera::OptimizerSharding::gradient_norm");

@@ -136,6 +136,10 @@ class Run {
   Deck deck_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Model> model_;
+  // parallel.pipeline_stages > 1: this rank's stage, and replicas of the
+  // model for the micro-batches it holds at once.
+  std::unique_ptr<Pipeline> pipeline_;
+  std::vector<std::unique_ptr<Model>> replicas_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Trainer> trainer_;
   Dataset train_, validation_, test_;

@@ -94,6 +94,11 @@ struct Deck {
   TrainOptions training;
   RunOptions run;                      // [run] name and output_dir, eval_every, [checkpoint]
   std::string gpu_aware_mpi = "auto";  // "auto" | "on" | "off"
+  // [parallel] pipeline: the layers split into this many stages over the
+  // ranks, starting at the named layers (stages - 1 names; none: balanced).
+  int pipeline_stages = 1;
+  std::vector<std::string> stage_boundaries;
+  std::string pipeline_location;  // "file:line:column" of pipeline_stages when set
 };
 
 // Parses and validates a deck after applying `overrides` ("key.path=value",

@@ -48,6 +48,11 @@ class Model {
   // Shape inference, parameter layout and workspace allocation for batches
   // of up to max_batch samples; parameters are initialised from seed.
   void compile(std::int64_t max_batch, std::uint64_t seed);
+  // Compiles a replica of `weights` (a compiled model of the same layers):
+  // its own workspace, with the parameters, their gradients and the state
+  // of `weights`, shared, not copied. A pipeline stage keeps one replica per
+  // micro-batch in flight; their backward passes add to the same gradients.
+  void compile(std::int64_t max_batch, const Model& weights);
   bool compiled() const { return compiled_; }
 
   // The model's input buffer for `batch` samples: fill it, then forward().
@@ -87,12 +92,17 @@ class Model {
   const std::vector<std::size_t>& layer_inputs(std::size_t i) const { return layer_inputs_.at(i); }
   Shape output_shape() const;
   std::int64_t flops_per_sample() const;
+  // The shapes of layer i's inputs for `batch` samples.
+  Shapes layer_input_shapes(std::size_t i, std::int64_t batch) const;
+  // Layer i's work per sample (forward and backward, input gradient included).
+  LayerCost layer_cost(std::size_t i) const;
   std::int64_t max_batch() const { return max_batch_; }
 
   // A table of layers, output shapes and parameter counts.
   std::string summary() const;
 
  private:
+  void compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed);
   Tensors gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
                  std::int64_t batch) const;
   LayerRange clamp(LayerRange range, const char* fn) const;

@@ -5,7 +5,10 @@
 // whose gradients add up before its one optimizer step. With a communicator
 // of several ranks it is data parallel: every micro-batch is split over the
 // ranks (each works on its own shard of the same shuffled order) and
-// gradients are averaged in buckets while the last backward runs.
+// gradients are averaged in buckets while the last backward runs. With a
+// Pipeline, each rank runs its stage's layers on the micro-batches in 1F1B
+// order, its stage's ranks split every micro-batch, and each rank updates
+// its stage's parameters only.
 #pragma once
 
 #include <tessera/data/dataset.hpp>
@@ -17,6 +20,7 @@
 #include <tessera/optim/schedule.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
 #include <tessera/parallel/optimizer_sharding.hpp>
+#include <tessera/parallel/pipeline.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -75,14 +79,22 @@ struct EpochReport {
   double seconds = 0;
   double samples_per_second = 0;   // over all ranks
   std::int64_t skipped_steps = 0;  // by dynamic loss scaling
+  // Pipelines: the seconds this rank waited for its neighbour stages, and
+  // the mean over all ranks of that wait's share of the epoch (the bubble).
+  double pipeline_wait_seconds = 0;
+  double bubble_fraction = 0;
 };
 
 class Trainer {
  public:
   // comm: the ranks training together (nullptr or one rank: this process
   // alone). The model must be compiled for options.max_shard(ranks).
+  // pipeline: this rank's stage of a pipeline over comm (whose ranks are
+  // stages x data ranks), with pipeline->in_flight() - 1 replicas of the
+  // model (compiled to share its weights) for the micro-batches in flight.
   Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
-          const Communicator* comm = nullptr);
+          const Communicator* comm = nullptr, Pipeline* pipeline = nullptr,
+          std::vector<Model*> replicas = {});
 
   // Trains one epoch (0-based) from its step first_step (0-based; a restart
   // resumes mid-epoch); progress lines go to `log` when set. Every rank
@@ -110,7 +122,15 @@ class Trainer {
   // With TrainOptions::shard_optimizer on several ranks: the optimizer's
   // shard (checkpoints gather and restarts take the state through it);
   // nullptr otherwise.
-  OptimizerSharding* sharding() const { return sharding_.get(); }
+  // With a pipeline: the stages' slices (each rank updates its own).
+  OptimizerSharding* sharding() const { return sharding_ ? sharding_.get() : stage_slices_.get(); }
+  // Collective. With a pipeline: every stage's parameters and state copied
+  // into the model of each pipeline's first rank (world rank 0 included),
+  // which then holds the whole model, e.g. for a checkpoint. Else nothing.
+  void gather_model();
+  // The ranks whose parameter buffers are replicas of this rank's: all of
+  // comm, or the ranks of this pipeline stage.
+  const Communicator* replica_comm() const { return data_comm_; }
 
  private:
   void ensure_buffers(const Dataset& data);
@@ -120,6 +140,20 @@ class Trainer {
   std::unique_ptr<BatchStream> plan_stream(const Dataset& data, const Vector<std::int64_t>& order,
                                            std::int64_t first_step, std::int64_t steps) const;
   void average_state();
+  // One global batch's micro-batches on this pipeline stage; adds the loss
+  // and correct predictions of the last stage's samples to sums.
+  template <class Clock>
+  void pipeline_batch(const Dataset& data, const Vector<std::int64_t>& order, bool train,
+                      std::int64_t start, std::int64_t global, const WindowDraw& draw, bool sync,
+                      BatchStream* stream, Clock& clock, double* sums);
+  // This rank's `batch` samples from place `first` of `order` (or the
+  // stream's next) into model's input, and their labels.
+  void load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
+                  std::int64_t batch, Model& model, const WindowDraw& draw, BatchStream* stream);
+  // The loss of one micro-batch of `model` (the model's output); adds the
+  // loss and correct predictions to sums.
+  void evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
+                     std::int64_t global, bool train, double* sums);
 
   Model& model_;
   Optimizer& optimizer_;
@@ -127,6 +161,13 @@ class Trainer {
   const Communicator* comm_ = nullptr;
   std::unique_ptr<Loss> loss_;
   int rank_ = 0, ranks_ = 1;
+  // The ranks that split every micro-batch: comm, or a pipeline stage's.
+  const Communicator* data_comm_ = nullptr;
+  int data_rank_ = 0, data_ranks_ = 1;
+  Pipeline* pipeline_ = nullptr;
+  std::vector<Model*> slots_;  // the model, then its replicas
+  std::unique_ptr<OptimizerSharding> stage_slices_;
+  std::vector<int> state_offsets_, state_counts_;
   std::unique_ptr<GradientAverager> averager_;
   std::unique_ptr<OptimizerSharding> sharding_;
   std::unique_ptr<CommunicatorSync> sync_;

@@ -24,6 +24,13 @@ class OptimizerSharding {
   // ranks of `comm` for a store of params.count() parameters: rank r takes
   // the chunks shard_of(chunks, r, ranks) of it (a rank may take none).
   OptimizerSharding(const Communicator& comm, Optimizer& optimizer, const ParameterStore& params);
+  // Slices given by the caller (a pipeline stage's parameters): rank r
+  // takes [offsets[r], offsets[r] + counts[r]).
+  OptimizerSharding(const Communicator& comm, Optimizer& optimizer, std::vector<int> offsets,
+                    std::vector<int> counts);
+
+  // Whether this rank gathers the whole state (rank 0 of the communicator).
+  bool root() const { return comm_.rank() == 0; }
 
   // This rank's slice, and every rank's (MPI's counts and displacements).
   std::int64_t offset() const { return offsets_[comm_.rank()]; }
