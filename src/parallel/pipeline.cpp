@@ -69,19 +69,16 @@ PipelinePlan balanced_pipeline(const Model& model, int stages) {
   const std::size_t n = model.layers().size();
   std::vector<double> prefix(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + pipeline_layer_cost(model, i);
-  // Candidate starts: 0, then the cut points; best[s][k]: the least largest
-  // cost of s + 1 stages covering layers [0, start k), the last starting at
-  // some earlier candidate.
+  // Candidate starts: 0, then the cut points. best[s][k]: the least largest
+  // stage cost of stages 0..s covering layers [0, end_of(k)); from[s][k]:
+  // the candidate where stage s then starts.
   std::vector<std::size_t> starts{0};
   starts.insert(starts.end(), cuts.begin(), cuts.end());
   const std::size_t c = starts.size();
   const double inf = std::numeric_limits<double>::infinity();
-  // cost[s][k]: stages 0..s with stage s starting at starts[k], covering up
-  // to the end of stage s unknown yet, so track the cost up to starts[k].
   std::vector<std::vector<double>> best(stages, std::vector<double>(c + 1, inf));
   std::vector<std::vector<std::size_t>> from(stages, std::vector<std::size_t>(c + 1, 0));
   const auto end_of = [&](std::size_t k) { return k < c ? starts[k] : n; };
-  // best[0][k]: stage 0 covers [0, end_of(k)).
   for (std::size_t k = 1; k <= c; ++k) best[0][k] = prefix[end_of(k)];
   for (int s = 1; s < stages; ++s)
     for (std::size_t k = 1; k <= c; ++k)
@@ -185,12 +182,12 @@ Pipeline::Pipeline(const Communicator& world, const PipelinePlan& plan, std::int
 }
 
 Pipeline::~Pipeline() {
-  // Sends still in flight after an error: their partners are gone too.
-  for (auto& slot : pending_)
-    for (MPI_Request& r : slot) MPI_Request_free(&r);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  // Sends still in flight after an error: their partners are gone too.
+  for (auto& slot : pending_)
+    for (MPI_Request& r : slot) MPI_Request_free(&r);
   if (data_comm_ != MPI_COMM_NULL) MPI_Comm_free(&data_comm_);
   if (line_comm_ != MPI_COMM_NULL) MPI_Comm_free(&line_comm_);
 }

@@ -40,11 +40,11 @@ std::vector<std::size_t> pipeline_cut_points(const Model& model);
 // The estimated work of layer i for balancing: forward and backward FLOPs
 // plus 4 FLOPs per byte of compulsory memory traffic.
 double pipeline_layer_cost(const Model& model, std::size_t i);
-// Stages of the least possible largest cost (ties: the earliest boundaries).
+// The stages whose largest cost is the least possible.
 PipelinePlan balanced_pipeline(const Model& model, int stages);
 // Stages that start at the named layers (stages - 1 names, in order).
 PipelinePlan pipeline_at(const Model& model, const std::vector<std::string>& first_layers);
-// "stage 1: layers stem..s1b1_out (52% of the cost), stage 2: ...".
+// "stage 1: stem..s1b1_out (52% of the cost), stage 2: ...".
 std::string describe_pipeline(const Model& model, const PipelinePlan& plan);
 
 // The order of a step's work on one stage: forward or backward of a micro-batch.
