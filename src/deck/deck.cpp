@@ -457,9 +457,10 @@ Deck parse_deck(const std::string& text, const std::string& path,
                float_format_names()));
   training.shard_optimizer =
       r.get<bool>(parallel, "parallel.", "shard_optimizer", training.shard_optimizer);
-  deck.pipeline_stages = static_cast<int>(
-      r.get<std::int64_t>(parallel, "parallel.", "pipeline_stages", deck.pipeline_stages));
-  r.require_range(parallel, "parallel.", "pipeline_stages", deck.pipeline_stages, 1, 4096);
+  const auto stages =
+      r.get<std::int64_t>(parallel, "parallel.", "pipeline_stages", deck.pipeline_stages);
+  r.require_range<std::int64_t>(parallel, "parallel.", "pipeline_stages", stages, 1, 4096);
+  deck.pipeline_stages = static_cast<int>(stages);
   if (const toml::node* node = parallel.get("pipeline_stages"))
     deck.pipeline_location = r.location(node->source());
   r.check(deck.pipeline_stages == 1 || !training.shard_optimizer, parallel, "parallel.",
