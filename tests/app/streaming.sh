@@ -2,7 +2,7 @@
 # Streaming data (data.streaming = true) end to end: Fashion-MNIST written
 # contiguous by tessera-idx2hdf5 --contiguous trains to the same step
 # losses, validation and test results, bit for bit, streamed as loaded
-# whole, on 1 rank and on 2; a synthetic dataset of 1000 MiB as floats
+# whole, on 1 rank, on 2 and on 3 pipeline stages; a synthetic dataset of 1000 MiB as floats
 # trains streamed under data.max_resident_mb = 64 with a peak resident set
 # below the file's size, where loading it whole is refused; bad input
 # (a compressed file streamed, limits too small) fails naming the file or
@@ -66,6 +66,19 @@ for ranks in 1 2; do
     fail "$ranks rank(s): streamed differs from loaded whole: $out"
   fi
 done
+
+# Pipeline stages read streamed data on the first stage (images) and the
+# last (labels) only; the inner stage reads nothing: 3 stages, 2 micro-batches
+# a step, equal the 1-rank run with 2 micro-batches loaded whole.
+micro=(--set data.validation_split=0.1 --set training.accumulation_steps=2)
+run memory_micro 1 "$deck" "${files[@]}" "${micro[@]}"
+run stream_pipeline 3 "$deck" "${files[@]}" "${micro[@]}" --set data.streaming=true \
+  --set parallel.pipeline_stages=3
+if [ "$rc" -eq 0 ] && out=$(same memory_micro stream_pipeline); then
+  echo "ok: 3 pipeline stages, streamed = 1 rank loaded whole: $out"
+else
+  fail "3 pipeline stages streamed: exit $rc or results differ: ${out:-}"; tail -3 "$scratch/stream_pipeline.log"
+fi
 
 # expect_error <name> <expected text> <tessera-train arguments...>
 expect_error() {
