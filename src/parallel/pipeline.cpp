@@ -16,8 +16,6 @@
 namespace tessera {
 
 namespace {
-void check(int status, const char* what) { impl::check_mpi(status, "tessera::Pipeline", what); }
-
 constexpr int activation_tag = 1, gradient_tag = 2;
 
 // Parameters a layer ties to an earlier layer's, by that layer's index.
@@ -172,8 +170,10 @@ Pipeline::Pipeline(const Communicator& world, const PipelinePlan& plan, std::int
   const int data_ranks = world.size() / stages;
   stage_ = world.rank() / data_ranks;
   const int data_rank = world.rank() % data_ranks;
-  check(MPI_Comm_split(world.comm(), stage_, data_rank, &data_comm_), "MPI_Comm_split");
-  check(MPI_Comm_split(world.comm(), data_rank, stage_, &line_comm_), "MPI_Comm_split");
+  impl::check_mpi(MPI_Comm_split(world.comm(), stage_, data_rank, &data_comm_), "tessera::Pipeline",
+                  "MPI_Comm_split");
+  impl::check_mpi(MPI_Comm_split(world.comm(), data_rank, stage_, &line_comm_), "tessera::Pipeline",
+                  "MPI_Comm_split");
   const DeviceMpi device = world.direct() ? DeviceMpi::direct : DeviceMpi::staged;
   data_ = std::make_unique<Communicator>(data_comm_, device);
   line_ = std::make_unique<Communicator>(line_comm_, device);
@@ -246,7 +246,8 @@ void Pipeline::send(std::int64_t slot, const Tensor<float>& values, int to, int 
     data = staged.back().data();
   }
   pending.emplace_back();
-  check(MPI_Isend(data, count, MPI_FLOAT, to, tag, line_->comm(), &pending.back()), "MPI_Isend");
+  impl::check_mpi(MPI_Isend(data, count, MPI_FLOAT, to, tag, line_->comm(), &pending.back()),
+                  "tessera::Pipeline", "MPI_Isend");
 }
 
 void Pipeline::receive(const Tensor<float>& values, int from, int tag) {
@@ -256,12 +257,14 @@ void Pipeline::receive(const Tensor<float>& values, int from, int tag) {
   const auto started = std::chrono::steady_clock::now();
   if (line_->direct()) {
     Kokkos::fence();
-    check(MPI_Recv(values.data(), count, MPI_FLOAT, from, tag, line_->comm(), MPI_STATUS_IGNORE),
-          "MPI_Recv");
+    impl::check_mpi(
+        MPI_Recv(values.data(), count, MPI_FLOAT, from, tag, line_->comm(), MPI_STATUS_IGNORE),
+        "tessera::Pipeline", "MPI_Recv");
   } else {
     std::vector<float> host(static_cast<std::size_t>(count));
-    check(MPI_Recv(host.data(), count, MPI_FLOAT, from, tag, line_->comm(), MPI_STATUS_IGNORE),
-          "MPI_Recv");
+    impl::check_mpi(
+        MPI_Recv(host.data(), count, MPI_FLOAT, from, tag, line_->comm(), MPI_STATUS_IGNORE),
+        "tessera::Pipeline", "MPI_Recv");
     Kokkos::deep_copy(values.flat(),
                       Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                           host.data(), host.size()));
@@ -295,8 +298,9 @@ void Pipeline::wait(std::int64_t slot) {
   auto& pending = pending_.at(static_cast<std::size_t>(slot));
   if (pending.empty()) return;
   const auto started = std::chrono::steady_clock::now();
-  check(MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE),
-        "MPI_Waitall");
+  impl::check_mpi(
+      MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE),
+      "tessera::Pipeline", "MPI_Waitall");
   pending.clear();
   staged_[static_cast<std::size_t>(slot)].clear();
   waiting_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -319,9 +323,9 @@ double Pipeline::gradient_norm(const ParameterStore& params,
                     Kokkos::subview(scratch, std::pair<std::int64_t, std::int64_t>(0, chunks)));
   // Zeros outside each stage: a chunk within one stage is added exactly.
   if (stages() > 1 && chunks > 0)
-    check(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(chunks), MPI_DOUBLE, MPI_SUM,
-                        line_->comm()),
-          "MPI_Allreduce");
+    impl::check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(chunks), MPI_DOUBLE,
+                                  MPI_SUM, line_->comm()),
+                    "tessera::Pipeline", "MPI_Allreduce");
   double total = 0;
   for (const double c : sums) total += c;
   return std::sqrt(total);
