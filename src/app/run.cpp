@@ -109,19 +109,20 @@ std::string Run::description() const {
     os << ", dynamic loss scaling from " << t.loss_scaling.initial << " (doubling after "
        << t.loss_scaling.growth_interval << " finite steps)";
   os << "\n";
-  if (pipeline_)
+  if (comm_->size() > 1) {
     os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
-       << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
-       << ", each stage's gradients summed over its ranks after backward\n";
-  else if (comm_->size() > 1)
-    os << comm_->size() << " ranks, global batch " << t.batch_size << " (shards of up to "
-       << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local")
-       << ", gradients averaged"
-       << (t.gradient_dtype == FloatFormat::fp32
-               ? std::string()
-               : std::string(" in ") + float_format_name(t.gradient_dtype))
-       << " over " << comm_->transport() << (t.overlap ? " during backward" : " after backward")
-       << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "") << "\n";
+       << model_->max_batch() << "), BatchNorm " << (t.sync_batchnorm ? "sync" : "local");
+    if (pipeline_)
+      os << ", each stage's gradients summed over its ranks after backward";
+    else
+      os << ", gradients averaged"
+         << (t.gradient_dtype == FloatFormat::fp32
+                 ? std::string()
+                 : std::string(" in ") + float_format_name(t.gradient_dtype))
+         << " over " << comm_->transport() << (t.overlap ? " during backward" : " after backward")
+         << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "");
+    os << "\n";
+  }
   if (pipeline_) {
     const std::int64_t s = pipeline_->stages(), m = t.accumulation_steps;
     os << "pipeline of " << s << " stages x " << comm_->size() / s << " data-parallel rank(s), "

@@ -585,10 +585,9 @@ EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
   report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;
   if (pipeline_) {
     report.pipeline_wait_seconds = pipeline_->waiting_seconds();
-    double total = 0;
-    for (const double f : comm_->allgather({report.pipeline_wait_seconds / report.seconds}))
-      total += f;
-    report.bubble_fraction = total / ranks_;
+    double share = report.pipeline_wait_seconds / report.seconds;
+    comm_->sum(&share, 1);
+    report.bubble_fraction = share / ranks_;
   }
   return report;
 }

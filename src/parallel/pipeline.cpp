@@ -322,10 +322,7 @@ double Pipeline::gradient_norm(const ParameterStore& params,
                         sums.data(), sums.size()),
                     Kokkos::subview(scratch, std::pair<std::int64_t, std::int64_t>(0, chunks)));
   // Zeros outside each stage: a chunk within one stage is added exactly.
-  if (stages() > 1 && chunks > 0)
-    impl::check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(chunks), MPI_DOUBLE,
-                                  MPI_SUM, line_->comm()),
-                    "tessera::Pipeline", "MPI_Allreduce");
+  line_->sum(sums.data(), static_cast<int>(chunks));
   double total = 0;
   for (const double c : sums) total += c;
   return std::sqrt(total);
