@@ -1,6 +1,7 @@
 // Pipeline stages without MPI traffic: the 1F1B order, where a model may be
 // cut, balanced and named plans, and model replicas that share weights.
 // (Stages on several ranks: tests/mpi/pipeline.sh.)
+#include <tessera/core/memory_events.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/structural.hpp>
@@ -148,6 +149,84 @@ TEST(Pipeline, ReplicasShareWeightsGradientsAndState) {
   test::expect_error([&] { other->compile(batch, *model); },
                      "a replica must have the layers and parameters of the model it shares "
                      "weights with");
+}
+
+TEST(Pipeline, StageWorkspacesHoldTheirLayersAndChainToTheWholeModel) {
+  // Every buffer a multiple of 16 bytes (Kokkos reports an allocation's
+  // size rounded up to 8).
+  const std::int64_t batch = 4;
+  auto whole = residual_model();
+  // Planned on the inferred shapes, nothing allocated yet.
+  whole->infer(batch);
+  EXPECT_EQ(pipeline_cut_points(*whole), (std::vector<std::size_t>{1, 4, 5, 6}));
+  whole->compile(batch, 5);
+  // fc1..add | fc3, relu2 | fc4.
+  const std::vector<LayerRange> ranges{{0, 4}, {4, 6}, {6, 7}};
+  // Activation and gradient values per sample: the input (6) and fc1..add
+  // (8 each) without the input's gradient; add's output and fc3, relu2 (32
+  // each); the input again (the last stage loads the labels with it), relu2
+  // and fc4 (3) without the input's gradient.
+  const std::vector<std::int64_t> expected{(6 + 2 * 32) * batch * 4, 2 * 72 * batch * 4,
+                                           (6 + 2 * 35) * batch * 4};
+  EXPECT_EQ(whole->activation_bytes(), (6 + 2 * 99) * batch * 4);
+  std::vector<std::unique_ptr<Model>> stages;
+  for (std::size_t s = 0; s < ranges.size(); ++s) {
+    EXPECT_EQ(whole->activation_bytes(ranges[s]), expected[s]) << "stage " << s;
+    stages.push_back(residual_model());
+    MemoryEventCounter counter;
+    stages.back()->compile(batch, *whole, ranges[s]);
+    EXPECT_EQ(counter.bytes_allocated("tessera::activation"),
+              static_cast<std::uint64_t>(expected[s]))
+        << "stage " << s;
+  }
+  Model &first = *stages[0], &middle = *stages[1], &last = *stages[2];
+
+  // The stages, each handing its output on and the gradient of its input
+  // back, compute the whole model's output and gradients bit for bit.
+  const auto x = test::random_values(batch * 6, 3), dy = test::random_values(batch * 3, 4);
+  StepContext ctx;
+  test::from_host(whole->input(batch).flat(), x);
+  const auto y = test::to_host(whole->forward(batch, ctx).flat());
+  test::from_host(whole->output_gradient(batch).flat(), dy);
+  whole->zero_gradients();
+  whole->backward(batch, ctx);
+  const auto gradients = test::to_host(whole->parameters().gradients());
+  whole->zero_gradients();
+
+  test::from_host(first.input(batch).flat(), x);
+  Kokkos::deep_copy(middle.activation(3, batch).flat(),
+                    first.forward(batch, ctx, ranges[0]).flat());
+  Kokkos::deep_copy(last.activation(5, batch).flat(), middle.forward(batch, ctx, ranges[1]).flat());
+  EXPECT_EQ(test::to_host(last.forward(batch, ctx, ranges[2]).flat()), y);
+  test::from_host(last.output_gradient(batch).flat(), dy);
+  last.backward(batch, ctx, nullptr, ranges[2]);
+  middle.zero_activation_gradients();
+  Kokkos::deep_copy(middle.activation_gradient(5, batch).flat(),
+                    last.activation_gradient(5, batch).flat());
+  middle.backward(batch, ctx, nullptr, ranges[1]);
+  first.zero_activation_gradients();
+  Kokkos::deep_copy(first.activation_gradient(3, batch).flat(),
+                    middle.activation_gradient(3, batch).flat());
+  first.backward(batch, ctx, nullptr, ranges[0]);
+  EXPECT_EQ(test::to_host(whole->parameters().gradients()), gradients);
+
+  // What lies outside a stage's workspace is refused, naming it.
+  test::expect_error([&] { middle.input(batch); },
+                     "tessera::Model::input: the input is outside the workspace, compiled for "
+                     "layers [4, 6) of 7");
+  test::expect_error([&] { middle.forward(batch, ctx); },
+                     "tessera::Model::forward: layers [0, 7) lie outside the workspace, compiled "
+                     "for layers [4, 6)");
+  test::expect_error([&] { first.activation(5, batch); },
+                     "layer 'relu2''s output is outside the workspace");
+  test::expect_error([&] { first.output_gradient(batch); }, "tessera::Model::output_gradient");
+  test::expect_error([&] { middle.backward(batch, ctx, nullptr, ranges[2]); },
+                     "layers [6, 7) lie outside the workspace");
+  auto other = residual_model();
+  other->infer(batch);
+  test::expect_error([&] { other->compile(batch + 1, 5); },
+                     "batch size 5 after infer() for 4; infer and compile for the same batch");
+  test::expect_error([&] { other->add<ReLU>("late"); }, "added after infer() or compile()");
 }
 
 }  // namespace

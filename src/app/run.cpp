@@ -65,8 +65,13 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
           " stages need a rank count divisible by " + std::to_string(stages) + "; the job has " +
           std::to_string(world.size()) + " ranks (stages x data-parallel ranks)");
     // A pipeline stage's ranks split every micro-batch between them.
-    model_ = build_model(deck_, deck_.training.max_shard(world.size() / stages));
-    if (stages == 1) return;
+    const std::int64_t shard = deck_.training.max_shard(world.size() / stages);
+    if (stages == 1) {
+      model_ = build_model(deck_, shard);
+      return;
+    }
+    // Planned on the shapes; each rank then allocates its stage's workspace.
+    model_ = infer_model(deck_, shard);
     try {
       plan = deck_.stage_boundaries.empty() ? balanced_pipeline(*model_, stages)
                                             : pipeline_at(*model_, deck_.stage_boundaries);
@@ -82,9 +87,11 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
   if (stages == 1) return;
   pipeline_ = std::make_unique<Pipeline>(*comm_, plan, deck_.training.accumulation_steps);
   agree(world, [&] {
+    const LayerRange stage = pipeline_->layers(*model_);
+    model_->compile(model_->max_batch(), deck_.training.seed, stage);
     for (std::int64_t k = 1; k < pipeline_->in_flight(); ++k) {
       replicas_.push_back(build_model(deck_));
-      replicas_.back()->compile(model_->max_batch(), *model_);
+      replicas_.back()->compile(model_->max_batch(), *model_, stage);
     }
   });
 }
@@ -130,6 +137,15 @@ std::string Run::description() const {
        << "share without communication (S - 1) / (M + S - 1) = " << std::setprecision(2)
        << static_cast<double>(s - 1) / static_cast<double>(m + s - 1) << std::defaultfloat
        << "): " << describe_pipeline(*model_, pipeline_->plan()) << "\n";
+    // Each stage holds its layers' activations once per micro-batch in flight.
+    const auto mib = [](std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+    os << std::fixed << std::setprecision(1) << "activations and their gradients per rank: ";
+    for (int k = 0; k < s; ++k)
+      os << (k ? ", " : "") << "stage " << k + 1 << " "
+         << mib(model_->activation_bytes(pipeline_->plan().stage(k))) << " MiB x "
+         << pipeline_in_flight(k, static_cast<int>(s), m);
+    os << " (the whole model " << mib(model_->activation_bytes()) << " MiB)" << std::defaultfloat
+       << "\n";
   }
   if (deck_.streaming) {
     os << "data streamed from " << deck_.train_file << " and " << deck_.test_file
@@ -218,7 +234,7 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
     throw CollectiveError(std::string("data error: ") + e.what());
   }
   agree(comm, [&] {
-    const std::int64_t model_values = model_->input(1).shape().inner();
+    const std::int64_t model_values = model_->input_shape().numel();
     for (const auto* set : {&train_, &test_}) {
       if (set->sample_shape.numel() == model_values) continue;
       throw DeckError(deck_.input_shape_location + ": model.input_shape: the model takes " +

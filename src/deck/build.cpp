@@ -28,15 +28,27 @@ std::unique_ptr<Model> build_model(const Deck& deck) {
   return model;
 }
 
-std::unique_ptr<Model> build_model(const Deck& deck, std::int64_t max_batch) {
-  auto model = build_model(deck);
+namespace {
+// Runs `step` on the model, a layer's error becoming a DeckError at its entry.
+template <class Step>
+std::unique_ptr<Model> at_layer_entries(const Deck& deck, std::unique_ptr<Model> model, Step step) {
   try {
-    model->compile(max_batch, deck.training.seed);
+    step(*model);
   } catch (const LayerError& e) {
     throw DeckError(deck.layers.at(e.layer()).location + ": model.layers[" +
                     std::to_string(e.layer()) + "]: " + e.what());
   }
   return model;
+}
+}  // namespace
+
+std::unique_ptr<Model> build_model(const Deck& deck, std::int64_t max_batch) {
+  return at_layer_entries(deck, build_model(deck),
+                          [&](Model& m) { m.compile(max_batch, deck.training.seed); });
+}
+
+std::unique_ptr<Model> infer_model(const Deck& deck, std::int64_t max_batch) {
+  return at_layer_entries(deck, build_model(deck), [&](Model& m) { m.infer(max_batch); });
 }
 
 }  // namespace tessera

@@ -17,15 +17,15 @@ Model::Model(const Shape& sample_shape) : sample_shape_(sample_shape) {
 }
 
 Model& Model::add(std::unique_ptr<Layer> layer) {
-  TESSERA_REQUIRE(!compiled_,
-                  "tessera::Model::add: layer '" << layer->name() << "' added after compile()");
+  TESSERA_REQUIRE(!inferred_, "tessera::Model::add: layer '"
+                                  << layer->name() << "' added after infer() or compile()");
   layers_.push_back(std::move(layer));
   return *this;
 }
 
 Model& Model::set_initializer(const std::string& layer, Init init) {
-  TESSERA_REQUIRE(!compiled_,
-                  "tessera::Model::set_initializer: layer '" << layer << "' after compile()");
+  TESSERA_REQUIRE(!inferred_, "tessera::Model::set_initializer: layer '"
+                                  << layer << "' after infer() or compile()");
   TESSERA_REQUIRE(is_fan_based(init), "tessera::Model::set_initializer: layer '"
                                           << layer << "': '" << init_name(init)
                                           << "' is not a weight initializer");
@@ -33,19 +33,20 @@ Model& Model::set_initializer(const std::string& layer, Init init) {
   return *this;
 }
 
-void Model::compile(std::int64_t max_batch, std::uint64_t seed) {
-  compile_layers(max_batch, nullptr, seed);
+void Model::compile(std::int64_t max_batch, std::uint64_t seed, LayerRange workspace) {
+  compile_layers(max_batch, nullptr, seed, workspace);
 }
 
-void Model::compile(std::int64_t max_batch, const Model& weights) {
+void Model::compile(std::int64_t max_batch, const Model& weights, LayerRange workspace) {
   TESSERA_REQUIRE(weights.compiled_,
                   "tessera::Model::compile: the model to share weights with is not compiled");
-  compile_layers(max_batch, &weights, 0);
+  compile_layers(max_batch, &weights, 0, workspace);
 }
 
-void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed) {
-  ScopedRegion region("tessera::Model::compile");
-  TESSERA_REQUIRE(!compiled_, "tessera::Model::compile: called twice");
+void Model::infer(std::int64_t max_batch) {
+  ScopedRegion region("tessera::Model::infer");
+  TESSERA_REQUIRE(!inferred_, "tessera::Model::infer: the shapes are inferred already (for batch "
+                                  << max_batch_ << ")");
   TESSERA_REQUIRE(!layers_.empty(), "tessera::Model::compile: the model has no layers");
   TESSERA_REQUIRE(max_batch > 0,
                   "tessera::Model::compile: batch size must be positive, got " << max_batch);
@@ -56,8 +57,9 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
   // acyclic and declaration order is a valid execution order.
   std::map<std::string, std::size_t> node_of{{"input", 0}};
   sample_shapes_ = {sample_shape_};
-  std::vector<Shapes> input_shapes(layers_.size());
-  std::vector<std::vector<std::size_t>> param_slots(layers_.size()), state_slots(layers_.size());
+  input_shapes_.assign(layers_.size(), {});
+  param_slots_.assign(layers_.size(), {});
+  state_slots_.assign(layers_.size(), {});
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
     TESSERA_REQUIRE(node_of.count(layer.name()) == 0,
@@ -83,10 +85,11 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
             << layer.name() << "' (" << layer.type() << ") takes "
             << (arity < 0 ? std::string("two or more") : std::to_string(arity)) << " inputs, got "
             << inputs.size());
-    for (auto node : inputs) input_shapes[i].push_back(with_batch(sample_shapes_[node], max_batch));
+    for (auto node : inputs)
+      input_shapes_[i].push_back(with_batch(sample_shapes_[node], max_batch));
     Shape out;
     try {
-      out = layer.output_shape(input_shapes[i]);
+      out = layer.output_shape(input_shapes_[i]);
     } catch (const LayerError&) {
       throw;
     } catch (const Error& e) {
@@ -98,23 +101,42 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
     sample_shapes_.push_back(drop_batch(out));
     layer_inputs_.push_back(inputs);
     node_of[layer.name()] = i + 1;
-    for (auto spec : layer.parameter_specs(input_shapes[i])) {
+    for (auto spec : layer.parameter_specs(input_shapes_[i])) {
       if (!spec.tied_layer.empty()) {
-        param_slots[i].push_back(tied_slot(i, spec));
+        param_slots_[i].push_back(tied_slot(i, spec));
         continue;
       }
       for (const auto& [target, init] : initializers_)
         if (target == layer.name() && is_fan_based(spec.init)) spec.init = init;
-      param_slots[i].push_back(parameters_.add(layer.name(), spec));
+      param_slots_[i].push_back(parameters_.add(layer.name(), spec));
     }
-    for (const auto& spec : layer.state_specs(input_shapes[i]))
-      state_slots[i].push_back(state_.add(layer.name(), spec));
+    for (const auto& spec : layer.state_specs(input_shapes_[i]))
+      state_slots_[i].push_back(state_.add(layer.name(), spec));
   }
 
   for (const auto& [target, init] : initializers_)
     TESSERA_REQUIRE(node_of.count(target) && target != "input",
                     "tessera::Model::compile: an initializer names layer '"
                         << target << "', which is not in the model");
+  inferred_ = true;
+}
+
+void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed,
+                           LayerRange workspace) {
+  ScopedRegion region("tessera::Model::compile");
+  TESSERA_REQUIRE(!compiled_, "tessera::Model::compile: called twice");
+  if (!inferred_) infer(max_batch);
+  TESSERA_REQUIRE(max_batch == max_batch_, "tessera::Model::compile: batch size "
+                                               << max_batch << " after infer() for " << max_batch_
+                                               << "; infer and compile for the same batch");
+  const std::size_t n_layers = layers_.size();
+  if (workspace.last > n_layers) workspace.last = n_layers;
+  TESSERA_REQUIRE(workspace.first < workspace.last,
+                  "tessera::Model::compile: workspace for layers ["
+                      << workspace.first << ", " << workspace.last << ") of a model of " << n_layers
+                      << " layers is empty");
+  workspace_ = workspace;
+
   if (weights != nullptr) {
     // A replica: the same table of weights, then the other model's buffers.
     const auto same = [](const ParameterStore& a, const ParameterStore& b) {
@@ -136,29 +158,37 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
     parameters_.allocate();
     state_.allocate();
   }
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  const auto resident = [&](std::size_t i) { return i >= workspace.first && i < workspace.last; };
+  for (std::size_t i = 0; i < n_layers; ++i) {
     Tensors values, grads, state;
-    for (auto slot : param_slots[i]) {
+    for (auto slot : param_slots_[i]) {
       values.push_back(parameters_.value(slot));
       grads.push_back(parameters_.gradient(slot));
     }
-    for (auto slot : state_slots[i]) state.push_back(state_.value(slot));
+    for (auto slot : state_slots_[i]) state.push_back(state_.value(slot));
     layers_[i]->bind_parameters(values, grads);
     layers_[i]->bind_state(state);
-    layers_[i]->allocate(input_shapes[i]);
+    if (resident(i)) layers_[i]->allocate(input_shapes_[i]);
   }
   if (weights == nullptr) {
     parameters_.initialize(seed);
     state_.initialize(seed);
   }
 
-  // Activation gradients live in one buffer so backward() zeroes them at once.
+  const std::vector<bool> held = held_nodes(workspace);
+  // Activation gradients live in one buffer so backward() zeroes them at
+  // once; the output's comes last (zero_activation_gradients leaves it).
   std::int64_t grad_elements = 0;
   for (std::size_t n = 1; n < sample_shapes_.size(); ++n)
-    grad_elements += max_batch * sample_shapes_[n].numel();
+    if (held[n]) grad_elements += max_batch * sample_shapes_[n].numel();
   activation_grad_buffer_ = Vector<float>("tessera::activation_grads", grad_elements);
   std::int64_t offset = 0;
   for (std::size_t n = 0; n < sample_shapes_.size(); ++n) {
+    if (!held[n]) {
+      activations_.emplace_back();
+      activation_grads_.emplace_back();
+      continue;
+    }
     const Shape s = with_batch(sample_shapes_[n], max_batch);
     activations_.emplace_back("tessera::activation[" + std::to_string(n) + "]", s);
     if (n == 0) {
@@ -172,6 +202,26 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
     offset += s.numel();
   }
   compiled_ = true;
+}
+
+std::vector<bool> Model::held_nodes(LayerRange layers) const {
+  std::vector<bool> held(sample_shapes_.size(), false);
+  held[0] = layers.first == 0 || layers.last == layers_.size();
+  for (std::size_t i = layers.first; i < layers.last; ++i) {
+    held[i + 1] = true;
+    for (auto node : layer_inputs_[i]) held[node] = true;
+  }
+  return held;
+}
+
+std::int64_t Model::activation_bytes(LayerRange layers) const {
+  TESSERA_REQUIRE(inferred_, "tessera::Model::activation_bytes: infer() or compile() first");
+  if (layers.last > layers_.size()) layers.last = layers_.size();
+  const std::vector<bool> held = held_nodes(layers);
+  std::int64_t elements = 0;
+  for (std::size_t n = 0; n < held.size(); ++n)
+    if (held[n]) elements += (n == 0 ? 1 : 2) * max_batch_ * sample_shapes_[n].numel();
+  return elements * static_cast<std::int64_t>(sizeof(float));
 }
 
 std::size_t Model::tied_slot(std::size_t layer, const ParameterSpec& spec) const {
@@ -191,14 +241,25 @@ std::size_t Model::tied_slot(std::size_t layer, const ParameterSpec& spec) const
                               spec.name + "'");
 }
 
+const Tensor<float>& Model::node(const std::vector<Tensor<float>>& nodes, std::size_t n,
+                                 const char* fn) const {
+  TESSERA_REQUIRE(compiled_, fn << ": compile() the model first");
+  TESSERA_REQUIRE(
+      nodes[n].numel() > 0,
+      fn << ": "
+         << (n == 0 ? std::string("the input") : "layer '" + layers_[n - 1]->name() + "''s output")
+         << " is outside the workspace, compiled for layers [" << workspace_.first << ", "
+         << workspace_.last << ") of " << layers_.size()
+         << "; compile the model for a range that uses it");
+  return nodes[n];
+}
+
 Tensor<float> Model::input(std::int64_t batch) const {
-  TESSERA_REQUIRE(compiled_, "tessera::Model::input: compile() the model first");
-  return activations_.front().leading(batch);
+  return node(activations_, 0, "tessera::Model::input").leading(batch);
 }
 
 Tensor<float> Model::output_gradient(std::int64_t batch) const {
-  TESSERA_REQUIRE(compiled_, "tessera::Model::output_gradient: compile() the model first");
-  return activation_grads_.back().leading(batch);
+  return node(activation_grads_, layers_.size(), "tessera::Model::output_gradient").leading(batch);
 }
 
 Tensors Model::gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
@@ -216,6 +277,10 @@ LayerRange Model::clamp(LayerRange range, const char* fn) const {
   TESSERA_REQUIRE(range.first < range.last, fn << ": layer range [" << range.first << ", "
                                                << range.last << ") of a model of " << layers_.size()
                                                << " layers is empty");
+  TESSERA_REQUIRE(range.first >= workspace_.first && range.last <= workspace_.last,
+                  fn << ": layers [" << range.first << ", " << range.last
+                     << ") lie outside the workspace, compiled for layers [" << workspace_.first
+                     << ", " << workspace_.last << ")");
   return range;
 }
 
@@ -242,15 +307,15 @@ void Model::zero_activation_gradients() {
 }
 
 Tensor<float> Model::activation(std::size_t layer, std::int64_t batch) const {
-  TESSERA_REQUIRE(compiled_ && layer < layers_.size(),
+  TESSERA_REQUIRE(layer < layers_.size(),
                   "tessera::Model::activation: layer " << layer << " of " << layers_.size());
-  return activations_[layer + 1].leading(batch);
+  return node(activations_, layer + 1, "tessera::Model::activation").leading(batch);
 }
 
 Tensor<float> Model::activation_gradient(std::size_t layer, std::int64_t batch) const {
-  TESSERA_REQUIRE(compiled_ && layer < layers_.size(), "tessera::Model::activation_gradient: layer "
-                                                           << layer << " of " << layers_.size());
-  return activation_grads_[layer + 1].leading(batch);
+  TESSERA_REQUIRE(layer < layers_.size(), "tessera::Model::activation_gradient: layer "
+                                              << layer << " of " << layers_.size());
+  return node(activation_grads_, layer + 1, "tessera::Model::activation_gradient").leading(batch);
 }
 
 void Model::backward(std::int64_t batch, const StepContext& ctx,
@@ -283,7 +348,7 @@ std::int64_t Model::flops_per_sample() const {
 }
 
 LayerCost Model::layer_cost(std::size_t i) const {
-  TESSERA_REQUIRE(compiled_ && i < layers_.size(),
+  TESSERA_REQUIRE(inferred_ && i < layers_.size(),
                   "tessera::Model::layer_cost: layer " << i << " of " << layers_.size());
   return layers_[i]->cost(layer_input_shapes(i, 1), true);
 }

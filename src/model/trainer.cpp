@@ -135,6 +135,14 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
                       "batch and share its weights (Model::compile(max_batch, model))");
       slots_.push_back(r);
     }
+    const LayerRange stage = pipeline->layers(model);
+    for (const Model* m : slots_)
+      TESSERA_REQUIRE(m->workspace().first <= stage.first && stage.last <= m->workspace().last,
+                      "tessera::Trainer: stage "
+                          << pipeline->stage() + 1 << " runs layers [" << stage.first << ", "
+                          << stage.last << "); a model's workspace holds layers ["
+                          << m->workspace().first << ", " << m->workspace().last
+                          << ") (compile it for the stage's layers)");
     std::vector<int> offsets, counts;
     pipeline->slices(model, model.parameters(), offsets, counts);
     stage_slices_ =
@@ -273,7 +281,7 @@ void Trainer::gather_model() {
 
 void Trainer::ensure_buffers(const Dataset& data) {
   TESSERA_REQUIRE(data.size() > 0, "tessera::Trainer: the dataset is empty");
-  const Shape input = model_.input(1).shape();
+  const Shape input = with_batch(model_.input_shape(), 1);
   const std::int64_t features = data.token_stream() || data.streamed()
                                     ? data.sample_shape.numel()
                                     : static_cast<std::int64_t>(data.samples.extent(1));

@@ -32,7 +32,8 @@ std::vector<std::size_t> tied_owners(const Model& model, std::size_t i) {
 }  // namespace
 
 std::vector<std::size_t> pipeline_cut_points(const Model& model) {
-  TESSERA_REQUIRE(model.compiled(), "tessera::pipeline_cut_points: compile() the model first");
+  TESSERA_REQUIRE(model.inferred(),
+                  "tessera::pipeline_cut_points: infer() or compile() the model first");
   const std::size_t n = model.layers().size();
   // lowest[f]: the lowest node any layer from f on reads; a stage may
   // start at f when that is node f (the output of layer f - 1).

@@ -6,6 +6,7 @@
 #   gradient norms, test loss and checkpoint (weights, BatchNorm state,
 #   optimizer state) bit for bit: each stage runs the same kernels on the
 #   same micro-batches and sums its gradients in the same order;
+# - each stage's workspace holds less than the whole model's activations;
 # - the ResNet deck on 2 stages x 2 data ranks (4 ranks, synchronised
 #   BatchNorm) equals 2 data-parallel ranks bit for bit, and agrees with 1
 #   rank within 1e-5 (sums over ranks round differently);
@@ -84,6 +85,16 @@ run resnet_2 2 "$resnet" --set parallel.pipeline_stages=2 \
 same resnet resnet_2 8
 grep -q "stage 1: stem..s1b1_out (.*), stage 2: s2b1_conv1..fc" "$scratch/resnet_2.log" ||
   fail "resnet_2: the stages do not start at the named layer"
+# Each stage's workspace holds its own layers' activations: less than the
+# whole model's, together at least as much (the boundary is in both).
+/usr/bin/python3 - "$scratch/resnet_2.log" <<'PY' || fail "resnet_2: stage workspaces"
+import re, sys
+m = re.search(r"activations and their gradients per rank: stage 1 ([0-9.]+) MiB x 2, "
+              r"stage 2 ([0-9.]+) MiB x 1 \(the whole model ([0-9.]+) MiB\)", open(sys.argv[1]).read())
+assert m, "no activation line"
+a, b, whole = map(float, m.groups())
+assert 0 < a < whole and 0 < b < whole and a + b >= whole, (a, b, whole)
+PY
 run resnet_3 3 "$resnet" --set parallel.pipeline_stages=3
 same resnet resnet_3 8
 

@@ -19,5 +19,8 @@ std::unique_ptr<Model> build_model(const Deck& deck);
 // from the deck's seed; a layer that rejects its input shape becomes a
 // DeckError at its entry's file:line:column.
 std::unique_ptr<Model> build_model(const Deck& deck, std::int64_t max_batch);
+// The same with shapes inferred for max_batch (Model::infer) but nothing
+// allocated or initialised yet: compile() it, for a pipeline stage's layers.
+std::unique_ptr<Model> infer_model(const Deck& deck, std::int64_t max_batch);
 
 }  // namespace tessera

@@ -45,15 +45,31 @@ class Model {
   // layer's default. Before compile().
   Model& set_initializer(const std::string& layer, Init init);
 
-  // Shape inference, parameter layout and workspace allocation for batches
-  // of up to max_batch samples; parameters are initialised from seed.
-  void compile(std::int64_t max_batch, std::uint64_t seed);
+  // Shape inference and the parameter layout for batches of up to max_batch
+  // samples, allocating nothing: shapes, costs and summary() are available
+  // after it, so a pipeline can plan its stages before compiling. compile()
+  // infers when this has not been called.
+  void infer(std::int64_t max_batch);
+  bool inferred() const { return inferred_; }
+  // Allocation of the parameters and the workspace; parameters are
+  // initialised from seed. The workspace holds what the layers of
+  // `workspace` need (their inputs, outputs, output gradients and scratch)
+  // and the model's input buffer when the range starts at the first layer or
+  // ends with the last (whose loss reads the labels loaded with the input):
+  // a pipeline stage allocates its own layers' share. forward() and
+  // backward() run layers inside it only.
+  void compile(std::int64_t max_batch, std::uint64_t seed, LayerRange workspace = {});
   // Compiles a replica of `weights` (a compiled model of the same layers):
   // its own workspace, with the parameters, their gradients and the state
   // of `weights`, shared, not copied. A pipeline stage keeps one replica per
   // micro-batch in flight; their backward passes add to the same gradients.
-  void compile(std::int64_t max_batch, const Model& weights);
+  void compile(std::int64_t max_batch, const Model& weights, LayerRange workspace = {});
   bool compiled() const { return compiled_; }
+  // The layers the workspace serves (every layer unless compiled for a range).
+  LayerRange workspace() const { return workspace_; }
+  // Bytes of the activations and activation gradients a workspace for
+  // `layers` holds (the layers' own scratch not included), after infer().
+  std::int64_t activation_bytes(LayerRange layers = {}) const;
 
   // The model's input buffer for `batch` samples: fill it, then forward().
   Tensor<float> input(std::int64_t batch) const;
@@ -86,7 +102,9 @@ class Model {
   ParameterStore& state() { return state_; }
   const ParameterStore& state() const { return state_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
-  // Per-sample output shape of layer i (after compile).
+  // Per-sample input shape, as constructed.
+  const Shape& input_shape() const { return sample_shape_; }
+  // Per-sample output shape of layer i (after infer).
   Shape layer_output_shape(std::size_t i) const;
   // Node indices (0 = input, i + 1 = layer i) that layer i reads.
   const std::vector<std::size_t>& layer_inputs(std::size_t i) const { return layer_inputs_.at(i); }
@@ -102,10 +120,18 @@ class Model {
   std::string summary() const;
 
  private:
-  void compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed);
+  void compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed,
+                      LayerRange workspace);
   Tensors gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
                  std::int64_t batch) const;
+  // `range` clamped to the layers; it must lie inside the workspace.
   LayerRange clamp(LayerRange range, const char* fn) const;
+  // Nodes a workspace for `layers` holds: the outputs of its layers and what
+  // they read, and the input when a batch is loaded into this model.
+  std::vector<bool> held_nodes(LayerRange layers) const;
+  // Node n's activation: refused when the workspace does not hold it.
+  const Tensor<float>& node(const std::vector<Tensor<float>>& nodes, std::size_t n,
+                            const char* fn) const;
   // The slot of the parameter `spec` shares (ParameterSpec::tied_layer).
   std::size_t tied_slot(std::size_t layer, const ParameterSpec& spec) const;
 
@@ -114,6 +140,9 @@ class Model {
   // Node 0 is the input, node i + 1 the output of layer i.
   std::vector<Shape> sample_shapes_;
   std::vector<std::vector<std::size_t>> layer_inputs_;  // node indices per layer
+  std::vector<Shapes> input_shapes_;                    // per layer, for max_batch
+  std::vector<std::vector<std::size_t>> param_slots_, state_slots_;
+  // Empty where the workspace does not hold the node.
   std::vector<Tensor<float>> activations_;
   std::vector<Tensor<float>> activation_grads_;  // slices of one buffer; [0] empty
   Vector<float> activation_grad_buffer_;
@@ -121,6 +150,8 @@ class Model {
   ParameterStore state_{false};
   std::vector<std::pair<std::string, Init>> initializers_;
   std::int64_t max_batch_ = 0;
+  LayerRange workspace_;
+  bool inferred_ = false;
   bool compiled_ = false;
 };
 

@@ -3,7 +3,8 @@
 // boundary goes to the next stage's rank and its gradient comes back, point
 // to point. The micro-batches of a step run in a one-forward-one-backward
 // (1F1B) order, so stage s holds at most S - s micro-batches in flight, each
-// in its own replica of the model (its own workspace, the same weights).
+// in its own replica of the model (its own workspace, sized to the stage's
+// layers; the same weights).
 // With S x D ranks, rank r is stage r / D and data rank r % D: the D ranks of
 // a stage split every micro-batch as in data parallelism and sum their
 // gradients; the S ranks of a data rank form one pipeline. Every rank keeps
