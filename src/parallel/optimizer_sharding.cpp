@@ -58,12 +58,8 @@ double OptimizerSharding::gradient_norm(const ParameterStore& params,
   const ExecSpace exec;
   const auto mine = Kokkos::subview(
       params.gradients(), std::pair<std::int64_t, std::int64_t>(offset(), offset() + count()));
-  const std::int64_t chunks = kernels::deterministic_chunk_sums_squares(exec, mine, scratch);
-  exec.fence();
-  std::vector<double> own(static_cast<std::size_t>(chunks));
-  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                        own.data(), own.size()),
-                    Kokkos::subview(scratch, std::pair<std::int64_t, std::int64_t>(0, chunks)));
+  const std::vector<double> own =
+      kernels::deterministic_chunk_sums_squares_on_host(exec, mine, scratch);
   // Every chunk sum in chunk order, added as deterministic_sum_squares adds
   // them for the whole buffer.
   const std::vector<double> all = comm_.allgather(own);

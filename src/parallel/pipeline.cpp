@@ -315,15 +315,10 @@ double Pipeline::gradient_norm(const ParameterStore& params,
                                const Kokkos::View<double*, MemSpace>& scratch) const {
   ScopedRegion region("tessera::Pipeline::gradient_norm");
   const ExecSpace exec;
-  const std::int64_t chunks =
-      kernels::deterministic_chunk_sums_squares(exec, params.gradients(), scratch);
-  exec.fence();
-  std::vector<double> sums(static_cast<std::size_t>(chunks));
-  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                        sums.data(), sums.size()),
-                    Kokkos::subview(scratch, std::pair<std::int64_t, std::int64_t>(0, chunks)));
+  std::vector<double> sums =
+      kernels::deterministic_chunk_sums_squares_on_host(exec, params.gradients(), scratch);
   // Zeros outside each stage: a chunk within one stage is added exactly.
-  line_->sum(sums.data(), static_cast<int>(chunks));
+  line_->sum(sums.data(), static_cast<int>(sums.size()));
   double total = 0;
   for (const double c : sums) total += c;
   return std::sqrt(total);

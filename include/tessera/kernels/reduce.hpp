@@ -12,6 +12,7 @@
 #include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
+#include <vector>
 
 namespace tessera::kernels {
 
@@ -93,6 +94,20 @@ std::int64_t deterministic_chunk_sums_squares(const ExecSpace& exec, const X& x,
         scratch(c) = lane_sum_squares(x.data() + c * chunk, end - c * chunk);
       });
   return chunks;
+}
+
+// The same chunk sums on the host, for callers that add other ranks' to
+// them before taking the total in chunk order.
+template <class ExecSpace, class X, class S>
+std::vector<double> deterministic_chunk_sums_squares_on_host(const ExecSpace& exec, const X& x,
+                                                             const S& scratch) {
+  const std::int64_t chunks = deterministic_chunk_sums_squares(exec, x, scratch);
+  std::vector<double> sums(static_cast<std::size_t>(chunks));
+  exec.fence();
+  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        sums.data(), sums.size()),
+                    Kokkos::subview(scratch, std::pair<std::int64_t, std::int64_t>(0, chunks)));
+  return sums;
 }
 
 // Sum of x(i)^2 in double; scratch holds at least deterministic_sum_scratch(n)
