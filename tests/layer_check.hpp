@@ -7,6 +7,9 @@
 #include <tessera/model/parameters.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <type_traits>
 
 #include "tessera_test.hpp"
 
@@ -84,6 +87,7 @@ class LayerHarness {
   }
 
   ParameterStore& parameters() { return params_; }
+  const ParameterStore& parameters() const { return params_; }
   ParameterStore& state() { return state_; }
 
   void forward(const StepContext& ctx = {}) { layer_.forward(inputs, output, ctx); }
@@ -129,5 +133,97 @@ class LayerHarness {
   ParameterStore params_;
   ParameterStore state_;
 };
+
+// Per-type tolerances of a layer computing in 16 bits: its outputs and
+// input gradients are float results rounded once to the format, so each lies
+// within the unit roundoff u (2^-8 for bf16, 2^-11 for fp16) of the float
+// layer's result on the same values, relative to that result, plus `slack`
+// times the largest magnitude of the tensor for sums taken in another order;
+// its parameter gradients are float sums of the same products, within
+// `slack` of the float layer's (relative to their largest magnitude). A
+// layer whose backward reads its own (rounded) output allows input_grad_u
+// times u for its input gradients.
+template <class T>
+constexpr double unit_roundoff() {
+  return std::is_same<T, bf16>::value ? 1.0 / 256 : 1.0 / 2048;
+}
+
+inline void expect_rounded_from(const char* what, const std::vector<float>& got,
+                                const std::vector<float>& reference, double u, double slack) {
+  ASSERT_EQ(got.size(), reference.size()) << what;
+  double largest = 0;
+  for (float r : reference) largest = std::max(largest, std::fabs(double(r)));
+  int shown = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double bound = u * std::fabs(double(reference[i])) + slack * largest;
+    const double error = std::fabs(double(got[i]) - double(reference[i]));
+    if (!(error <= bound) && shown++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " against " << reference[i]
+                    << " (error " << error << ", bound " << bound << ")";
+  }
+}
+
+// Runs layer16 (set to compute in T) and layer32 (the same layer in float)
+// on the same inputs, weights and output gradient, all values of T (what
+// the 16-bit layer can hold), and checks the 16-bit results against the
+// float ones with the tolerances above. `prepare` sets the harness's
+// inputs (e.g. spread_inputs) before they are rounded.
+template <class T>
+void expect_16bit_matches_float(Layer& layer16, Layer& layer32, const Shapes& shapes,
+                                const std::function<void(LayerHarness&)>& prepare = {},
+                                double slack = 1e-5, double input_grad_u = 1.0,
+                                const StepContext& ctx = {}) {
+  constexpr FloatFormat format = format_of<T>();
+  const double u = unit_roundoff<T>();
+  const auto round = [](std::vector<float> v) {
+    for (auto& x : v) x = float(T(x));
+    return v;
+  };
+  const auto to16 = [](const std::vector<float>& v) {
+    std::vector<T> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = T(v[i]);
+    return out;
+  };
+  const auto widened = [](const std::vector<T>& v) {
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = float(v[i]);
+    return out;
+  };
+  layer16.set_compute(format);
+  LayerHarness h32(layer32, shapes), h16(layer16, shapes);
+  if (prepare) prepare(h32);
+  for (auto& x : h32.inputs) from_host(x.flat(), round(to_host(x.flat())));
+  from_host(h32.parameters().values(), round(to_host(h32.parameters().values())));
+  Kokkos::deep_copy(h16.parameters().values(), h32.parameters().values());
+  Kokkos::deep_copy(h16.state().values(), h32.state().values());
+  from_host(h32.output_grad.flat(), round(random_values(h32.output.numel(), 4242)));
+
+  // Float.
+  h32.forward(ctx);
+  h32.backward(ctx);
+  // 16 bits.
+  TensorsOf<T> x, dx;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    x.emplace_back("x16", shapes[i]);
+    dx.emplace_back("dx16", shapes[i]);
+    from_host(x.back().flat(), to16(to_host(h32.inputs[i].flat())));
+    from_host(dx.back().flat(), std::vector<T>(shapes[i].numel(), T(0.0f)));
+  }
+  Tensor<T> y("y16", h32.output.shape()), dy("dy16", h32.output.shape());
+  from_host(dy.flat(), to16(to_host(h32.output_grad.flat())));
+  layer16.forward16(x, y, ctx);
+  h16.parameters().zero_gradients();
+  layer16.backward16(x, y, dy, dx, ctx);
+
+  const std::string name = layer16.name() + " in " + float_format_name(format);
+  expect_rounded_from((name + ": y").c_str(), widened(to_host(y.flat())),
+                      to_host(h32.output.flat()), u, slack);
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    expect_rounded_from((name + ": dx" + std::to_string(i)).c_str(), widened(to_host(dx[i].flat())),
+                        to_host(h32.input_grads[i].flat()), input_grad_u * u, slack);
+  expect_rounded_from((name + ": parameter gradients").c_str(),
+                      to_host(h16.parameters().gradients()), to_host(h32.parameters().gradients()),
+                      0.0, slack);
+}
 
 }  // namespace tessera::test

@@ -124,6 +124,34 @@ TEST(ActivationLayers, GradientsMatchFiniteDifferences) {
   expect_layer_gradients(Sigmoid("sigmoid"));
 }
 
+// In bf16 and fp16 each output and input gradient is the float layer's
+// rounded once. Tanh and Sigmoid take their derivative from the output,
+// which is rounded too: for inputs in [-1, 1], tanh's 1 - y^2 then errs by
+// at most 2 u y^2 <= 2 u 0.58, relative 2.8 u of 1 - y^2 >= 0.42, and
+// sigmoid's y (1 - y) by |1 - 2 y| u y <= 0.34 u, relative 1.7 u of
+// y (1 - y) >= 0.197: with dx's own rounding, within 4 u.
+template <class T, class L>
+void expect_activation_16bit(const L& prototype, double input_grad_u) {
+  L a(prototype.name(), prototype.op()), b(prototype.name(), prototype.op());
+  test::expect_16bit_matches_float<T>(a, b, {Shape{4, 3, 5}}, {}, 1e-5, input_grad_u);
+}
+
+TEST(ActivationLayers, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  for (int format = 0; format < 2; ++format) {
+    const auto check = [&](const auto& layer, double input_grad_u = 1.0) {
+      if (format == 0)
+        expect_activation_16bit<bf16>(layer, input_grad_u);
+      else
+        expect_activation_16bit<fp16>(layer, input_grad_u);
+    };
+    check(ReLU("relu"));
+    check(LeakyReLU("leaky", kernels::LeakyReluOp{0.1f}));
+    check(GELU("gelu"));
+    check(Tanh("tanh"), 4.0);
+    check(Sigmoid("sigmoid"), 4.0);
+  }
+}
+
 TEST(ActivationLayers, BackwardAccumulatesIntoDx) {
   ReLU relu("relu");
   test::LayerHarness h(relu, {Shape{2, 3}});

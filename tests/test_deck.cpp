@@ -946,6 +946,19 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   expect_deck_error("pipeline_bf16", parallel("pipeline_stages = 2\ngradient_dtype = \"bf16\"\n"),
                     29, 19, "parallel.pipeline_stages",
                     "cannot be combined with parallel.gradient_dtype = \"bf16\"");
+  // 16-bit activations: the format, and no pipeline with them.
+  EXPECT_EQ(defaults.training.compute, FloatFormat::fp32);
+  const auto precision = [&](const std::string& body) {
+    return with_tables("[precision]\n" + body);
+  };
+  const std::string bf16_path = write_deck("compute_bf16", precision("compute = \"bf16\"\n"));
+  EXPECT_EQ(load_deck(bf16_path).training.compute, FloatFormat::bf16);
+  std::remove(bf16_path.c_str());
+  expect_deck_error("compute_fp8", precision("compute = \"fp8\"\n"), 29, 11, "precision.compute",
+                    "'fp8' is not supported; allowed: fp32, bf16, fp16");
+  expect_deck_error(
+      "pipeline_compute", precision("compute = \"fp16\"\n[parallel]\npipeline_stages = 2\n"), 31,
+      19, "parallel.pipeline_stages", "cannot be combined with precision.compute = \"fp16\"");
   expect_deck_error("pipeline_name",
                     parallel("pipeline_stages = 2\nstage_boundaries = [\"nope\"]\n"), 30, 21,
                     "parallel.stage_boundaries", "'nope' is not a layer name");

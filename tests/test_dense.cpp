@@ -181,4 +181,38 @@ TEST(Dense, LastAxisActsOnEachPosition) {
   h.expect_gradients();
 }
 
+// In bf16 and fp16 (x, W, y, dy and dx in the format, W a rounded copy of
+// the float weights, products summed in float): every output and input
+// gradient is the float layer's rounded once, the weight and bias gradients
+// the float layer's; with and without a bias, on the last axis, and with
+// 300 features (sums long enough to differ if anything summed in 16 bits).
+template <class T>
+void expect_dense_16bit() {
+  Dense a("fc", 5), b("fc", 5);
+  test::expect_16bit_matches_float<T>(a, b, {Shape{7, 2, 6}});
+  Dense::Options options;
+  options.units = 6;
+  options.bias = false;
+  options.last_axis = true;
+  Dense c("proj", options), d("proj", options);
+  test::expect_16bit_matches_float<T>(c, d, {Shape{3, 4, 5}});
+  Dense e("wide", 33), f("wide", 33);
+  test::expect_16bit_matches_float<T>(e, f, {Shape{9, 300}});
+}
+
+TEST(Dense, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_dense_16bit<bf16>();
+  expect_dense_16bit<fp16>();
+}
+
+// A 16-bit forward refuses tensors of another format than the one set.
+TEST(Dense, RefusesAFormatOtherThanItsCompute) {
+  Dense dense("fc", 2);
+  test::LayerHarness h(dense, {Shape{1, 3}});
+  TensorsOf<bf16> x{Tensor<bf16>("x", Shape{1, 3})};
+  Tensor<bf16> y("y", Shape{1, 2});
+  test::expect_error([&] { dense.forward16(x, y, {}); },
+                     "called with bf16 tensors after set_compute(fp32)");
+}
+
 }  // namespace

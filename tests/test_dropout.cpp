@@ -147,6 +147,19 @@ TEST(Dropout, GradientsWithAFixedMask) {
   for (std::size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i] == 0.0f, dx[i] == 0.0f) << i;
 }
 
+// In bf16 and fp16, training draws the float layer's mask and each kept
+// value is the float layer's rounded once.
+TEST(Dropout, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  StepContext ctx;
+  ctx.training = true;
+  ctx.seed = 11;
+  ctx.step = 3;
+  Dropout a("drop", Dropout::Options{0.4f}), b("drop", Dropout::Options{0.4f});
+  test::expect_16bit_matches_float<bf16>(a, b, {Shape{4, 50}}, {}, 1e-5, 1.0, ctx);
+  Dropout c("drop", Dropout::Options{0.4f}), d("drop", Dropout::Options{0.4f});
+  test::expect_16bit_matches_float<fp16>(c, d, {Shape{4, 50}}, {}, 1e-5, 1.0, ctx);
+}
+
 TEST(Dropout, RejectsRatesOutsideZeroToOne) {
   for (const float rate : {1.0f, -0.1f, 1.5f}) {
     try {

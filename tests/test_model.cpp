@@ -2,6 +2,7 @@
 // model that must converge, bitwise determinism, gradient accumulation over
 // micro-batches, layer ranges, seeded shuffling, a head tied to an
 // embedding.
+#include <tessera/core/memory_events.hpp>
 #include <tessera/kernels/loss.hpp>
 #include <tessera/kernels/reduce.hpp>
 #include <tessera/layers/activation.hpp>
@@ -29,6 +30,90 @@ std::unique_ptr<Model> small_mlp(std::int64_t inputs, std::int64_t hidden, std::
   auto model = std::make_unique<Model>(Shape{inputs});
   model->add<Dense>("fc1", hidden).add<ReLU>("relu1").add<Dense>("fc2", classes);
   return model;
+}
+
+// In bf16 the workspace holds every layer's output and its gradient in two
+// bytes a value, beside the float input and output (and their 16-bit
+// copies) that the data and the loss exchange with the model: Kokkos Tools
+// sees the layer outputs' bytes halved. Forward and backward follow the
+// float model (the same seed, so the same float weights) within the
+// rounding of 3 layers, and the output is float.
+TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
+  const std::int64_t batch = 4, inputs = 6, hidden = 16, classes = 3;
+  // Per sample: the layer outputs 16, 16, 3 and their gradients.
+  const std::int64_t layer_values = 2 * (hidden + hidden + classes);
+  auto float_model = small_mlp(inputs, hidden, classes);
+  auto bf16_model = small_mlp(inputs, hidden, classes);
+  bf16_model->set_compute(FloatFormat::bf16);
+  std::uint64_t bytes[2];
+  for (int k = 0; k < 2; ++k) {
+    MemoryEventCounter counter;
+    (k ? bf16_model : float_model)->compile(batch, 9);
+    bytes[k] = counter.bytes_allocated("tessera::activation");
+  }
+  EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (inputs + layer_values) * 4));
+  // Layer outputs in 2 bytes; the float input (4) and its copy (2); the
+  // float output and its gradient (4 each).
+  EXPECT_EQ(bytes[1],
+            static_cast<std::uint64_t>(batch * (layer_values * 2 + inputs * 6 + classes * 8)));
+  EXPECT_EQ(bf16_model->activation_bytes(), static_cast<std::int64_t>(bytes[1]));
+  EXPECT_EQ(float_model->activation_bytes(), static_cast<std::int64_t>(bytes[0]));
+
+  const auto x = test::random_values(batch * inputs, 3),
+             dy = test::random_values(batch * classes, 4);
+  std::vector<float> y[2], grads[2];
+  for (int k = 0; k < 2; ++k) {
+    Model& m = k ? *bf16_model : *float_model;
+    StepContext ctx;
+    test::from_host(m.input(batch).flat(), x);
+    y[k] = test::to_host(m.forward(batch, ctx).flat());
+    test::from_host(m.output_gradient(batch).flat(), dy);
+    m.zero_gradients();
+    m.backward(batch, ctx);
+    grads[k] = test::to_host(m.parameters().gradients());
+  }
+  EXPECT_EQ(test::to_host(bf16_model->parameters().values()),
+            test::to_host(float_model->parameters().values()));
+  // Each layer rounds its output (and backward its input gradient) once to
+  // 8 significant bits: 3 roundings of 2^-8 on the way, relative to the
+  // largest value.
+  const auto expect_close = [](const char* what, const std::vector<float>& a,
+                               const std::vector<float>& b, double tolerance) {
+    double largest = 0, worst = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      largest = std::max(largest, std::fabs(double(b[i])));
+      worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+    }
+    EXPECT_GT(worst, 0.0) << what << ": bf16 should round somewhere";
+    EXPECT_LE(worst, tolerance * largest) << what;
+  };
+  expect_close("output", y[1], y[0], 3.0 / 256);
+  expect_close("parameter gradients", grads[1], grads[0], 4.0 / 256);
+  // Inner activations are 16-bit: only the output is reachable as float.
+  test::expect_error([&] { bf16_model->activation(0, batch); },
+                     "layer 'fc1''s output is stored in bf16; only the last layer's is float");
+  test::expect_error(
+      [&] {
+        bf16_model->forward(batch, {}, LayerRange{0, 2});
+      },
+      "in bf16 only a range ending with the last layer returns a float output");
+}
+
+// A layer without 16-bit kernels refuses the format, naming itself.
+TEST(Model, LayersWithoutSixteenBitKernelsRefuseTheFormat) {
+  Model model(Shape{2, 3});
+  model.add<Flatten>("flatten").add<Dense>("fc", 2);
+  model.set_compute(FloatFormat::fp16);
+  try {
+    model.infer(2);
+    FAIL() << "expected a LayerError";
+  } catch (const LayerError& e) {
+    EXPECT_EQ(e.layer(), 0u);
+    EXPECT_NE(std::string(e.what()).find("tessera::Flatten 'flatten' computes in fp32 only, not "
+                                         "in fp16; use [precision] compute = \"fp32\""),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Model, ShapeInferenceAndSummary) {

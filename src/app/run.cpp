@@ -112,6 +112,11 @@ std::string Run::description() const {
   if (t.clip_norm > 0) os << ", gradients clipped to norm " << t.clip_norm;
   if (t.accumulation_steps > 1)
     os << ", " << t.accumulation_steps << " micro-batches of gradients per step";
+  if (t.compute != FloatFormat::fp32)
+    os << ", activations and their gradients in " << float_format_name(t.compute) << " ("
+       << std::fixed << std::setprecision(1)
+       << static_cast<double>(model_->activation_bytes()) / (1 << 20) << " MiB), weights in fp32"
+       << std::defaultfloat;
   if (t.loss_scaling.dynamic)
     os << ", dynamic loss scaling from " << t.loss_scaling.initial << " (doubling after "
        << t.loss_scaling.growth_interval << " finite steps)";

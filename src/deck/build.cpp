@@ -17,6 +17,7 @@ std::unique_ptr<Model> build_model(const Deck& deck) {
       break;
   }
   auto model = std::make_unique<Model>(input);
+  model->set_compute(deck.training.compute);
   for (std::size_t i = 0; i < deck.layers.size(); ++i) {
     const LayerDeck& layer = deck.layers[i];
     try {

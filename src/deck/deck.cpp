@@ -422,7 +422,10 @@ Deck parse_deck(const std::string& text, const std::string& path,
 
   const auto& precision = r.table(root, "precision", false);
   const std::string q = "precision.";
-  r.only_keys(precision, q, {"loss_scale", "initial_loss_scale", "loss_scale_growth_interval"});
+  r.only_keys(precision, q,
+              {"compute", "loss_scale", "initial_loss_scale", "loss_scale_growth_interval"});
+  training.compute = float_format_from_name(
+      r.choice(precision, q, "compute", float_format_name(training.compute), float_format_names()));
   LossScaling& scaling = training.loss_scaling;
   scaling.dynamic = r.choice(precision, q, "loss_scale", "none", {"none", "dynamic"}) == "dynamic";
   r.keys_for_type(
@@ -472,6 +475,11 @@ Deck parse_deck(const std::string& text, const std::string& path,
           "a pipeline sums its stages' gradients in fp32; it cannot be combined with "
           "parallel.gradient_dtype = \"" +
               std::string(float_format_name(training.gradient_dtype)) + "\"");
+  r.check(deck.pipeline_stages == 1 || training.compute == FloatFormat::fp32, parallel, "parallel.",
+          "pipeline_stages",
+          "pipeline stages exchange float activations; they cannot be combined with "
+          "precision.compute = \"" +
+              std::string(float_format_name(training.compute)) + "\"");
   if (const toml::node* node = parallel.get("stage_boundaries")) {
     const toml::array* a = node->as_array();
     if (!a)

@@ -6,26 +6,28 @@ namespace tessera {
 
 template <class Op>
 Activation<Op>::Activation(std::string name, Op op, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)),
+    : GenericLayer<Activation<Op>>(std::move(name), std::move(inputs)),
       op_(op),
       forward_region_(std::string("tessera::") + Op::name + "::forward"),
       backward_region_(std::string("tessera::") + Op::name + "::backward") {}
 
 template <class Op>
-void Activation<Op>::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Activation<Op>::forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
+                                const StepContext& /*ctx*/) {
   ScopedRegion region(forward_region_);
   kernels::activation_forward(ExecSpace(), op_, x[0].flat(), y.flat());
 }
 
 template <class Op>
-void Activation<Op>::backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                              const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void Activation<Op>::backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                                 const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region(backward_region_);
   if (dx[0].numel() == 0) return;
   kernels::activation_backward(ExecSpace(), op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat());
 }
 
-// Inputs spread away from zero: ReLU's kink stays out of the gradient check.
 LayerType relu_layer_type() {
   return impl::LayerTypeBuilder<ReLU>("relu").output("same shape").example({{3, 2, 4}});
 }
@@ -56,5 +58,10 @@ template class Activation<kernels::LeakyReluOp>;
 template class Activation<kernels::GeluOp>;
 template class Activation<kernels::TanhOp>;
 template class Activation<kernels::SigmoidOp>;
+template class GenericLayer<ReLU>;
+template class GenericLayer<LeakyReLU>;
+template class GenericLayer<GELU>;
+template class GenericLayer<Tanh>;
+template class GenericLayer<Sigmoid>;
 
 }  // namespace tessera

@@ -1,12 +1,13 @@
 // Dense layer: shape checks and dispatch to the dense kernels.
 #include <tessera/kernels/dense.hpp>
+#include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/impl/registration.hpp>
 
 namespace tessera {
 
 Dense::Dense(std::string name, const Options& options, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), options_(options) {
+    : GenericLayer(std::move(name), std::move(inputs)), options_(options) {
   TESSERA_REQUIRE(options.units > 0, where() << ": units must be positive, got " << options.units);
 }
 
@@ -28,8 +29,24 @@ std::int64_t Dense::rows_per_sample(const Shape& input) const {
   return input.inner() / in_features(input);
 }
 
-UnmanagedMatrix<float> Dense::rows(const Tensor<float>& t) const {
+template <class T>
+UnmanagedMatrix<T> Dense::rows(const Tensor<T>& t) const {
   return options_.last_axis ? t.last_axis_matrix() : t.matrix();
+}
+
+template <>
+Tensor<bf16>& Dense::rounded_weight<bf16>() {
+  return weight_bf16_;
+}
+template <>
+Tensor<fp16>& Dense::rounded_weight<fp16>() {
+  return weight_fp16_;
+}
+
+void Dense::allocate(const Shapes& inputs) {
+  const Shape shape{options_.units, in_features(inputs.at(0))};
+  if (compute() == FloatFormat::bf16) weight_bf16_ = Tensor<bf16>(name() + ".weight_bf16", shape);
+  if (compute() == FloatFormat::fp16) weight_fp16_ = Tensor<fp16>(name() + ".weight_fp16", shape);
 }
 
 std::vector<ParameterSpec> Dense::parameter_specs(const Shapes& inputs) const {
@@ -84,16 +101,38 @@ LayerType dense_layer_type() {
       .example({{2, 3, 4}}, "units = 3");
 }
 
-void Dense::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Dense::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Dense::forward");
-  kernels::dense_forward(ExecSpace(), rows(x[0]), weight_.matrix(), bias_.flat(), rows(y));
+  const ExecSpace exec;
+  if constexpr (std::is_same<T, float>::value) {
+    (void)ctx;
+    kernels::dense_forward(exec, rows(x[0]), weight_.matrix(), bias_.flat(), rows(y));
+  } else {
+    const Tensor<T>& w = rounded_weight<T>();
+    TESSERA_REQUIRE(w.numel() == weight_.numel(), where() << ": allocate() after set_compute("
+                                                          << float_format_name(compute())
+                                                          << ") before forward");
+    kernels::copy_into(exec, weight_.flat(), w.flat(), false);
+    kernels::dense_forward(exec, rows(x[0]), w.matrix(), bias_.flat(), rows(y), scratch(ctx));
+  }
 }
 
-void Dense::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                     const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void Dense::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                        const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Dense::backward");
-  kernels::dense_backward(ExecSpace(), rows(x[0]), weight_.matrix(), rows(dy), rows(dx[0]),
-                          weight_grad_.matrix(), bias_grad_.flat());
+  const ExecSpace exec;
+  if constexpr (std::is_same<T, float>::value) {
+    (void)ctx;
+    kernels::dense_backward(exec, rows(x[0]), weight_.matrix(), rows(dy), rows(dx[0]),
+                            weight_grad_.matrix(), bias_grad_.flat());
+  } else {
+    kernels::dense_backward(exec, rows(x[0]), rounded_weight<T>().matrix(), rows(dy), rows(dx[0]),
+                            weight_grad_.matrix(), bias_grad_.flat(), scratch(ctx));
+  }
 }
+
+template class GenericLayer<Dense>;
 
 }  // namespace tessera

@@ -7,7 +7,7 @@
 namespace tessera {
 
 Dropout::Dropout(std::string name, const Options& options, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)),
+    : GenericLayer(std::move(name), std::move(inputs)),
       rate_(options.rate),
       stream_(kernels::name_stream(this->name())) {
   const float rate = options.rate;
@@ -33,32 +33,34 @@ Shape Dropout::output_shape(const Shapes& inputs) const {
 
 void Dropout::allocate(const Shapes& inputs) { max_elements_ = inputs.at(0).numel(); }
 
-std::uint64_t Dropout::first_counter(const Tensor<float>& x, const StepContext& ctx) const {
-  TESSERA_REQUIRE(x.numel() <= max_elements_, where() << ": input " << x.shape()
-                                                      << " has more than the " << max_elements_
+std::uint64_t Dropout::first_counter(const Shape& x, const StepContext& ctx) const {
+  TESSERA_REQUIRE(x.numel() <= max_elements_, where() << ": input " << x << " has more than the "
+                                                      << max_elements_
                                                       << " elements allocate() was given");
   TESSERA_REQUIRE(ctx.step >= 0 && ctx.sample_offset >= 0,
                   where() << ": step " << ctx.step << " and sample offset " << ctx.sample_offset
                           << " must not be negative");
   // Each step owns 2^40 counters, numbered by the sample's place in the
   // global batch: a sample draws the same mask on any number of ranks.
-  const std::int64_t per_sample = x.shape()[0] > 0 ? x.numel() / x.shape()[0] : 0;
+  const std::int64_t per_sample = x[0] > 0 ? x.numel() / x[0] : 0;
   return (static_cast<std::uint64_t>(ctx.step) << 40) +
          static_cast<std::uint64_t>(ctx.sample_offset) * static_cast<std::uint64_t>(per_sample);
 }
 
-void Dropout::forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) {
+template <class T>
+void Dropout::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Dropout::forward");
   if (!ctx.training) {
     kernels::copy_into(ExecSpace(), x[0].flat(), y.flat(), false);
     return;
   }
   kernels::dropout_apply(ExecSpace(), x[0].flat(), y.flat(), rate_, ctx.seed, stream_,
-                         first_counter(x[0], ctx), false);
+                         first_counter(x[0].shape(), ctx), false);
 }
 
-void Dropout::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                       const Tensors& dx, const StepContext& ctx) {
+template <class T>
+void Dropout::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                          const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Dropout::backward");
   if (dx[0].numel() == 0) return;
   if (!ctx.training) {
@@ -66,7 +68,9 @@ void Dropout::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tenso
     return;
   }
   kernels::dropout_apply(ExecSpace(), dy.flat(), dx[0].flat(), rate_, ctx.seed, stream_,
-                         first_counter(x[0], ctx), true);
+                         first_counter(x[0].shape(), ctx), true);
 }
+
+template class GenericLayer<Dropout>;
 
 }  // namespace tessera

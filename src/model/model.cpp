@@ -1,5 +1,6 @@
 // Model graph: name resolution, shape inference, workspace, forward and backward.
 #include <tessera/core/profiling.hpp>
+#include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/model/model.hpp>
 
 #include <algorithm>
@@ -9,6 +10,19 @@
 #include <sstream>
 
 namespace tessera {
+
+template <>
+Model::Nodes<float>& Model::nodes<float>() {
+  return f32_;
+}
+template <>
+Model::Nodes<bf16>& Model::nodes<bf16>() {
+  return bf16_;
+}
+template <>
+Model::Nodes<fp16>& Model::nodes<fp16>() {
+  return fp16_;
+}
 
 Model::Model(const Shape& sample_shape) : sample_shape_(sample_shape) {
   TESSERA_REQUIRE(
@@ -20,6 +34,12 @@ Model& Model::add(std::unique_ptr<Layer> layer) {
   TESSERA_REQUIRE(!inferred_, "tessera::Model::add: layer '"
                                   << layer->name() << "' added after infer() or compile()");
   layers_.push_back(std::move(layer));
+  return *this;
+}
+
+Model& Model::set_compute(FloatFormat format) {
+  TESSERA_REQUIRE(!inferred_, "tessera::Model::set_compute: after infer() or compile()");
+  compute_ = format;
   return *this;
 }
 
@@ -76,6 +96,13 @@ void Model::infer(std::int64_t max_batch) {
                             << layer.name() << "' reads '" << name
                             << "', which is not 'input' or a layer declared before it");
         inputs.push_back(found->second);
+      }
+    }
+    if (compute_ != FloatFormat::fp32) {
+      try {
+        layer.set_compute(compute_);
+      } catch (const Error& e) {
+        throw LayerError(i, e.what());
       }
     }
     const int arity = layer.arity();
@@ -176,32 +203,45 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
   }
 
   const std::vector<bool> held = held_nodes(workspace);
+  allocate_nodes<float>(held, compute_ != FloatFormat::fp32);
+  if (compute_ == FloatFormat::bf16) allocate_nodes<bf16>(held, false);
+  if (compute_ == FloatFormat::fp16) allocate_nodes<fp16>(held, false);
+  compiled_ = true;
+}
+
+template <class T>
+void Model::allocate_nodes(const std::vector<bool>& held, bool boundary_only) {
+  Nodes<T>& n = nodes<T>();
+  const std::size_t last = sample_shapes_.size() - 1;
+  // boundary_only: the float input and output of a model computing in 16 bits.
+  const auto keep = [&](std::size_t k) {
+    return held[k] && (!boundary_only || k == 0 || k == last);
+  };
   // Activation gradients live in one buffer so backward() zeroes them at
   // once; the output's comes last (zero_activation_gradients leaves it).
   std::int64_t grad_elements = 0;
-  for (std::size_t n = 1; n < sample_shapes_.size(); ++n)
-    if (held[n]) grad_elements += max_batch * sample_shapes_[n].numel();
-  activation_grad_buffer_ = Vector<float>("tessera::activation_grads", grad_elements);
+  for (std::size_t k = 1; k <= last; ++k)
+    if (keep(k)) grad_elements += max_batch_ * sample_shapes_[k].numel();
+  const std::string format = float_format_name(format_of<T>());
+  n.grad_buffer = Vector<T>("tessera::activation_grads(" + format + ")", grad_elements);
   std::int64_t offset = 0;
-  for (std::size_t n = 0; n < sample_shapes_.size(); ++n) {
-    if (!held[n]) {
-      activations_.emplace_back();
-      activation_grads_.emplace_back();
+  for (std::size_t k = 0; k <= last; ++k) {
+    if (!keep(k)) {
+      n.values.emplace_back();
+      n.grads.emplace_back();
       continue;
     }
-    const Shape s = with_batch(sample_shapes_[n], max_batch);
-    activations_.emplace_back("tessera::activation[" + std::to_string(n) + "]", s);
-    if (n == 0) {
-      activation_grads_.emplace_back();  // nobody needs the input's gradient
+    const Shape s = with_batch(sample_shapes_[k], max_batch_);
+    n.values.emplace_back("tessera::activation[" + std::to_string(k) + "](" + format + ")", s);
+    if (k == 0) {
+      n.grads.emplace_back();  // nobody needs the input's gradient
       continue;
     }
-    activation_grads_.emplace_back(
-        Kokkos::subview(activation_grad_buffer_,
-                        std::pair<std::int64_t, std::int64_t>(offset, offset + s.numel())),
-        s);
+    n.grads.emplace_back(Kokkos::subview(n.grad_buffer, std::pair<std::int64_t, std::int64_t>(
+                                                            offset, offset + s.numel())),
+                         s);
     offset += s.numel();
   }
-  compiled_ = true;
 }
 
 std::vector<bool> Model::held_nodes(LayerRange layers) const {
@@ -218,10 +258,19 @@ std::int64_t Model::activation_bytes(LayerRange layers) const {
   TESSERA_REQUIRE(inferred_, "tessera::Model::activation_bytes: infer() or compile() first");
   if (layers.last > layers_.size()) layers.last = layers_.size();
   const std::vector<bool> held = held_nodes(layers);
-  std::int64_t elements = 0;
-  for (std::size_t n = 0; n < held.size(); ++n)
-    if (held[n]) elements += (n == 0 ? 1 : 2) * max_batch_ * sample_shapes_[n].numel();
-  return elements * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t bytes = float_format_bytes(compute_);
+  const bool narrow = compute_ != FloatFormat::fp32;
+  const std::size_t last = held.size() - 1;
+  std::int64_t total = 0;
+  for (std::size_t n = 0; n < held.size(); ++n) {
+    if (!held[n]) continue;
+    const std::int64_t values = max_batch_ * sample_shapes_[n].numel();
+    const std::int64_t copies = n == 0 ? 1 : 2;  // the value, and its gradient
+    total += copies * values * bytes;
+    // The float input and output beside their 16-bit copies.
+    if (narrow && (n == 0 || n == last)) total += copies * values * 4;
+  }
+  return total;
 }
 
 std::size_t Model::tied_slot(std::size_t layer, const ParameterSpec& spec) const {
@@ -255,19 +304,20 @@ const Tensor<float>& Model::node(const std::vector<Tensor<float>>& nodes, std::s
 }
 
 Tensor<float> Model::input(std::int64_t batch) const {
-  return node(activations_, 0, "tessera::Model::input").leading(batch);
+  return node(f32_.values, 0, "tessera::Model::input").leading(batch);
 }
 
 Tensor<float> Model::output_gradient(std::int64_t batch) const {
-  return node(activation_grads_, layers_.size(), "tessera::Model::output_gradient").leading(batch);
+  return node(f32_.grads, layers_.size(), "tessera::Model::output_gradient").leading(batch);
 }
 
-Tensors Model::gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
-                      std::int64_t batch) const {
-  Tensors out;
+template <class T>
+TensorsOf<T> Model::gather(const std::vector<Tensor<T>>& nodes, std::size_t layer,
+                           std::int64_t batch) const {
+  TensorsOf<T> out;
   out.reserve(layer_inputs_[layer].size());
   for (auto node : layer_inputs_[layer])
-    out.push_back(nodes[node].numel() == 0 ? Tensor<float>() : nodes[node].leading(batch));
+    out.push_back(nodes[node].numel() == 0 ? Tensor<T>() : nodes[node].leading(batch));
   return out;
 }
 
@@ -284,12 +334,53 @@ LayerRange Model::clamp(LayerRange range, const char* fn) const {
   return range;
 }
 
+namespace {
+// A layer's forward and backward in the element type T.
+template <class T>
+void layer_forward(Layer& layer, const TensorsOf<T>& x, const Tensor<T>& y,
+                   const StepContext& ctx) {
+  if constexpr (std::is_same<T, float>::value)
+    layer.forward(x, y, ctx);
+  else
+    layer.forward16(x, y, ctx);
+}
+template <class T>
+void layer_backward(Layer& layer, const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                    const TensorsOf<T>& dx, const StepContext& ctx) {
+  if constexpr (std::is_same<T, float>::value)
+    layer.backward(x, y, dy, dx, ctx);
+  else
+    layer.backward16(x, y, dy, dx, ctx);
+}
+}  // namespace
+
+template <class T>
+void Model::run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
+  Nodes<T>& n = nodes<T>();
+  const ExecSpace exec;
+  constexpr bool narrow = !std::is_same<T, float>::value;
+  if (narrow && range.first == 0)
+    kernels::copy_into(exec, f32_.values[0].leading(batch).flat(),
+                       n.values[0].leading(batch).flat(), false);
+  for (std::size_t i = range.first; i < range.last; ++i)
+    layer_forward(*layers_[i], gather(n.values, i, batch), n.values[i + 1].leading(batch), ctx);
+  if (narrow)
+    kernels::copy_into(exec, n.values[range.last].leading(batch).flat(),
+                       f32_.values[range.last].leading(batch).flat(), false);
+}
+
 Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
   ScopedRegion region("tessera::Model::forward");
   range = clamp(range, "tessera::Model::forward");
-  for (std::size_t i = range.first; i < range.last; ++i)
-    layers_[i]->forward(gather(activations_, i, batch), activations_[i + 1].leading(batch), ctx);
-  return activations_[range.last].leading(batch);
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == layers_.size(),
+                  "tessera::Model::forward: layers ["
+                      << range.first << ", " << range.last << ") end before the last layer; in "
+                      << float_format_name(compute_)
+                      << " only a range ending with the last layer returns a float output");
+  StepContext c = ctx;
+  c.scratch = &scratch_;
+  with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, range); });
+  return f32_.values[range.last].leading(batch);
 }
 
 void Model::zero_gradients() { parameters_.zero_gradients(); }
@@ -298,37 +389,67 @@ void Model::zero_activation_gradients() {
   TESSERA_REQUIRE(compiled_,
                   "tessera::Model::zero_activation_gradients: compile() the model first");
   // Every activation gradient but the output's, which the loss fills.
-  const std::int64_t output_elements = activation_grads_.back().numel();
-  Kokkos::deep_copy(ExecSpace(),
-                    Kokkos::subview(activation_grad_buffer_,
-                                    std::pair<std::int64_t, std::int64_t>(
-                                        0, activation_grad_buffer_.extent(0) - output_elements)),
-                    0.0f);
+  with_format(compute_, [&](auto t) {
+    using T = decltype(t);
+    const Nodes<T>& n = nodes<T>();
+    const std::int64_t output_elements = n.grads.back().numel();
+    Kokkos::deep_copy(
+        ExecSpace(),
+        Kokkos::subview(n.grad_buffer, std::pair<std::int64_t, std::int64_t>(
+                                           0, n.grad_buffer.extent(0) - output_elements)),
+        T(0.0f));
+  });
 }
 
 Tensor<float> Model::activation(std::size_t layer, std::int64_t batch) const {
   TESSERA_REQUIRE(layer < layers_.size(),
                   "tessera::Model::activation: layer " << layer << " of " << layers_.size());
-  return node(activations_, layer + 1, "tessera::Model::activation").leading(batch);
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || layer + 1 == layers_.size(),
+                  "tessera::Model::activation: layer '"
+                      << layers_[layer]->name() << "''s output is stored in "
+                      << float_format_name(compute_) << "; only the last layer's is float");
+  return node(f32_.values, layer + 1, "tessera::Model::activation").leading(batch);
 }
 
 Tensor<float> Model::activation_gradient(std::size_t layer, std::int64_t batch) const {
   TESSERA_REQUIRE(layer < layers_.size(), "tessera::Model::activation_gradient: layer "
                                               << layer << " of " << layers_.size());
-  return node(activation_grads_, layer + 1, "tessera::Model::activation_gradient").leading(batch);
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || layer + 1 == layers_.size(),
+                  "tessera::Model::activation_gradient: layer '"
+                      << layers_[layer]->name() << "''s output gradient is stored in "
+                      << float_format_name(compute_) << "; only the last layer's is float");
+  return node(f32_.grads, layer + 1, "tessera::Model::activation_gradient").leading(batch);
+}
+
+template <class T>
+void Model::run_backward(std::int64_t batch, const StepContext& ctx,
+                         const std::function<void(std::size_t)>& after_layer, LayerRange range) {
+  Nodes<T>& n = nodes<T>();
+  if (range.last == layers_.size()) {
+    zero_activation_gradients();
+    if constexpr (!std::is_same<T, float>::value)
+      kernels::copy_into(ExecSpace(), f32_.grads[range.last].leading(batch).flat(),
+                         n.grads[range.last].leading(batch).flat(), false);
+  }
+  for (std::size_t i = range.last; i-- > range.first;) {
+    layer_backward(*layers_[i], gather(n.values, i, batch), n.values[i + 1].leading(batch),
+                   n.grads[i + 1].leading(batch), gather(n.grads, i, batch), ctx);
+    if (after_layer) after_layer(i);
+  }
 }
 
 void Model::backward(std::int64_t batch, const StepContext& ctx,
                      const std::function<void(std::size_t)>& after_layer, LayerRange range) {
   ScopedRegion region("tessera::Model::backward");
   range = clamp(range, "tessera::Model::backward");
-  if (range.last == layers_.size()) zero_activation_gradients();
-  for (std::size_t i = range.last; i-- > range.first;) {
-    layers_[i]->backward(gather(activations_, i, batch), activations_[i + 1].leading(batch),
-                         activation_grads_[i + 1].leading(batch),
-                         gather(activation_grads_, i, batch), ctx);
-    if (after_layer) after_layer(i);
-  }
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == layers_.size(),
+                  "tessera::Model::backward: layers ["
+                      << range.first << ", " << range.last << ") end before the last layer; in "
+                      << float_format_name(compute_)
+                      << " a backward pass starts from the float output gradient");
+  StepContext c = ctx;
+  c.scratch = &scratch_;
+  with_format(compute_, [&](auto t) { run_backward<decltype(t)>(batch, c, after_layer, range); });
 }
 
 Shape Model::layer_output_shape(std::size_t i) const { return sample_shapes_.at(i + 1); }

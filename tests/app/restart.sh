@@ -108,6 +108,19 @@ same one one_epoch 235
 grep -q "resuming from $(ckpt one 235): epoch 2, step 0 of 235" "$scratch/one_epoch.log" ||
   fail "the epoch-boundary restart did not say where it resumed"
 
+# Activations in bf16: the checkpoints hold the float master weights and
+# optimizer state, from which the resumed run rounds its 16-bit weight
+# copies again, so it continues the run bit for bit.
+bf16=(--set precision.compute=bf16)
+train 1 one_bf16 "${bf16[@]}"
+train 1 one_bf16_mid --restart "$(ckpt one_bf16 100)" "${bf16[@]}"
+same one_bf16 one_bf16_mid 100
+grep -q "activations and their gradients in bf16" "$scratch/one_bf16.log" ||
+  fail "the bf16 run did not say it computes in bf16"
+if h5diff -q "$(ckpt one 470)" "$(ckpt one_bf16 470)" /parameters; then
+  fail "the bf16 run ended with the fp32 run's weights"
+fi
+
 train 2 two
 train 2 two_mid --restart "$(ckpt two 100)"
 same two two_mid 100

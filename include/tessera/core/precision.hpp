@@ -14,6 +14,8 @@
 // rounding does, and fp16 keeps its subnormals.
 #pragma once
 
+#include <tessera/core/float_format.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
@@ -146,6 +148,38 @@ KOKKOS_INLINE_FUNCTION accumulator_t<T> widen(T v) {
 template <class T>
 KOKKOS_INLINE_FUNCTION T narrow(accumulator_t<T> v) {
   return T(v);
+}
+
+// True for bf16 and fp16.
+template <class T>
+struct is_storage16 : std::false_type {};
+template <class Format>
+struct is_storage16<storage16<Format>> : std::true_type {};
+template <class T>
+constexpr bool is_storage16_v = is_storage16<T>::value;
+
+// The format of an element type.
+template <class T>
+constexpr FloatFormat format_of() {
+  static_assert(
+      std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
+      "tessera::format_of: float, bf16 or fp16");
+  return std::is_same<T, bf16>::value   ? FloatFormat::bf16
+         : std::is_same<T, fp16>::value ? FloatFormat::fp16
+                                        : FloatFormat::fp32;
+}
+// Calls f(T()) with T the element type of `format`: code written once for
+// every format, chosen at run time.
+template <class F>
+decltype(auto) with_format(FloatFormat format, F&& f) {
+  switch (format) {
+    case FloatFormat::bf16:
+      return f(bf16());
+    case FloatFormat::fp16:
+      return f(fp16());
+    default:
+      return f(float());
+  }
 }
 
 }  // namespace tessera

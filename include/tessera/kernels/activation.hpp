@@ -1,10 +1,12 @@
 // Element-wise activation kernels. Each activation is a small op with
 // value(x) and its derivative given the input x and output y; one forward
-// and one backward kernel serve them all.
+// and one backward kernel serve them all, for float, bf16 and fp16 values
+// (computed in float, each result rounded once).
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
@@ -61,6 +63,7 @@ struct SigmoidOp {
 template <class Op, class ExecSpace, class X, class Y>
 void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y& y) {
   ScopedRegion region("tessera::kernels::activation_forward");
+  using T = typename Y::non_const_value_type;
   TESSERA_REQUIRE(x.size() == y.size(), "tessera::kernels::activation_forward<"
                                             << Op::name << ">: x has " << x.size()
                                             << " elements, y has " << y.size());
@@ -68,9 +71,9 @@ void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y
       exec, "tessera::kernels::activation_forward", x.size(),
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const Op f = op;  // a local copy: stores through out cannot change it
-        const float* in = x.data();
-        float* out = y.data();
-        for (std::int64_t i = begin; i < end; ++i) out[i] = f.value(in[i]);
+        const T* in = x.data();
+        T* out = y.data();
+        for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(f.value(widen(in[i])));
       });
 }
 
@@ -79,6 +82,7 @@ template <class Op, class ExecSpace, class X, class Y, class DY, class DX>
 void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const Y& y, const DY& dy,
                          const DX& dx) {
   ScopedRegion region("tessera::kernels::activation_backward");
+  using T = typename DX::non_const_value_type;
   TESSERA_REQUIRE(x.size() == y.size() && x.size() == dy.size() && x.size() == dx.size(),
                   "tessera::kernels::activation_backward<"
                       << Op::name << ">: sizes x " << x.size() << ", y " << y.size() << ", dy "
@@ -87,10 +91,11 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
       exec, "tessera::kernels::activation_backward", x.size(),
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const Op f = op;
-        const float *in = x.data(), *out = y.data(), *grad_out = dy.data();
-        float* grad_in = dx.data();
+        const T *in = x.data(), *out = y.data(), *grad_out = dy.data();
+        T* grad_in = dx.data();
         for (std::int64_t i = begin; i < end; ++i)
-          grad_in[i] += grad_out[i] * f.derivative(in[i], out[i]);
+          grad_in[i] = narrow<T>(widen(grad_in[i]) +
+                                 widen(grad_out[i]) * f.derivative(widen(in[i]), widen(out[i])));
       });
 }
 

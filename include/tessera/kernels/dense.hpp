@@ -3,6 +3,9 @@
 // where Kokkos Kernels has one); the bias is a Kokkos kernel.
 // Backward accumulates into dx, dW and db. An empty bias (extent 0) means a
 // layer without one: no bias is added and no bias gradient computed.
+// With 16-bit x, y and a 16-bit copy of W (the overloads taking a
+// MixedGemmWorkspace), products sum in float (mixed_gemm) and each output is
+// rounded once; b, dW and db stay float.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -10,6 +13,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/mixed_gemm.hpp>
 
 namespace tessera::kernels {
 
@@ -22,6 +26,35 @@ void check_dense_shapes(const char* fn, const X& x, const W& w, const B& b, cons
                      << w.extent(0) << ", " << w.extent(1) << "], b [" << b.extent(0) << "], y ["
                      << y.extent(0) << ", " << y.extent(1)
                      << "]; expected x [N, in], W [out, in], b [out] or [0] (no bias), y [N, out]");
+}
+
+// db += sum_i dy(i, :), in float for 16-bit dy.
+template <class ExecSpace, class DY, class DB>
+void dense_bias_gradient(const ExecSpace& exec, const DY& dy, const DB& db) {
+  using T = typename DB::non_const_value_type;
+  // Each output feature sums its column over the rows in order, so the
+  // result does not depend on the thread count. A host thread takes a tile
+  // of 64 features and walks the rows once, reading 256 contiguous bytes of
+  // each (one strided column at a time ran at a few GB/s, and spans of
+  // 8192 features left the second thread idle below 8192 features). A GPU
+  // thread takes one feature.
+  constexpr std::int64_t tile = impl::runs_on_host<ExecSpace> ? 64 : 1;
+  const std::int64_t n = dy.extent(0);
+  impl::for_each_span(
+      exec, "tessera::kernels::dense_bias_grad", db.extent(0),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        T sum[tile] = {};
+        const std::int64_t width = end - begin;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto* row = &dy(i, begin);
+          if (width == tile)
+            for (std::int64_t t = 0; t < tile; ++t) sum[t] += widen(row[t]);
+          else
+            for (std::int64_t t = 0; t < width; ++t) sum[t] += widen(row[t]);
+        }
+        for (std::int64_t t = 0; t < width; ++t) db(begin + t) += sum[t];
+      },
+      tile);
 }
 }  // namespace impl
 
@@ -66,29 +99,64 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
                                                              << ", " << x.extent(1) << "]");
     compat::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
-  // Each output feature sums its column over the rows in order, so the
-  // result does not depend on the thread count. A host thread takes a tile
-  // of 64 features and walks the rows once, reading 256 contiguous bytes of
-  // each (one strided column at a time ran at a few GB/s, and spans of
-  // 8192 features left the second thread idle below 8192 features). A GPU
-  // thread takes one feature.
-  constexpr std::int64_t tile = impl::runs_on_host<ExecSpace> ? 64 : 1;
-  const std::int64_t n = dy.extent(0);
-  impl::for_each_span(
-      exec, "tessera::kernels::dense_bias_grad", db.extent(0),
-      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-        T sum[tile] = {};
-        const std::int64_t width = end - begin;
-        for (std::int64_t i = 0; i < n; ++i) {
-          const T* row = &dy(i, begin);
-          if (width == tile)
-            for (std::int64_t t = 0; t < tile; ++t) sum[t] += row[t];
-          else
-            for (std::int64_t t = 0; t < width; ++t) sum[t] += row[t];
-        }
-        for (std::int64_t t = 0; t < width; ++t) db(begin + t) += sum[t];
-      },
-      tile);
+  impl::dense_bias_gradient(exec, dy, db);
+}
+
+// y = x W^T + b with x, W and y in bf16 or fp16: the product sums in float
+// into workspace, and each output is rounded once, after its bias.
+template <class ExecSpace, class X, class W, class B, class Y, class Space>
+void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, const Y& y,
+                   MixedGemmWorkspace<Space>& workspace) {
+  ScopedRegion region("tessera::kernels::dense_forward");
+  impl::check_dense_shapes("tessera::kernels::dense_forward", x, w, b, y);
+  using T = typename Y::non_const_value_type;
+  static_assert(is_storage16_v<T>, "tessera::kernels::dense_forward: 16-bit x, W and y");
+  const auto c = mixed_gemm_result(workspace, y.extent(0), y.extent(1));
+  mixed_gemm(exec, "N", "T", 1.0f, x, w, 0.0f, c, workspace);
+  const bool has_bias = b.extent(0) > 0;
+  impl::for_each_row_span(
+      exec, "tessera::kernels::dense_bias_round", y.extent(0), y.extent(1),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
+        T* row = &y(i, 0);
+        const float* sums = &c(i, 0);
+        if (has_bias)
+          for (std::int64_t j = begin; j < end; ++j) row[j] = narrow<T>(sums[j] + b(j));
+        else
+          for (std::int64_t j = begin; j < end; ++j) row[j] = narrow<T>(sums[j]);
+      });
+}
+
+// dx += dy W, dW += dy^T x, db += sum_i dy(i, :) with x, W, dy and dx in bf16
+// or fp16 and dW, db float: the products sum in float, and dx is rounded
+// once per element.
+template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Space>
+void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
+                    const DW& dw, const DB& db, MixedGemmWorkspace<Space>& workspace) {
+  ScopedRegion region("tessera::kernels::dense_backward");
+  impl::check_dense_shapes("tessera::kernels::dense_backward", x, w, db, dy);
+  TESSERA_REQUIRE(dw.extent(0) == w.extent(0) && dw.extent(1) == w.extent(1),
+                  "tessera::kernels::dense_backward: dW [" << dw.extent(0) << ", " << dw.extent(1)
+                                                           << "] differs from W [" << w.extent(0)
+                                                           << ", " << w.extent(1) << "]");
+  using T = typename DX::non_const_value_type;
+  static_assert(is_storage16_v<T>, "tessera::kernels::dense_backward: 16-bit x, W, dy and dx");
+  mixed_gemm(exec, "T", "N", 1.0f, dy, x, 1.0f, dw, workspace);
+  if (dx.size() > 0) {
+    TESSERA_REQUIRE(dx.extent(0) == x.extent(0) && dx.extent(1) == x.extent(1),
+                    "tessera::kernels::dense_backward: dx [" << dx.extent(0) << ", " << dx.extent(1)
+                                                             << "] differs from x [" << x.extent(0)
+                                                             << ", " << x.extent(1) << "]");
+    const auto c = mixed_gemm_result(workspace, dx.extent(0), dx.extent(1));
+    mixed_gemm(exec, "N", "N", 1.0f, dy, w, 0.0f, c, workspace);
+    impl::for_each_row_span(
+        exec, "tessera::kernels::dense_input_grad_round", dx.extent(0), dx.extent(1),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
+          T* row = &dx(i, 0);
+          const float* sums = &c(i, 0);
+          for (std::int64_t j = begin; j < end; ++j) row[j] = narrow<T>(widen(row[j]) + sums[j]);
+        });
+  }
+  impl::dense_bias_gradient(exec, dy, db);
 }
 
 template <class X, class W, class DY, class DX, class DW, class DB>

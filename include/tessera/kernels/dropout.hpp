@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
@@ -33,15 +34,16 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
   TESSERA_REQUIRE(rate >= 0.0f && rate < 1.0f,
                   "tessera::kernels::dropout_apply: rate " << rate << " is outside [0, 1)");
   const float scale = 1.0f / (1.0f - rate);
+  using T = typename Dst::non_const_value_type;
   impl::for_each_span(
       exec, "tessera::kernels::dropout_apply", src.size(),
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-        const float* in = src.data();
-        float* out = dst.data();
+        const auto* in = src.data();
+        T* out = dst.data();
         for (std::int64_t i = begin; i < end; ++i) {
           const bool keep = counter_uniform(seed, stream, first_counter + i) >= rate;
-          const float value = keep ? in[i] * scale : 0.0f;
-          out[i] = accumulate ? out[i] + value : value;
+          const float value = keep ? widen(in[i]) * scale : 0.0f;
+          out[i] = narrow<T>(accumulate ? widen(out[i]) + value : value);
         }
       });
 }

@@ -48,12 +48,27 @@ inline const char* to_string(MixedGemmMethod method) {
   return "?";
 }
 
-// Float copies of the operands for widen_blas, kept between calls so that a
-// training step allocates nothing once the largest product has run.
+// Float copies of the operands for widen_blas, and float results that a
+// layer rounds to 16 bits (mixed_gemm_result), kept between calls so that a
+// training step allocates nothing once the largest product has run. The
+// layers of a model share one: they run one at a time.
 template <class Space = MemSpace>
 struct MixedGemmWorkspace {
-  Vector<float, Space> a, b;
+  Vector<float, Space> a, b, c;
 };
+
+// A float matrix [rows, cols] in workspace.c, which grows to fit: where a
+// product with a 16-bit result sums before it is rounded. Valid until the
+// next call.
+template <class Space>
+UnmanagedMatrix<float, Space> mixed_gemm_result(MixedGemmWorkspace<Space>& workspace,
+                                                std::int64_t rows, std::int64_t cols) {
+  if (static_cast<std::int64_t>(workspace.c.extent(0)) < rows * cols)
+    workspace.c = Vector<float, Space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "tessera::MixedGemmWorkspace::c"),
+        rows * cols);
+  return UnmanagedMatrix<float, Space>(workspace.c.data(), rows, cols);
+}
 
 namespace impl {
 

@@ -1,9 +1,11 @@
 // Element-wise data movement shared by the structural layers (Flatten, Add,
-// Concat): accumulate one buffer into another, and copy a block of channels
+// Concat) and the model's conversions between formats: accumulate or
+// convert one buffer into another, and copy a block of channels
 // between tensors viewed as [N, C, S] (S = spatial size, 1 for features).
 #pragma once
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
@@ -12,9 +14,12 @@
 
 namespace tessera::kernels {
 
-// dst = src (accumulate = false) or dst += src.
+// dst = src (accumulate = false) or dst += src, for float, bf16 and fp16
+// elements of either side: computed in float, each result rounded once to
+// dst's type (a copy between formats converts).
 template <class ExecSpace, class Src, class Dst>
 void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accumulate) {
+  using T = typename Dst::non_const_value_type;
   ScopedRegion region("tessera::kernels::copy_into");
   TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::copy_into: source has "
                                                 << src.size() << " elements, destination "
@@ -25,9 +30,10 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
         const auto* in = src.data();
         auto* out = dst.data();
         if (accumulate)
-          for (std::int64_t i = begin; i < end; ++i) out[i] += in[i];
+          for (std::int64_t i = begin; i < end; ++i)
+            out[i] = narrow<T>(widen(out[i]) + widen(in[i]));
         else
-          for (std::int64_t i = begin; i < end; ++i) out[i] = in[i];
+          for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(widen(in[i]));
       });
 }
 

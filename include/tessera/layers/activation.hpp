@@ -7,7 +7,7 @@
 namespace tessera {
 
 template <class Op>
-class Activation final : public Layer {
+class Activation final : public GenericLayer<Activation<Op>> {
  public:
   using Options = Op;  // the op's parameters (LeakyReLU's slope)
 
@@ -18,9 +18,11 @@ class Activation final : public Layer {
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();
   }
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   Op op_;
@@ -32,5 +34,11 @@ using LeakyReLU = Activation<kernels::LeakyReluOp>;
 using GELU = Activation<kernels::GeluOp>;
 using Tanh = Activation<kernels::TanhOp>;
 using Sigmoid = Activation<kernels::SigmoidOp>;
+
+extern template class GenericLayer<ReLU>;
+extern template class GenericLayer<LeakyReLU>;
+extern template class GenericLayer<GELU>;
+extern template class GenericLayer<Tanh>;
+extern template class GenericLayer<Sigmoid>;
 
 }  // namespace tessera

@@ -10,7 +10,7 @@
 
 namespace tessera {
 
-class Dense final : public Layer {
+class Dense final : public GenericLayer<Dense> {
  public:
   struct Options {
     std::int64_t units = 0;
@@ -35,18 +35,31 @@ class Dense final : public Layer {
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  void allocate(const Shapes& inputs) override;
+
+  // In 16 bits the products take a copy of the weights rounded to the
+  // format, made by forward and used again by backward.
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   // Features the product takes per row, and rows per sample.
   std::int64_t in_features(const Shape& input) const;
   std::int64_t rows_per_sample(const Shape& input) const;
-  UnmanagedMatrix<float> rows(const Tensor<float>& t) const;
+  template <class T>
+  UnmanagedMatrix<T> rows(const Tensor<T>& t) const;
+  template <class T>
+  Tensor<T>& rounded_weight();
 
   Options options_;
   Tensor<float> weight_, bias_, weight_grad_, bias_grad_;
+  Tensor<bf16> weight_bf16_;
+  Tensor<fp16> weight_fp16_;
 };
+
+extern template class GenericLayer<Dense>;
 
 }  // namespace tessera

@@ -8,7 +8,7 @@
 
 namespace tessera {
 
-class Dropout final : public Layer {
+class Dropout final : public GenericLayer<Dropout> {
  public:
   struct Options {
     float rate = 0.0f;  // in [0, 1)
@@ -26,18 +26,22 @@ class Dropout final : public Layer {
     return inputs.at(0).inner();
   }
 
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   // The counter of element 0 at this step: steps own disjoint counter ranges
   // of the largest batch's size, so no counter is drawn twice.
-  std::uint64_t first_counter(const Tensor<float>& x, const StepContext& ctx) const;
+  std::uint64_t first_counter(const Shape& x, const StepContext& ctx) const;
 
   float rate_;
   std::uint64_t stream_;
   std::int64_t max_elements_ = 0;
 };
+
+extern template class GenericLayer<Dropout>;
 
 }  // namespace tessera

@@ -10,10 +10,17 @@
 //   dx[i] is empty (numel() == 0) when input i needs no gradient.
 // - Scratch that depends on the batch size is allocated in allocate(), once,
 //   for the largest batch; forward/backward allocate no device memory.
+// - Inputs, output and their gradients are float, or with set_compute() bf16
+//   or fp16 for a layer that computes_in() it: such a layer derives from
+//   GenericLayer and writes its forward and backward once, as templates over
+//   the element type, summing in float (accumulator_t). Parameters and their
+//   gradients stay float (the master weights).
 #pragma once
 
 #include <tessera/core/batch_sync.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/tensor.hpp>
+#include <tessera/kernels/mixed_gemm.hpp>
 #include <tessera/layers/parameter_spec.hpp>
 
 #include <cstdint>
@@ -34,9 +41,14 @@ struct StepContext {
   // the samples of this step on all ranks together.
   const BatchSync* sync = nullptr;
   std::int64_t global_batch = 0;
+  // Float scratch the layers of a model share when they compute in 16 bits
+  // (set by Model; a layer run on its own uses its own).
+  kernels::MixedGemmWorkspace<>* scratch = nullptr;
 };
 
-using Tensors = std::vector<Tensor<float>>;
+template <class T>
+using TensorsOf = std::vector<Tensor<T>>;
+using Tensors = TensorsOf<float>;
 using Shapes = std::vector<Shape>;
 
 // The work of one pass over a batch, for benchmarks: floating-point
@@ -104,17 +116,138 @@ class Layer {
     return c;
   }
 
+  // The formats the inputs, output and their gradients may have: float for
+  // every layer, bf16 and fp16 for a GenericLayer.
+  virtual bool computes_in(FloatFormat format) const { return format == FloatFormat::fp32; }
+  // The format forward and backward take, before allocate(); float unless set.
+  void set_compute(FloatFormat format) {
+    TESSERA_REQUIRE(computes_in(format), where() << " computes in fp32 only, not in "
+                                                 << float_format_name(format)
+                                                 << "; use [precision] compute = \"fp32\"");
+    compute_ = format;
+  }
+  FloatFormat compute() const { return compute_; }
+
   virtual void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) = 0;
   virtual void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
                         const Tensors& dx, const StepContext& ctx) = 0;
+  // The same in 16 bits (set_compute(bf16 or fp16) first).
+  virtual void forward16(const TensorsOf<bf16>& /*x*/, const Tensor<bf16>& /*y*/,
+                         const StepContext& /*ctx*/) {
+    refuse(FloatFormat::bf16);
+  }
+  virtual void forward16(const TensorsOf<fp16>& /*x*/, const Tensor<fp16>& /*y*/,
+                         const StepContext& /*ctx*/) {
+    refuse(FloatFormat::fp16);
+  }
+  virtual void backward16(const TensorsOf<bf16>& /*x*/, const Tensor<bf16>& /*y*/,
+                          const Tensor<bf16>& /*dy*/, const TensorsOf<bf16>& /*dx*/,
+                          const StepContext& /*ctx*/) {
+    refuse(FloatFormat::bf16);
+  }
+  virtual void backward16(const TensorsOf<fp16>& /*x*/, const Tensor<fp16>& /*y*/,
+                          const Tensor<fp16>& /*dy*/, const TensorsOf<fp16>& /*dx*/,
+                          const StepContext& /*ctx*/) {
+    refuse(FloatFormat::fp16);
+  }
 
  protected:
   // "tessera::<type> '<name>'" for messages.
   std::string where() const { return std::string("tessera::") + type() + " '" + name_ + "'"; }
+  // Forward or backward in `format` after set_compute(compute()).
+  void check_compute(FloatFormat format) const {
+    TESSERA_REQUIRE(format == compute_, where() << ": called with " << float_format_name(format)
+                                                << " tensors after set_compute("
+                                                << float_format_name(compute_) << ")");
+  }
 
  private:
+  void refuse(FloatFormat format) const {
+    TESSERA_REQUIRE(false, where() << " computes in fp32 only, not in " << float_format_name(format)
+                                   << "; use [precision] compute = \"fp32\"");
+  }
+
   std::string name_;
   std::vector<std::string> input_names_;
+  FloatFormat compute_ = FloatFormat::fp32;
 };
+
+// A layer written once for every element type: Derived defines
+//   template <class T> void forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
+//                                      const StepContext& ctx);
+//   template <class T> void backward_as(const TensorsOf<T>& x, const Tensor<T>& y,
+//                                       const Tensor<T>& dy, const TensorsOf<T>& dx,
+//                                       const StepContext& ctx);
+// for T = float, bf16 and fp16, and this class routes every virtual to them.
+template <class Derived>
+class GenericLayer : public Layer {
+ public:
+  using Layer::Layer;
+  bool computes_in(FloatFormat /*format*/) const override { return true; }
+
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
+  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& ctx) override;
+  void forward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y, const StepContext& ctx) override;
+  void forward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y, const StepContext& ctx) override;
+  void backward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y, const Tensor<bf16>& dy,
+                  const TensorsOf<bf16>& dx, const StepContext& ctx) override;
+  void backward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y, const Tensor<fp16>& dy,
+                  const TensorsOf<fp16>& dx, const StepContext& ctx) override;
+
+ protected:
+  // The model's shared float scratch, or this layer's own when it runs
+  // outside a model.
+  kernels::MixedGemmWorkspace<>& scratch(const StepContext& ctx) {
+    return ctx.scratch != nullptr ? *ctx.scratch : own_scratch_;
+  }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  kernels::MixedGemmWorkspace<> own_scratch_;
+};
+
+// Out of the class and not inline: a layer's source file instantiates them
+// (template class GenericLayer<L>) next to its forward_as and backward_as,
+// and its header declares that instantiation extern.
+template <class Derived>
+void GenericLayer<Derived>::forward(const Tensors& x, const Tensor<float>& y,
+                                    const StepContext& ctx) {
+  check_compute(FloatFormat::fp32);
+  self().forward_as(x, y, ctx);
+}
+template <class Derived>
+void GenericLayer<Derived>::backward(const Tensors& x, const Tensor<float>& y,
+                                     const Tensor<float>& dy, const Tensors& dx,
+                                     const StepContext& ctx) {
+  check_compute(FloatFormat::fp32);
+  self().backward_as(x, y, dy, dx, ctx);
+}
+template <class Derived>
+void GenericLayer<Derived>::forward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y,
+                                      const StepContext& ctx) {
+  check_compute(FloatFormat::bf16);
+  self().forward_as(x, y, ctx);
+}
+template <class Derived>
+void GenericLayer<Derived>::forward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y,
+                                      const StepContext& ctx) {
+  check_compute(FloatFormat::fp16);
+  self().forward_as(x, y, ctx);
+}
+template <class Derived>
+void GenericLayer<Derived>::backward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y,
+                                       const Tensor<bf16>& dy, const TensorsOf<bf16>& dx,
+                                       const StepContext& ctx) {
+  check_compute(FloatFormat::bf16);
+  self().backward_as(x, y, dy, dx, ctx);
+}
+template <class Derived>
+void GenericLayer<Derived>::backward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y,
+                                       const Tensor<fp16>& dy, const TensorsOf<fp16>& dx,
+                                       const StepContext& ctx) {
+  check_compute(FloatFormat::fp16);
+  self().backward_as(x, y, dy, dx, ctx);
+}
 
 }  // namespace tessera

@@ -40,6 +40,17 @@ class Model {
     return add(std::make_unique<L>(std::forward<Args>(args)...));
   }
 
+  // The format of the activations and their gradients (every layer's
+  // output and its gradient): fp32 (the default), or bf16 or fp16, which
+  // every layer must compute in (Layer::computes_in). The model's input and
+  // the last layer's output and its gradient, which the data and the loss
+  // exchange with it, are float in every format: forward() rounds the input
+  // to the format and returns the output widened to float, and backward()
+  // rounds output_gradient(). Parameters, their gradients and the state stay
+  // float. Before infer() and compile().
+  Model& set_compute(FloatFormat format);
+  FloatFormat compute() const { return compute_; }
+
   // Starts the weights of `layer` (every parameter drawn from its fans, e.g.
   // Dense and Conv2D weights, not biases) from `init` instead of the
   // layer's default. Before compile().
@@ -68,7 +79,9 @@ class Model {
   // The layers the workspace serves (every layer unless compiled for a range).
   LayerRange workspace() const { return workspace_; }
   // Bytes of the activations and activation gradients a workspace for
-  // `layers` holds (the layers' own scratch not included), after infer().
+  // `layers` holds (the layers' own scratch not included), after infer():
+  // in a 16-bit format, the float input and output and their 16-bit copies
+  // included.
   std::int64_t activation_bytes(LayerRange layers = {}) const;
 
   // The model's input buffer for `batch` samples: fill it, then forward().
@@ -92,7 +105,8 @@ class Model {
   void backward(std::int64_t batch, const StepContext& ctx,
                 const std::function<void(std::size_t)>& after_layer = {}, LayerRange range = {});
   void zero_activation_gradients();
-  // Output and output gradient of layer i (node i + 1), for `batch` samples.
+  // Output and output gradient of layer i (node i + 1), for `batch` samples;
+  // in a 16-bit format only the last layer's (float) are available.
   Tensor<float> activation(std::size_t layer, std::int64_t batch) const;
   Tensor<float> activation_gradient(std::size_t layer, std::int64_t batch) const;
 
@@ -122,8 +136,27 @@ class Model {
  private:
   void compile_layers(std::int64_t max_batch, const Model* weights, std::uint64_t seed,
                       LayerRange workspace);
-  Tensors gather(const std::vector<Tensor<float>>& nodes, std::size_t layer,
-                 std::int64_t batch) const;
+  // The activations and their gradients of one format: node n's are empty
+  // where the workspace does not hold it (and, in a 16-bit format, the
+  // float nodes hold only the input and the output).
+  template <class T>
+  struct Nodes {
+    std::vector<Tensor<T>> values;
+    std::vector<Tensor<T>> grads;  // slices of one buffer; [0] empty
+    Vector<T> grad_buffer;
+  };
+  template <class T>
+  Nodes<T>& nodes();
+  template <class T>
+  void allocate_nodes(const std::vector<bool>& held, bool boundary_only);
+  template <class T>
+  TensorsOf<T> gather(const std::vector<Tensor<T>>& nodes, std::size_t layer,
+                      std::int64_t batch) const;
+  template <class T>
+  void run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range);
+  template <class T>
+  void run_backward(std::int64_t batch, const StepContext& ctx,
+                    const std::function<void(std::size_t)>& after_layer, LayerRange range);
   // `range` clamped to the layers; it must lie inside the workspace.
   LayerRange clamp(LayerRange range, const char* fn) const;
   // Nodes a workspace for `layers` holds: the outputs of its layers and what
@@ -142,10 +175,12 @@ class Model {
   std::vector<std::vector<std::size_t>> layer_inputs_;  // node indices per layer
   std::vector<Shapes> input_shapes_;                    // per layer, for max_batch
   std::vector<std::vector<std::size_t>> param_slots_, state_slots_;
-  // Empty where the workspace does not hold the node.
-  std::vector<Tensor<float>> activations_;
-  std::vector<Tensor<float>> activation_grads_;  // slices of one buffer; [0] empty
-  Vector<float> activation_grad_buffer_;
+  FloatFormat compute_ = FloatFormat::fp32;
+  Nodes<float> f32_;
+  Nodes<bf16> bf16_;
+  Nodes<fp16> fp16_;
+  // Float scratch the layers share in 16-bit formats.
+  kernels::MixedGemmWorkspace<> scratch_;
   ParameterStore parameters_;
   ParameterStore state_{false};
   std::vector<std::pair<std::string, Init>> initializers_;

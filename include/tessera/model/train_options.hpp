@@ -3,6 +3,7 @@
 // builds compile that reader with the host compiler).
 #pragma once
 
+#include <tessera/core/float_format.hpp>
 #include <tessera/optim/schedule.hpp>
 
 #include <cmath>
@@ -41,15 +42,6 @@ struct LossScaling {
            std::frexp(scale, &exponent) == 0.5f;
   }
 };
-// A floating-point format numbers are stored or sent in: float, or one of
-// the 16-bit types of core/precision.hpp.
-enum class FloatFormat { fp32, bf16, fp16 };
-// "fp32", "bf16", "fp16".
-const char* float_format_name(FloatFormat format);
-// The inverse of float_format_name; throws Error naming the allowed names.
-FloatFormat float_format_from_name(const std::string& name);
-// Every name, in declaration order (what a deck key allows).
-const std::vector<std::string>& float_format_names();
 
 struct TrainOptions {
   int epochs = 1;
@@ -62,6 +54,9 @@ struct TrainOptions {
   LrSchedule schedule;           // the learning rate of every step
   float clip_norm = 0.0f;        // > 0: clip gradients to this global norm
   LossOptions loss;
+  // The format activations and their gradients are stored in
+  // (Model::set_compute); the weights and the optimizer stay float.
+  FloatFormat compute = FloatFormat::fp32;
   LossScaling loss_scaling;
   // Data parallelism (several ranks).
   std::int64_t bucket_bytes = 1 << 20;  // gradient averaging bucket

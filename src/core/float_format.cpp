@@ -1,6 +1,6 @@
-// Names of the options in model/train_options.hpp, for decks and reports.
+// Names of the floating-point formats, for decks and reports.
 #include <tessera/core/error.hpp>
-#include <tessera/model/train_options.hpp>
+#include <tessera/core/float_format.hpp>
 
 namespace tessera {
 
