@@ -321,7 +321,7 @@ TensorsOf<T> Model::gather(const std::vector<Tensor<T>>& nodes, std::size_t laye
   return out;
 }
 
-LayerRange Model::clamp(LayerRange range, const char* fn) const {
+LayerRange Model::clamp(LayerRange range, const char* fn, const char* sixteen_bit) const {
   TESSERA_REQUIRE(compiled_, fn << ": compile() the model first");
   if (range.last > layers_.size()) range.last = layers_.size();
   TESSERA_REQUIRE(range.first < range.last, fn << ": layer range [" << range.first << ", "
@@ -331,6 +331,10 @@ LayerRange Model::clamp(LayerRange range, const char* fn) const {
                   fn << ": layers [" << range.first << ", " << range.last
                      << ") lie outside the workspace, compiled for layers [" << workspace_.first
                      << ", " << workspace_.last << ")");
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == layers_.size(),
+                  fn << ": layers [" << range.first << ", " << range.last
+                     << ") end before the last layer; in " << float_format_name(compute_) << " "
+                     << sixteen_bit);
   return range;
 }
 
@@ -371,12 +375,8 @@ void Model::run_forward(std::int64_t batch, const StepContext& ctx, LayerRange r
 
 Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
   ScopedRegion region("tessera::Model::forward");
-  range = clamp(range, "tessera::Model::forward");
-  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == layers_.size(),
-                  "tessera::Model::forward: layers ["
-                      << range.first << ", " << range.last << ") end before the last layer; in "
-                      << float_format_name(compute_)
-                      << " only a range ending with the last layer returns a float output");
+  range = clamp(range, "tessera::Model::forward",
+                "only a range ending with the last layer returns a float output");
   StepContext c = ctx;
   c.scratch = &scratch_;
   with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, range); });
@@ -441,12 +441,8 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx,
 void Model::backward(std::int64_t batch, const StepContext& ctx,
                      const std::function<void(std::size_t)>& after_layer, LayerRange range) {
   ScopedRegion region("tessera::Model::backward");
-  range = clamp(range, "tessera::Model::backward");
-  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == layers_.size(),
-                  "tessera::Model::backward: layers ["
-                      << range.first << ", " << range.last << ") end before the last layer; in "
-                      << float_format_name(compute_)
-                      << " a backward pass starts from the float output gradient");
+  range = clamp(range, "tessera::Model::backward",
+                "a backward pass starts from the float output gradient");
   StepContext c = ctx;
   c.scratch = &scratch_;
   with_format(compute_, [&](auto t) { run_backward<decltype(t)>(batch, c, after_layer, range); });

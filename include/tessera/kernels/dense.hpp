@@ -28,6 +28,21 @@ void check_dense_shapes(const char* fn, const X& x, const W& w, const B& b, cons
                      << "]; expected x [N, in], W [out, in], b [out] or [0] (no bias), y [N, out]");
 }
 
+// Backward's operands: those of forward, dW of W's shape, and dx of x's
+// unless it is empty (no input gradient).
+template <class X, class W, class DY, class DX, class DW, class DB>
+void check_dense_backward_shapes(const X& x, const W& w, const DY& dy, const DX& dx, const DW& dw,
+                                 const DB& db) {
+  const char* fn = "tessera::kernels::dense_backward";
+  check_dense_shapes(fn, x, w, db, dy);
+  TESSERA_REQUIRE(dw.extent(0) == w.extent(0) && dw.extent(1) == w.extent(1),
+                  fn << ": dW [" << dw.extent(0) << ", " << dw.extent(1) << "] differs from W ["
+                     << w.extent(0) << ", " << w.extent(1) << "]");
+  TESSERA_REQUIRE(dx.size() == 0 || (dx.extent(0) == x.extent(0) && dx.extent(1) == x.extent(1)),
+                  fn << ": dx [" << dx.extent(0) << ", " << dx.extent(1) << "] differs from x ["
+                     << x.extent(0) << ", " << x.extent(1) << "]");
+}
+
 // db += sum_i dy(i, :), in float for 16-bit dy.
 template <class ExecSpace, class DY, class DB>
 void dense_bias_gradient(const ExecSpace& exec, const DY& dy, const DB& db) {
@@ -85,18 +100,10 @@ template <class ExecSpace, class X, class W, class DY, class DX, class DW, class
 void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
                     const DW& dw, const DB& db) {
   ScopedRegion region("tessera::kernels::dense_backward");
-  impl::check_dense_shapes("tessera::kernels::dense_backward", x, w, db, dy);
-  TESSERA_REQUIRE(dw.extent(0) == w.extent(0) && dw.extent(1) == w.extent(1),
-                  "tessera::kernels::dense_backward: dW [" << dw.extent(0) << ", " << dw.extent(1)
-                                                           << "] differs from W [" << w.extent(0)
-                                                           << ", " << w.extent(1) << "]");
+  impl::check_dense_backward_shapes(x, w, dy, dx, dw, db);
   using T = typename DW::non_const_value_type;
   compat::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
   if (dx.size() > 0) {
-    TESSERA_REQUIRE(dx.extent(0) == x.extent(0) && dx.extent(1) == x.extent(1),
-                    "tessera::kernels::dense_backward: dx [" << dx.extent(0) << ", " << dx.extent(1)
-                                                             << "] differs from x [" << x.extent(0)
-                                                             << ", " << x.extent(1) << "]");
     compat::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
   impl::dense_bias_gradient(exec, dy, db);
@@ -133,19 +140,11 @@ template <class ExecSpace, class X, class W, class DY, class DX, class DW, class
 void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
                     const DW& dw, const DB& db, MixedGemmWorkspace<Space>& workspace) {
   ScopedRegion region("tessera::kernels::dense_backward");
-  impl::check_dense_shapes("tessera::kernels::dense_backward", x, w, db, dy);
-  TESSERA_REQUIRE(dw.extent(0) == w.extent(0) && dw.extent(1) == w.extent(1),
-                  "tessera::kernels::dense_backward: dW [" << dw.extent(0) << ", " << dw.extent(1)
-                                                           << "] differs from W [" << w.extent(0)
-                                                           << ", " << w.extent(1) << "]");
+  impl::check_dense_backward_shapes(x, w, dy, dx, dw, db);
   using T = typename DX::non_const_value_type;
   static_assert(is_storage16_v<T>, "tessera::kernels::dense_backward: 16-bit x, W, dy and dx");
   mixed_gemm(exec, "T", "N", 1.0f, dy, x, 1.0f, dw, workspace);
   if (dx.size() > 0) {
-    TESSERA_REQUIRE(dx.extent(0) == x.extent(0) && dx.extent(1) == x.extent(1),
-                    "tessera::kernels::dense_backward: dx [" << dx.extent(0) << ", " << dx.extent(1)
-                                                             << "] differs from x [" << x.extent(0)
-                                                             << ", " << x.extent(1) << "]");
     const auto c = mixed_gemm_result(workspace, dx.extent(0), dx.extent(1));
     mixed_gemm(exec, "N", "N", 1.0f, dy, w, 0.0f, c, workspace);
     impl::for_each_row_span(

@@ -157,8 +157,9 @@ class Model {
   template <class T>
   void run_backward(std::int64_t batch, const StepContext& ctx,
                     const std::function<void(std::size_t)>& after_layer, LayerRange range);
-  // `range` clamped to the layers; it must lie inside the workspace.
-  LayerRange clamp(LayerRange range, const char* fn) const;
+  // `range` clamped to the layers; it must lie inside the workspace, and in
+  // a 16-bit format end with the last layer (`sixteen_bit` says why).
+  LayerRange clamp(LayerRange range, const char* fn, const char* sixteen_bit) const;
   // Nodes a workspace for `layers` holds: the outputs of its layers and what
   // they read, and the input when a batch is loaded into this model.
   std::vector<bool> held_nodes(LayerRange layers) const;
