@@ -376,4 +376,32 @@ TEST(Conv2D, TinyCnnWithAveragePoolingLearnsBarOrientation) {
   test::expect_learns_bars(model, 0.05f, 15);
 }
 
+// In bf16 and fp16 the columns are the inputs widened to float, the
+// products float, and y and dx each rounded once: within u of the float
+// layer on the same rounded values. dx goes both ways: folded back from
+// the columns (col2im, summed per element in float), and as the
+// convolution of dy with the flipped weights (no more output than input
+// channels at stride 1).
+template <class T>
+void expect_conv_16bit() {
+  Conv2D a("same", 3, 3, 1, 1), b("same", 3, 3, 1, 1);
+  test::expect_16bit_matches_float<T>(a, b, {Shape{2, 2, 5, 4}});
+  Conv2D c("strided", 2, {2, 3}, {2, 1}, {1, 1}), d("strided", 2, {2, 3}, {2, 1}, {1, 1});
+  test::expect_16bit_matches_float<T>(c, d, {Shape{3, 2, 5, 6}});
+  Conv2D e("narrowing", 2, {3, 2}, 1, {1, 0}), f("narrowing", 2, {3, 2}, 1, {1, 0});
+  test::expect_16bit_matches_float<T>(e, f, {Shape{2, 3, 5, 4}});
+  Conv2D::Options options;
+  options.out_channels = 4;
+  options.kernel = 3;
+  options.stride = 2;
+  options.bias = false;
+  Conv2D g("no_bias", options), h("no_bias", options);
+  test::expect_16bit_matches_float<T>(g, h, {Shape{2, 3, 7, 6}});
+}
+
+TEST(Conv2D, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_conv_16bit<bf16>();
+  expect_conv_16bit<fp16>();
+}
+
 }  // namespace

@@ -10,7 +10,9 @@
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
 #include <tessera/layers/embedding.hpp>
+#include <tessera/layers/norm.hpp>
 #include <tessera/layers/pool.hpp>
+#include <tessera/layers/softmax.hpp>
 #include <tessera/layers/structural.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
@@ -99,17 +101,64 @@ TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
       "in bf16 only a range ending with the last layer returns a float output");
 }
 
+// A residual CNN (convolutions, BatchNorm, ReLU, max pooling, a shortcut
+// added back, global average pooling, a classifier) in bf16: Kokkos Tools
+// sees every layer output and its gradient at 2 bytes a value, and it
+// learns what the float CNN learns.
+TEST(Model, Bf16ResidualCnnHalvesTheLayerActivationsAndLearns) {
+  using Names = std::vector<std::string>;
+  const std::int64_t batch = 32, pixels = 64, classes = 2;
+  const auto build = [&] {
+    auto model = std::make_unique<Model>(Shape{1, 8, 8});
+    model->add<Conv2D>("stem", 4, 3, 1, 1)
+        .add<BatchNorm>("bn1")
+        .add<ReLU>("relu1")
+        .add<MaxPool2D>("pool", 2)
+        .add<Conv2D>("conv", 4, 3, 1, 1)
+        .add<BatchNorm>("bn2")
+        .add<Add>("sum", Names{"pool", "bn2"})
+        .add<ReLU>("relu2")
+        .add<GlobalAvgPool>("gap")
+        .add<Flatten>("flat")
+        .add<Dense>("fc", classes);
+    return model;
+  };
+  auto float_model = build(), bf16_model = build();
+  bf16_model->set_compute(FloatFormat::bf16);
+  std::uint64_t bytes[2];
+  for (int k = 0; k < 2; ++k) {
+    MemoryEventCounter counter;
+    (k ? bf16_model : float_model)->compile(batch, 3);
+    bytes[k] = counter.bytes_allocated("tessera::activation");
+  }
+  // Values per sample of the layer outputs and their gradients.
+  std::int64_t layer_values = 0;
+  for (std::size_t i = 0; i < float_model->layers().size(); ++i)
+    layer_values += 2 * float_model->layer_output_shape(i).numel();
+  EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (pixels + layer_values) * 4));
+  // The layer outputs in 2 bytes; the float input (4) and its copy (2);
+  // the float output and its gradient (4 each).
+  EXPECT_EQ(bytes[1],
+            static_cast<std::uint64_t>(batch * (layer_values * 2 + pixels * 6 + classes * 8)));
+  const Evaluation float_result = test::expect_learns_bars(*float_model, 0.05f, 15);
+  const Evaluation bf16_result = test::expect_learns_bars(*bf16_model, 0.05f, 15);
+  EXPECT_NEAR(bf16_result.accuracy, float_result.accuracy, 0.03);
+  EXPECT_NE(test::to_host(bf16_model->parameters().values()),
+            test::to_host(float_model->parameters().values()))
+      << "bf16 training should round somewhere";
+}
+
 // A layer without 16-bit kernels refuses the format, naming itself.
 TEST(Model, LayersWithoutSixteenBitKernelsRefuseTheFormat) {
   Model model(Shape{2, 3});
-  model.add<Flatten>("flatten").add<Dense>("fc", 2);
+  model.add<Softmax>("softmax").add<Dense>("fc", 2);
   model.set_compute(FloatFormat::fp16);
   try {
     model.infer(2);
     FAIL() << "expected a LayerError";
   } catch (const LayerError& e) {
     EXPECT_EQ(e.layer(), 0u);
-    EXPECT_NE(std::string(e.what()).find("tessera::Flatten 'flatten' computes in fp32 only, not "
+    EXPECT_NE(std::string(e.what()).find("tessera::Softmax 'softmax' computes in fp32 only, not "
                                          "in fp16; use [precision] compute = \"fp32\""),
               std::string::npos)
         << e.what();

@@ -498,4 +498,31 @@ TEST(NormModel, BatchNormAndDropoutMlpConvergesOnXor) {
   test::expect_converges(trainer, data, 50);
 }
 
+// In bf16 and fp16 the statistics are the float layer's (sums in double of
+// the same values), and y and dx are its results rounded once; the
+// running statistics and the affine gradients stay float.
+template <class T>
+void expect_norm_16bit() {
+  const auto running = [](int channels) {
+    return [channels](test::LayerHarness& h) { set_running_statistics(h, channels); };
+  };
+  for (const StepContext& ctx : {StepContext{}, inference()}) {
+    BatchNorm a("bn1d"), b("bn1d");
+    test::expect_16bit_matches_float<T>(a, b, {Shape{6, 3}}, running(3), 1e-5, 1.0, ctx);
+    BatchNorm c("bn2d"), d("bn2d");
+    test::expect_16bit_matches_float<T>(c, d, {Shape{3, 2, 2, 3}}, running(2), 1e-5, 1.0, ctx);
+  }
+  LayerNorm e("ln"), f("ln");
+  test::expect_16bit_matches_float<T>(e, f, {Shape{2, 3, 2, 2}});
+  LayerNorm::Options options;
+  options.last_axis = true;
+  LayerNorm g("ln_last", options), h("ln_last", options);
+  test::expect_16bit_matches_float<T>(g, h, {Shape{2, 3, 4}});
+}
+
+TEST(Normalization, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_norm_16bit<bf16>();
+  expect_norm_16bit<fp16>();
+}
+
 }  // namespace

@@ -247,4 +247,26 @@ TEST(Pooling, ErrorsNameLayerAndShape) {
       "tessera::GlobalAvgPool 'gap': input [2, 3, 4] is not an image batch");
 }
 
+// In bf16 and fp16 each window computes in float and rounds its result
+// once; with windows that do not overlap, each input gradient receives one
+// window's share, rounded once: within u of the float layer.
+template <class T>
+void expect_pooling_16bit() {
+  MaxPool2D a("max", 2), b("max", 2);  // the vectorised 2 x 2 path
+  test::expect_16bit_matches_float<T>(a, b, {Shape{2, 3, 6, 5}});
+  MaxPool2D c("max_padded", 3, 3, 1), d("max_padded", 3, 3, 1);
+  test::expect_16bit_matches_float<T>(c, d, {Shape{2, 2, 7, 6}});
+  AvgPool2D e("avg", 2), f("avg", 2);
+  test::expect_16bit_matches_float<T>(e, f, {Shape{2, 2, 4, 6}});
+  AvgPool2D g("avg_padded", {3, 2}, {3, 2}, {1, 0}), h("avg_padded", {3, 2}, {3, 2}, {1, 0});
+  test::expect_16bit_matches_float<T>(g, h, {Shape{2, 2, 7, 6}});
+  GlobalAvgPool i("gap"), j("gap");
+  test::expect_16bit_matches_float<T>(i, j, {Shape{3, 4, 5, 2}});
+}
+
+TEST(Pooling, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_pooling_16bit<bf16>();
+  expect_pooling_16bit<fp16>();
+}
+
 }  // namespace

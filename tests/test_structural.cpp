@@ -142,4 +142,22 @@ TEST(GraphModel, MergesActivationsAndLayerNormConverge) {
   test::expect_converges(trainer, data, 30);
 }
 
+// In bf16 and fp16: Flatten and Concat copy values exactly, Add of two
+// inputs rounds each sum once, and every input gradient is dy (rounded
+// once onto the zero it starts from).
+template <class T>
+void expect_structural_16bit() {
+  Flatten a("flatten"), b("flatten");
+  test::expect_16bit_matches_float<T>(a, b, {Shape{2, 3, 2, 2}});
+  Add c("add", {"p", "q"}), d("add", {"p", "q"});
+  test::expect_16bit_matches_float<T>(c, d, {Shape{3, 5}, Shape{3, 5}});
+  Concat e("concat", {"p", "q"}), f("concat", {"p", "q"});
+  test::expect_16bit_matches_float<T>(e, f, {Shape{2, 2, 3, 2}, Shape{2, 3, 3, 2}});
+}
+
+TEST(StructuralLayers, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_structural_16bit<bf16>();
+  expect_structural_16bit<fp16>();
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // Conv2D: shape checks, parameter layout, scratch sizing, and dispatch to
 // the convolution kernels.
 #include <tessera/kernels/conv.hpp>
+#include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/impl/registration.hpp>
 
@@ -19,7 +20,7 @@ kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options&
 }  // namespace
 
 Conv2D::Conv2D(std::string name, const Options& options, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), options_(options) {
+    : GenericLayer(std::move(name), std::move(inputs)), options_(options) {
   const std::int64_t out_channels = options.out_channels;
   const Extent2 kernel = options.kernel, stride = options.stride, padding = options.padding;
   TESSERA_REQUIRE(out_channels > 0 && kernel.h > 0 && kernel.w > 0 && stride.h > 0 &&
@@ -70,6 +71,10 @@ void Conv2D::allocate(const Shapes& inputs) {
   const std::int64_t block = kernels::conv2d_block_samples(g, max_scratch_bytes);
   scratch_ = Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing),
                            g.scratch_size(block));
+  weight_rounded_ =
+      compute() == FloatFormat::fp32
+          ? Tensor<float>()
+          : Tensor<float>(name() + ".weight_rounded", parameter_specs(inputs).at(0).shape);
 }
 
 std::int64_t Conv2D::flops_per_sample(const Shapes& inputs) const {
@@ -105,19 +110,31 @@ LayerType conv2d_layer_type() {
       .example({{2, 2, 4, 3}}, "out_channels = 2\nkernel = [3, 2]\npadding = 1");
 }
 
-void Conv2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Conv2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Conv2D::forward");
+  const ExecSpace exec;
   const auto g = conv_geometry(x[0].shape(), options_);
-  kernels::conv2d_forward(ExecSpace(), g, x[0].flat(), weight_.matrix(), bias_.flat(), y.flat(),
-                          scratch_);
+  if constexpr (is_storage16_v<T>) {
+    TESSERA_REQUIRE(weight_rounded_.numel() == weight_.numel(),
+                    where() << ": allocate() after set_compute(" << float_format_name(compute())
+                            << ") before forward");
+    kernels::round_through<T>(exec, weight_.flat(), weight_rounded_.flat());
+  }
+  const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
+  kernels::conv2d_forward(exec, g, x[0].flat(), w.matrix(), bias_.flat(), y.flat(), scratch_);
 }
 
-void Conv2D::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                      const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void Conv2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                         const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Conv2D::backward");
   const auto g = conv_geometry(x[0].shape(), options_);
-  kernels::conv2d_backward(ExecSpace(), g, x[0].flat(), weight_.matrix(), dy.flat(), dx[0].flat(),
+  const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
+  kernels::conv2d_backward(ExecSpace(), g, x[0].flat(), w.matrix(), dy.flat(), dx[0].flat(),
                            weight_grad_.matrix(), bias_grad_.flat(), scratch_);
 }
+
+template class GenericLayer<Conv2D>;
 
 }  // namespace tessera

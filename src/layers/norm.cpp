@@ -33,8 +33,8 @@ Vector<double> GroupNormalizer::sums(std::int64_t groups) const {
   return Kokkos::subview(sums_, std::pair<std::int64_t, std::int64_t>(0, 2 * groups));
 }
 
-Vector<double> GroupNormalizer::batch_sums(const kernels::GroupLayout& layout,
-                                           const Tensor<float>& x) {
+template <class T>
+Vector<double> GroupNormalizer::batch_sums(const kernels::GroupLayout& layout, const Tensor<T>& x) {
   kernels::group_sums(ExecSpace(), layout, x.flat(), sums(layout.groups), partials_);
   return sums(layout.groups);
 }
@@ -50,15 +50,17 @@ void GroupNormalizer::running_moments(const Tensor<float>& running_mean,
                                 mean(groups), invstd(groups));
 }
 
-void GroupNormalizer::normalize(const kernels::GroupLayout& layout, const Tensor<float>& x,
-                                const Tensor<float>& y) {
+template <class T>
+void GroupNormalizer::normalize(const kernels::GroupLayout& layout, const Tensor<T>& x,
+                                const Tensor<T>& y) {
   kernels::group_normalize(ExecSpace(), layout, affine_, x.flat(), mean(layout.groups),
                            invstd(layout.groups), gamma_.flat(), beta_.flat(), y.flat());
 }
 
-void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<float>& x,
-                               const Tensor<float>& dy, const Tensor<float>& dx,
-                               bool batch_statistics, std::int64_t count, const BatchSync* sync) {
+template <class T>
+void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<T>& x,
+                               const Tensor<T>& dy, const Tensor<T>& dx, bool batch_statistics,
+                               std::int64_t count, const BatchSync* sync) {
   const ExecSpace exec;
   const Vector<float> m = mean(layout.groups), s = invstd(layout.groups);
   const Vector<double> gradient_sums = sums(layout.groups);
@@ -92,7 +94,9 @@ constexpr std::int64_t norm_flops_per_element = 7;
 }  // namespace
 
 BatchNorm::BatchNorm(std::string name, const Options& options, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), momentum_(options.momentum), eps_(options.eps) {
+    : GenericLayer(std::move(name), std::move(inputs)),
+      momentum_(options.momentum),
+      eps_(options.eps) {
   const float momentum = options.momentum, eps = options.eps;
   TESSERA_REQUIRE(momentum >= 0.0f && momentum <= 1.0f,
                   where() << ": momentum must be in [0, 1], got " << momentum);
@@ -170,7 +174,8 @@ std::int64_t BatchNorm::flops_per_sample(const Shapes& inputs) const {
   return norm_flops_per_element * inputs.at(0).inner();
 }
 
-void BatchNorm::forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) {
+template <class T>
+void BatchNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::BatchNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
   if (ctx.training) {
@@ -186,8 +191,9 @@ void BatchNorm::forward(const Tensors& x, const Tensor<float>& y, const StepCont
   normalizer_.normalize(l, x[0], y);
 }
 
-void BatchNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                         const Tensors& dx, const StepContext& ctx) {
+template <class T>
+void BatchNorm::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                            const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::BatchNorm::backward");
   const kernels::GroupLayout l = layout(x[0].shape());
   normalizer_.backward(l, x[0], dy, dx[0], ctx.training, statistics_count(l, ctx),
@@ -195,7 +201,9 @@ void BatchNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Ten
 }
 
 LayerNorm::LayerNorm(std::string name, const Options& options, std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)), eps_(options.eps), last_axis_(options.last_axis) {
+    : GenericLayer(std::move(name), std::move(inputs)),
+      eps_(options.eps),
+      last_axis_(options.last_axis) {
   const float eps = options.eps;
   TESSERA_REQUIRE(eps > 0.0f, where() << ": eps must be positive, got " << eps);
 }
@@ -232,7 +240,8 @@ std::int64_t LayerNorm::flops_per_sample(const Shapes& inputs) const {
   return norm_flops_per_element * inputs.at(0).inner();
 }
 
-void LayerNorm::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void LayerNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::LayerNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
   normalizer_.batch_sums(l, x[0]);
@@ -240,11 +249,15 @@ void LayerNorm::forward(const Tensors& x, const Tensor<float>& y, const StepCont
   normalizer_.normalize(l, x[0], y);
 }
 
-void LayerNorm::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                         const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void LayerNorm::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                            const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::LayerNorm::backward");
   const kernels::GroupLayout l = layout(x[0].shape());
   normalizer_.backward(l, x[0], dy, dx[0], true, l.group_size());
 }
+
+template class GenericLayer<BatchNorm>;
+template class GenericLayer<LayerNorm>;
 
 }  // namespace tessera

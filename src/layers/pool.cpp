@@ -104,15 +104,17 @@ void MaxPool2D::allocate(const Shapes& inputs) {
       output_shape(inputs).numel());
 }
 
-void MaxPool2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void MaxPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::MaxPool2D::forward");
   kernels::max_pool2d_forward(ExecSpace(),
                               pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                               x[0].flat(), y.flat(), argmax_);
 }
 
-void MaxPool2D::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                         const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void MaxPool2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                            const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::MaxPool2D::backward");
   if (dx[0].numel() == 0) return;
   kernels::max_pool2d_backward(ExecSpace(),
@@ -120,15 +122,17 @@ void MaxPool2D::backward(const Tensors& x, const Tensor<float>& /*y*/, const Ten
                                dy.flat(), dx[0].flat());
 }
 
-void AvgPool2D::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void AvgPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::AvgPool2D::forward");
   kernels::avg_pool2d_forward(ExecSpace(),
                               pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                               x[0].flat(), y.flat());
 }
 
-void AvgPool2D::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                         const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void AvgPool2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                            const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::AvgPool2D::backward");
   if (dx[0].numel() == 0) return;
   kernels::avg_pool2d_backward(ExecSpace(),
@@ -142,16 +146,23 @@ Shape GlobalAvgPool::output_shape(const Shapes& inputs) const {
   return Shape{in[0], in[1]};
 }
 
-void GlobalAvgPool::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void GlobalAvgPool::forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
+                               const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::GlobalAvgPool::forward");
   kernels::avg_pool2d_forward(ExecSpace(), global_geometry(x[0].shape()), x[0].flat(), y.flat());
 }
 
-void GlobalAvgPool::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                             const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void GlobalAvgPool::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                                const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::GlobalAvgPool::backward");
   if (dx[0].numel() == 0) return;
   kernels::avg_pool2d_backward(ExecSpace(), global_geometry(x[0].shape()), dy.flat(), dx[0].flat());
 }
+
+template class GenericLayer<MaxPool2D, Pool2D>;
+template class GenericLayer<AvgPool2D, Pool2D>;
+template class GenericLayer<GlobalAvgPool>;
 
 }  // namespace tessera

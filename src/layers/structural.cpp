@@ -39,13 +39,15 @@ Shape Flatten::output_shape(const Shapes& inputs) const {
   return Shape{in[0], in.inner()};
 }
 
-void Flatten::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Flatten::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Flatten::forward");
   kernels::copy_into(ExecSpace(), x[0].flat(), y.flat(), false);
 }
 
-void Flatten::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                       const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void Flatten::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                          const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Flatten::backward");
   if (dx[0].numel() > 0) kernels::copy_into(ExecSpace(), dy.flat(), dx[0].flat(), true);
 }
@@ -61,14 +63,16 @@ std::int64_t Add::flops_per_sample(const Shapes& inputs) const {
   return static_cast<std::int64_t>(inputs.size() - 1) * inputs.at(0).inner();
 }
 
-void Add::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Add::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Add::forward");
   for (std::size_t i = 0; i < x.size(); ++i)
     kernels::copy_into(ExecSpace(), x[i].flat(), y.flat(), i > 0);
 }
 
-void Add::backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                   const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void Add::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                      const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Add::backward");
   for (const auto& g : dx)
     if (g.numel() > 0) kernels::copy_into(ExecSpace(), dy.flat(), g.flat(), true);
@@ -91,7 +95,8 @@ Shape Concat::output_shape(const Shapes& inputs) const {
   return out;
 }
 
-void Concat::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Concat::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Concat::forward");
   const Shape& out = y.shape();
   std::int64_t offset = 0;
@@ -102,8 +107,9 @@ void Concat::forward(const Tensors& x, const Tensor<float>& y, const StepContext
   }
 }
 
-void Concat::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                      const Tensors& dx, const StepContext& /*ctx*/) {
+template <class T>
+void Concat::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
+                         const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::Concat::backward");
   const Shape& out = dy.shape();
   std::int64_t offset = 0;
@@ -114,5 +120,9 @@ void Concat::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor
     offset += x[i].shape()[1];
   }
 }
+
+template class GenericLayer<Flatten>;
+template class GenericLayer<Add>;
+template class GenericLayer<Concat>;
 
 }  // namespace tessera

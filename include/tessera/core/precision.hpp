@@ -149,6 +149,11 @@ template <class T>
 KOKKOS_INLINE_FUNCTION T narrow(accumulator_t<T> v) {
   return T(v);
 }
+// dst += v in the accumulator type, the sum stored rounded once.
+template <class T>
+KOKKOS_INLINE_FUNCTION void add_rounded(T& dst, accumulator_t<T> v) {
+  dst = narrow<T>(widen(dst) + v);
+}
 
 // True for bf16 and fp16.
 template <class T>

@@ -7,10 +7,15 @@
 // not depend on the thread count. Backward accumulates into dx, dW and db.
 // An empty bias (extent 0) means a convolution without one: forward adds
 // nothing and backward computes no bias gradient.
+//
+// x, y, dy and dx may be bf16 or fp16 (the weights, their gradients and the
+// scratch stay float): the columns hold the values widened to float, the
+// products are float, and each output or input gradient is rounded once.
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/reduce.hpp>
@@ -143,23 +148,25 @@ template <class T, class Space>
 using ColumnMatrix =
     Kokkos::View<T**, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-// Copies and sums along one row; restrict parameters let the compiler
-// vectorise the short rows of a convolution without checking for overlap.
-template <class T>
-KOKKOS_INLINE_FUNCTION void copy_row(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT in, int n,
+// Copies and sums along one row, converting between the element types
+// (one rounding per stored value into a 16-bit row); restrict parameters
+// let the compiler vectorise the short rows of a convolution without
+// checking for overlap.
+template <class T, class S>
+KOKKOS_INLINE_FUNCTION void copy_row(T* KOKKOS_RESTRICT out, const S* KOKKOS_RESTRICT in, int n,
                                      int stride) {
   if (stride == 1)
-    for (int i = 0; i < n; ++i) out[i] = in[i];
+    for (int i = 0; i < n; ++i) out[i] = narrow<T>(widen(in[i]));
   else
-    for (int i = 0; i < n; ++i) out[i] = in[i * stride];
+    for (int i = 0; i < n; ++i) out[i] = narrow<T>(widen(in[i * stride]));
 }
-template <class T>
-KOKKOS_INLINE_FUNCTION void add_row(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT in, int n,
+template <class T, class S>
+KOKKOS_INLINE_FUNCTION void add_row(T* KOKKOS_RESTRICT out, const S* KOKKOS_RESTRICT in, int n,
                                     int stride) {
   if (stride == 1)
-    for (int i = 0; i < n; ++i) out[i] += in[i];
+    for (int i = 0; i < n; ++i) add_rounded(out[i], widen(in[i]));
   else
-    for (int i = 0; i < n; ++i) out[i * stride] += in[i];
+    for (int i = 0; i < n; ++i) add_rounded(out[i * stride], widen(in[i]));
 }
 template <class T>
 KOKKOS_INLINE_FUNCTION void zero_row(T* out, int n) {
@@ -223,6 +230,43 @@ void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int
       });
 }
 
+// col2im_add for a 16-bit dx: each element sums its taps in float, in
+// col2im_add's order (kernel row, then kernel column: the covering windows
+// from the last to the first), onto its widened value, and is rounded once.
+template <class ExecSpace, class Col, class DX>
+void col2im_add_rounded(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col,
+                        std::int64_t first, std::int64_t count, const DX& dx) {
+  using T = typename DX::non_const_value_type;
+  const WindowAxis rows = g.rows, cols = g.cols;
+  const std::int64_t channels = g.in_channels, positions = g.positions();
+  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
+  Kokkos::parallel_for(
+      "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        const std::int64_t n = r / channels, c = r % channels;
+        T* grad = dx.data() + (first * channels + r) * plane;
+        const auto* block = col.data() + n * positions;
+        for (int h = 0; h < rows.in; ++h) {
+          int ho_lo, ho_hi;
+          rows.covering(h, ho_lo, ho_hi);
+          for (int w = 0; w < cols.in; ++w) {
+            int wo_lo, wo_hi;
+            cols.covering(w, wo_lo, wo_hi);
+            accumulator_t<T> sum = widen(grad[h * cols.in + w]);
+            for (int ho = ho_hi - 1; ho >= ho_lo; --ho) {
+              const int ki = h - rows.start(ho);
+              for (int wo = wo_hi - 1; wo >= wo_lo; --wo) {
+                const int kj = w - cols.start(wo);
+                sum += block[((c * rows.kernel + ki) * cols.kernel + kj) * ld +
+                             std::int64_t(ho) * cols.out + wo];
+              }
+            }
+            grad[h * cols.in + w] = narrow<T>(sum);
+          }
+        }
+      });
+}
+
 // dx(n, c) += the entries of col that im2col copied from input plane
 // (n, c): one thread owns each plane and adds the taps in a fixed order
 // (kernel row, kernel column, output row), so no two threads write one
@@ -230,6 +274,10 @@ void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int
 template <class ExecSpace, class Col, class DX>
 void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, std::int64_t first,
                 std::int64_t count, const DX& dx) {
+  if constexpr (is_storage16_v<typename DX::non_const_value_type>) {
+    col2im_add_rounded(exec, g, col, first, count, dx);
+    return;
+  }
   const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, positions = g.positions();
   const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
@@ -267,6 +315,7 @@ enum class Transfer {
 // `nchw`) and the channel-major [C, count * P] that one gemm per block reads
 // and writes. from_nchw with row_sums: also row_sums[n * C + c] = the
 // lane_sum of row (n, c) of nchw, for every sample n of the block.
+// to_nchw and add_to_nchw round each value they store into a 16-bit nchw once.
 template <class ExecSpace, class Block, class NCHW, class B>
 void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, const B& bias,
                    std::int64_t first, std::int64_t count, std::int64_t channels,
@@ -280,14 +329,15 @@ void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, 
         auto* sample = nchw.data() + ((first + n) * channels + c) * positions;
         auto* row = block.data() + c * ld + n * positions;
         if (transfer == Transfer::to_nchw) {
+          using T = typename NCHW::non_const_value_type;
           const auto b = bias.extent(0) > 0 ? bias(c) : 0;
-          for (std::int64_t p = 0; p < positions; ++p) sample[p] = row[p] + b;
+          for (std::int64_t p = 0; p < positions; ++p) sample[p] = narrow<T>(row[p] + b);
         } else if (transfer == Transfer::add_to_nchw) {
           add_row(sample, row, static_cast<int>(positions), 1);
         } else {
           copy_row(row, sample, static_cast<int>(positions), 1);
-          if (row_sums != nullptr)  // the row is in cache now
-            row_sums[(first + n) * channels + c] = lane_sum(sample, positions);
+          if (row_sums != nullptr)  // the row is in cache now, widened
+            row_sums[(first + n) * channels + c] = lane_sum(row, positions);
         }
       });
 }
@@ -368,7 +418,7 @@ void conv2d_forward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, 
   impl::check_conv2d(fn, g, x, w, b, y);
   // Forward needs less scratch per sample than backward may: larger blocks.
   const std::int64_t max_block = impl::check_scratch(fn, g, scratch, g.forward_per_sample());
-  using T = typename Y::non_const_value_type;
+  using T = typename Scratch::non_const_value_type;
   using Space = typename Scratch::memory_space;
   const std::int64_t k = g.patch(), positions = g.positions();
   T* const blocks = scratch.data() + g.scratch_fixed();

@@ -14,10 +14,15 @@
 // chunk sums are then added in chunk order. So the statistics are bitwise
 // identical for any thread count, and a channel is no longer one thread's
 // serial chain (BatchNorm over [128, 32, 28, 28] has 832 chunks, not 32).
+//
+// x, y and their gradients may be bf16 or fp16; the statistics, gamma,
+// beta and their gradients stay float (double for the sums), every value
+// is widened before the arithmetic, and y and dx are rounded once.
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
@@ -186,7 +191,7 @@ void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, co
       exec, fn, layout, partials,
       KOKKOS_LAMBDA(std::int64_t, const std::int64_t i, std::int64_t, double& sum,
                     double& squares) {
-        const double v = values[i];
+        const double v = widen(values[i]);
         sum += v;
         squares += v * v;
       },
@@ -287,17 +292,19 @@ void group_normalize(const ExecSpace& exec, const GroupLayout& layout, Affine af
       exec, fn, layout,
       KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
                     const std::int64_t end) {
+        using T = typename Y::non_const_value_type;
         const float m = mean(g), s = invstd(g);
-        const float* in = x.data();
-        float* out = y.data();
+        const auto* in = x.data();
+        T* out = y.data();
         if (per_group) {
           const float scale = gamma(g), shift = beta(g);
-          for (std::int64_t i = begin; i < end; ++i) out[i] = (in[i] - m) * s * scale + shift;
+          for (std::int64_t i = begin; i < end; ++i)
+            out[i] = narrow<T>((widen(in[i]) - m) * s * scale + shift);
         } else {
           const float* scale = gamma.data() + k0;
           const float* shift = beta.data() + k0;
           for (std::int64_t j = 0; j < end - begin; ++j)
-            out[begin + j] = (in[begin + j] - m) * s * scale[j] + shift[j];
+            out[begin + j] = narrow<T>((widen(in[begin + j]) - m) * s * scale[j] + shift[j]);
         }
       });
 }
@@ -326,9 +333,10 @@ void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affin
       exec, fn, layout, partials,
       KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, const std::int64_t k, double& sum,
                     double& projected) {
-        const double dxhat = per_group ? grad[i] : static_cast<double>(grad[i]) * scale[k];
+        const float dy_i = widen(grad[i]);
+        const double dxhat = per_group ? dy_i : static_cast<double>(dy_i) * scale[k];
         sum += dxhat;
-        projected += dxhat * ((in[i] - mean(g)) * invstd(g));
+        projected += dxhat * ((widen(in[i]) - mean(g)) * invstd(g));
       },
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double projected) {
         sums(g) = sum;
@@ -392,15 +400,15 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
       KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
                     const std::int64_t end) {
         const float m = mean(g), s = invstd(g);
-        const float* in = x.data();
-        const float* grad = dy.data();
-        float* out = dx.data();
+        const auto* in = x.data();
+        const auto* grad = dy.data();
+        auto* out = dx.data();
         // gamma of the row's positions (per_position) or of the group.
         const float* scale = per_group ? gamma.data() + g : gamma.data() + k0;
         const std::int64_t step = per_group ? 0 : 1;
         if (!batch_statistics) {
           for (std::int64_t j = 0; j < end - begin; ++j)
-            out[begin + j] += s * (grad[begin + j] * scale[j * step]);
+            add_rounded(out[begin + j], s * (widen(grad[begin + j]) * scale[j * step]));
           return;
         }
         // Means of dxhat and dxhat * xhat; per_group sums lack the factor gamma.
@@ -408,9 +416,10 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
         const double mean_dxhat = factor * sums(g) / n;
         const double mean_projected = factor * sums(groups + g) / n;
         for (std::int64_t j = 0; j < end - begin; ++j) {
-          const float dxhat = grad[begin + j] * scale[j * step];
-          const double xhat = (in[begin + j] - m) * s;
-          out[begin + j] += static_cast<float>(s * (dxhat - (mean_dxhat + xhat * mean_projected)));
+          const float dxhat = widen(grad[begin + j]) * scale[j * step];
+          const double xhat = (widen(in[begin + j]) - m) * s;
+          add_rounded(out[begin + j],
+                      static_cast<float>(s * (dxhat - (mean_dxhat + xhat * mean_projected))));
         }
       });
 }
@@ -436,8 +445,9 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
         exec, fn, layout, partials,
         KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, std::int64_t, double& scaled,
                       double& shift) {
-          shift += grad[i];
-          scaled += static_cast<double>(grad[i]) * ((in[i] - mean(g)) * invstd(g));
+          const float dy_i = widen(grad[i]);
+          shift += dy_i;
+          scaled += static_cast<double>(dy_i) * ((widen(in[i]) - mean(g)) * invstd(g));
         },
         KOKKOS_LAMBDA(const std::int64_t g, const double scaled, const double shift) {
           dgamma(g) += static_cast<float>(scaled);
@@ -459,18 +469,20 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
         // l.index(0, row inner + begin); group g's tile starts g inner later.
         const std::int64_t first = row * l.groups * l.inner + begin;
         for (std::int64_t g = 0; g < l.groups; ++g) {
-          const float* dy_g = grad + first + g * l.inner;
-          const float* x_g = in + first + g * l.inner;
+          const auto* dy_g = grad + first + g * l.inner;
+          const auto* x_g = in + first + g * l.inner;
           const float m = mean(g), s = invstd(g);
           if (width == tile)
             for (std::int64_t t = 0; t < tile; ++t) {
-              shift[t] += dy_g[t];
-              scaled[t] += static_cast<double>(dy_g[t]) * ((x_g[t] - m) * s);
+              const float dy_t = widen(dy_g[t]);
+              shift[t] += dy_t;
+              scaled[t] += static_cast<double>(dy_t) * ((widen(x_g[t]) - m) * s);
             }
           else
             for (std::int64_t t = 0; t < width; ++t) {
-              shift[t] += dy_g[t];
-              scaled[t] += static_cast<double>(dy_g[t]) * ((x_g[t] - m) * s);
+              const float dy_t = widen(dy_g[t]);
+              shift[t] += dy_t;
+              scaled[t] += static_cast<double>(dy_t) * ((widen(x_g[t]) - m) * s);
             }
         }
         for (std::int64_t t = 0; t < width; ++t) {

@@ -7,8 +7,13 @@
 // the windows do not overlap vertically), and that thread adds its windows
 // in output order, so no atomics are needed and every input element
 // receives its terms in the same order for any thread count.
+//
+// x, y and their gradients may be bf16 or fp16: a window computes in float
+// and its result is rounded once; backward rounds an input gradient once
+// per window that adds to it (once where windows do not overlap).
 #pragma once
 
+#include <tessera/core/precision.hpp>
 #include <tessera/kernels/conv.hpp>
 
 #include <cstdint>
@@ -35,15 +40,15 @@ struct MaxWindow {
   // plane: the input plane; the window is rows [h_lo, h_hi), columns
   // [w_lo, w_hi) of rows `width` long; out: the output's flat index.
   template <class T>
-  KOKKOS_INLINE_FUNCTION T forward(const T* plane, int width, int h_lo, int h_hi, int w_lo,
-                                   int w_hi, std::int64_t out) const {
+  KOKKOS_INLINE_FUNCTION accumulator_t<T> forward(const T* plane, int width, int h_lo, int h_hi,
+                                                  int w_lo, int w_hi, std::int64_t out) const {
     int best_at = h_lo * width + w_lo;
-    T best = plane[best_at];
+    accumulator_t<T> best = widen(plane[best_at]);
     // Selects rather than a branch: which tap wins is data, and a branch on
     // it is mispredicted about every other window.
     for (int h = h_lo; h < h_hi; ++h)
       for (int w = w_lo; w < w_hi; ++w) {
-        const T v = plane[h * width + w];
+        const accumulator_t<T> v = widen(plane[h * width + w]);
         const bool better = v > best;
         best = better ? v : best;
         best_at = better ? h * width + w : best_at;
@@ -60,24 +65,25 @@ struct MaxWindow {
     auto* KOKKOS_RESTRICT at = &argmax(first);
     for (int o = 0; o < n; ++o) {
       const int p = top + 2 * o;
-      T best = plane[p];
+      accumulator_t<T> best = widen(plane[p]);
       int best_at = p;
       const int taps[3] = {p + 1, p + width, p + width + 1};
       for (int t = 0; t < 3; ++t) {
-        const T v = plane[taps[t]];
+        const accumulator_t<T> v = widen(plane[taps[t]]);
         const bool better = v > best;
         best = better ? v : best;
         best_at = better ? taps[t] : best_at;
       }
-      out[o] = best;
+      out[o] = narrow<T>(best);
       at[o] = best_at;
     }
   }
   // Adds window out's gradient g to the input plane's gradient.
   template <class T>
-  KOKKOS_INLINE_FUNCTION void backward(T g, std::int64_t out, T* plane, int /*width*/, int /*h_lo*/,
-                                       int /*h_hi*/, int /*w_lo*/, int /*w_hi*/) const {
-    plane[argmax(out)] += g;
+  KOKKOS_INLINE_FUNCTION void backward(accumulator_t<T> g, std::int64_t out, T* plane,
+                                       int /*width*/, int /*h_lo*/, int /*h_hi*/, int /*w_lo*/,
+                                       int /*w_hi*/) const {
+    add_rounded(plane[argmax(out)], g);
   }
 };
 
@@ -86,11 +92,11 @@ struct AvgWindow {
   float scale = 1;
 
   template <class T>
-  KOKKOS_INLINE_FUNCTION T forward(const T* plane, int width, int h_lo, int h_hi, int w_lo,
-                                   int w_hi, std::int64_t /*out*/) const {
-    T sum = 0;
+  KOKKOS_INLINE_FUNCTION accumulator_t<T> forward(const T* plane, int width, int h_lo, int h_hi,
+                                                  int w_lo, int w_hi, std::int64_t /*out*/) const {
+    accumulator_t<T> sum = 0;
     for (int h = h_lo; h < h_hi; ++h)
-      for (int w = w_lo; w < w_hi; ++w) sum += plane[h * width + w];
+      for (int w = w_lo; w < w_hi; ++w) sum += widen(plane[h * width + w]);
     return sum * scale;
   }
   template <class T>
@@ -99,20 +105,20 @@ struct AvgWindow {
                                           int n) const {
     for (int o = 0; o < n; ++o) {
       const int p = top + 2 * o;
-      T sum = 0;  // the order of forward(): row by row
-      sum += plane[p];
-      sum += plane[p + 1];
-      sum += plane[p + width];
-      sum += plane[p + width + 1];
-      out[o] = sum * scale;
+      accumulator_t<T> sum = 0;  // the order of forward(): row by row
+      sum += widen(plane[p]);
+      sum += widen(plane[p + 1]);
+      sum += widen(plane[p + width]);
+      sum += widen(plane[p + width + 1]);
+      out[o] = narrow<T>(sum * scale);
     }
   }
   template <class T>
-  KOKKOS_INLINE_FUNCTION void backward(T g, std::int64_t /*out*/, T* plane, int width, int h_lo,
-                                       int h_hi, int w_lo, int w_hi) const {
-    const T share = g * scale;
+  KOKKOS_INLINE_FUNCTION void backward(accumulator_t<T> g, std::int64_t /*out*/, T* plane,
+                                       int width, int h_lo, int h_hi, int w_lo, int w_hi) const {
+    const accumulator_t<T> share = g * scale;
     for (int h = h_lo; h < h_hi; ++h)
-      for (int w = w_lo; w < w_hi; ++w) plane[h * width + w] += share;
+      for (int w = w_lo; w < w_hi; ++w) add_rounded(plane[h * width + w], share);
   }
 };
 
@@ -158,7 +164,8 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
         for (int wo = 0; wo < cols.out; ++wo) {
           int w_lo, w_hi;
           cols.clipped(wo, w_lo, w_hi);
-          out[wo] = op.forward(plane, cols.in, h_lo, h_hi, w_lo, w_hi, r * cols.out + wo);
+          out[wo] = narrow<typename Y::non_const_value_type>(
+              op.forward(plane, cols.in, h_lo, h_hi, w_lo, w_hi, r * cols.out + wo));
         }
       });
 }
@@ -188,8 +195,8 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
             int w_lo, w_hi;
             cols.clipped(wo, w_lo, w_hi);
             const std::int64_t o = std::int64_t(ho) * cols.out + wo;
-            op.backward(g_out[o], plane * rows.out * cols.out + o, grad, cols.in, h_lo, h_hi, w_lo,
-                        w_hi);
+            op.backward(widen(g_out[o]), plane * rows.out * cols.out + o, grad, cols.in, h_lo, h_hi,
+                        w_lo, w_hi);
           }
         }
       });

@@ -37,9 +37,30 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
       });
 }
 
+// dst = src rounded to T's format (bf16 or fp16) and widened back: float
+// values a float product takes as a 16-bit product would take them (the
+// weights of a convolution that computes in T).
+template <class T, class ExecSpace, class Src, class Dst>
+void round_through(const ExecSpace& exec, const Src& src, const Dst& dst) {
+  using D = typename Dst::non_const_value_type;
+  ScopedRegion region("tessera::kernels::round_through");
+  TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::round_through: source has "
+                                                << src.size() << " elements, destination "
+                                                << dst.size());
+  impl::for_each_span(
+      exec, "tessera::kernels::round_through", src.size(),
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        const auto* in = src.data();
+        auto* out = dst.data();
+        for (std::int64_t i = begin; i < end; ++i)
+          out[i] = narrow<D>(widen(narrow<T>(widen(in[i]))));
+      });
+}
+
 // Channels [0, narrow_channels) of `narrow` correspond to channels
-// [offset, offset + narrow_channels) of `wide`. Forward (into_wide) copies
-// narrow -> wide; backward accumulates wide -> narrow.
+// [offset, offset + narrow_channels) of `wide` (both of one element type).
+// Forward (into_wide) copies narrow -> wide; backward accumulates wide ->
+// narrow, each sum rounded once in 16 bits.
 template <class ExecSpace, class Narrow, class Wide>
 void channel_block(const ExecSpace& exec, const Narrow& narrow, std::int64_t narrow_channels,
                    const Wide& wide, std::int64_t wide_channels, std::int64_t offset,
@@ -62,7 +83,7 @@ void channel_block(const ExecSpace& exec, const Narrow& narrow, std::int64_t nar
         if (into_wide)
           for (std::int64_t i = begin; i < end; ++i) theirs[i] = mine[i];
         else
-          for (std::int64_t i = begin; i < end; ++i) mine[i] += theirs[i];
+          for (std::int64_t i = begin; i < end; ++i) add_rounded(mine[i], widen(theirs[i]));
       });
 }
 

@@ -1,6 +1,7 @@
 // 2-D convolution over NCHW images: weights [out, in, kh, kw] and a bias per
 // output channel (optional); im2col + gemm over blocks of samples whose scratch is
-// allocated once in allocate().
+// allocated once in allocate(). In bf16 or fp16 the columns are float and
+// the products take a float copy of the weights rounded to the format.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
@@ -15,7 +16,7 @@ struct Extent2 {
 };
 
 // [N, C, H, W] -> [N, out_channels, (H + 2 p - k) / s + 1, (W + 2 p - k) / s + 1]
-class Conv2D final : public Layer {
+class Conv2D final : public GenericLayer<Conv2D> {
  public:
   // Scratch ceiling: the batch is lowered to columns in blocks of samples
   // whose columns fit in this many bytes. Blocks that stay in cache beat
@@ -52,14 +53,21 @@ class Conv2D final : public Layer {
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   Options options_;
   Tensor<float> weight_, bias_, weight_grad_, bias_grad_;
+  // 16-bit compute: the weights rounded to the format (made by forward,
+  // read again by backward).
+  Tensor<float> weight_rounded_;
   Vector<float> scratch_;
 };
+
+extern template class GenericLayer<Conv2D>;
 
 }  // namespace tessera

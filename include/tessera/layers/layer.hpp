@@ -179,10 +179,12 @@ class Layer {
 //                                       const Tensor<T>& dy, const TensorsOf<T>& dx,
 //                                       const StepContext& ctx);
 // for T = float, bf16 and fp16, and this class routes every virtual to them.
-template <class Derived>
-class GenericLayer : public Layer {
+// Base: Layer, or a class between (derived from Layer) that several layers
+// share, such as the windowed pools' shape logic.
+template <class Derived, class Base = Layer>
+class GenericLayer : public Base {
  public:
-  using Layer::Layer;
+  using Base::Base;
   bool computes_in(FloatFormat /*format*/) const override { return true; }
 
   void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
@@ -210,43 +212,43 @@ class GenericLayer : public Layer {
 // Out of the class and not inline: a layer's source file instantiates them
 // (template class GenericLayer<L>) next to its forward_as and backward_as,
 // and its header declares that instantiation extern.
-template <class Derived>
-void GenericLayer<Derived>::forward(const Tensors& x, const Tensor<float>& y,
-                                    const StepContext& ctx) {
-  check_compute(FloatFormat::fp32);
+template <class Derived, class Base>
+void GenericLayer<Derived, Base>::forward(const Tensors& x, const Tensor<float>& y,
+                                          const StepContext& ctx) {
+  this->check_compute(FloatFormat::fp32);
   self().forward_as(x, y, ctx);
 }
-template <class Derived>
-void GenericLayer<Derived>::backward(const Tensors& x, const Tensor<float>& y,
-                                     const Tensor<float>& dy, const Tensors& dx,
-                                     const StepContext& ctx) {
-  check_compute(FloatFormat::fp32);
+template <class Derived, class Base>
+void GenericLayer<Derived, Base>::backward(const Tensors& x, const Tensor<float>& y,
+                                           const Tensor<float>& dy, const Tensors& dx,
+                                           const StepContext& ctx) {
+  this->check_compute(FloatFormat::fp32);
   self().backward_as(x, y, dy, dx, ctx);
 }
-template <class Derived>
-void GenericLayer<Derived>::forward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y,
-                                      const StepContext& ctx) {
-  check_compute(FloatFormat::bf16);
+template <class Derived, class Base>
+void GenericLayer<Derived, Base>::forward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y,
+                                            const StepContext& ctx) {
+  this->check_compute(FloatFormat::bf16);
   self().forward_as(x, y, ctx);
 }
-template <class Derived>
-void GenericLayer<Derived>::forward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y,
-                                      const StepContext& ctx) {
-  check_compute(FloatFormat::fp16);
+template <class Derived, class Base>
+void GenericLayer<Derived, Base>::forward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y,
+                                            const StepContext& ctx) {
+  this->check_compute(FloatFormat::fp16);
   self().forward_as(x, y, ctx);
 }
-template <class Derived>
-void GenericLayer<Derived>::backward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y,
-                                       const Tensor<bf16>& dy, const TensorsOf<bf16>& dx,
-                                       const StepContext& ctx) {
-  check_compute(FloatFormat::bf16);
+template <class Derived, class Base>
+void GenericLayer<Derived, Base>::backward16(const TensorsOf<bf16>& x, const Tensor<bf16>& y,
+                                             const Tensor<bf16>& dy, const TensorsOf<bf16>& dx,
+                                             const StepContext& ctx) {
+  this->check_compute(FloatFormat::bf16);
   self().backward_as(x, y, dy, dx, ctx);
 }
-template <class Derived>
-void GenericLayer<Derived>::backward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y,
-                                       const Tensor<fp16>& dy, const TensorsOf<fp16>& dx,
-                                       const StepContext& ctx) {
-  check_compute(FloatFormat::fp16);
+template <class Derived, class Base>
+void GenericLayer<Derived, Base>::backward16(const TensorsOf<fp16>& x, const Tensor<fp16>& y,
+                                             const Tensor<fp16>& dy, const TensorsOf<fp16>& dx,
+                                             const StepContext& ctx) {
+  this->check_compute(FloatFormat::fp16);
   self().backward_as(x, y, dy, dx, ctx);
 }
 

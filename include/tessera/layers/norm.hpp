@@ -20,22 +20,28 @@ class GroupNormalizer {
   // Scratch for layouts up to `largest` (the largest batch).
   void allocate(const kernels::GroupLayout& largest, const std::string& label);
 
+  // batch_sums, normalize and backward take x, y and their gradients in
+  // float, bf16 or fp16 (defined next to the layers that call them, in
+  // norm.cpp).
+  //
   // Per-group sum and sum of squares of x (2 * groups values): a
   // synchronised BatchNorm sums them over the ranks before batch_moments().
-  Vector<double> batch_sums(const kernels::GroupLayout& layout, const Tensor<float>& x);
+  template <class T>
+  Vector<double> batch_sums(const kernels::GroupLayout& layout, const Tensor<T>& x);
   // mean/invstd from the sums over `count` elements per group.
   void batch_moments(std::int64_t groups, std::int64_t count, float eps);
   // mean/invstd from running statistics.
   void running_moments(const Tensor<float>& running_mean, const Tensor<float>& running_var,
                        float eps);
-  void normalize(const kernels::GroupLayout& layout, const Tensor<float>& x,
-                 const Tensor<float>& y);
+  template <class T>
+  void normalize(const kernels::GroupLayout& layout, const Tensor<T>& x, const Tensor<T>& y);
   // Accumulates into dx (when not empty), dgamma and dbeta. batch_statistics:
   // whether forward used the batch's own statistics (which then depend on x),
   // taken over `count` elements per group; `sync` (optional) sums the
   // gradient statistics over the ranks as forward summed the moments.
-  void backward(const kernels::GroupLayout& layout, const Tensor<float>& x, const Tensor<float>& dy,
-                const Tensor<float>& dx, bool batch_statistics, std::int64_t count,
+  template <class T>
+  void backward(const kernels::GroupLayout& layout, const Tensor<T>& x, const Tensor<T>& dy,
+                const Tensor<T>& dx, bool batch_statistics, std::int64_t count,
                 const BatchSync* sync = nullptr);
 
  private:
@@ -56,7 +62,7 @@ class GroupNormalizer {
 // inference normalises with the running statistics. Under data parallelism
 // the batch is this rank's shard, unless StepContext::sync sums the
 // statistics over every rank (synchronised BatchNorm).
-class BatchNorm final : public Layer {
+class BatchNorm final : public GenericLayer<BatchNorm> {
  public:
   struct Options {
     float momentum = 0.1f;  // weight of the batch in the running statistics
@@ -79,9 +85,11 @@ class BatchNorm final : public Layer {
   void allocate(const Shapes& inputs) override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   kernels::GroupLayout layout(const Shape& input) const;
@@ -99,7 +107,7 @@ class BatchNorm final : public Layer {
 // with normalized_shape = input.shape[1:]); with last_axis, over the last
 // axis of every position alone, gamma and beta of its length
 // (normalized_shape = input.shape[-1:], each token of [N, T, C] by itself).
-class LayerNorm final : public Layer {
+class LayerNorm final : public GenericLayer<LayerNorm> {
  public:
   struct Options {
     float eps = 1e-5f;
@@ -118,9 +126,11 @@ class LayerNorm final : public Layer {
   void allocate(const Shapes& inputs) override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   kernels::GroupLayout layout(const Shape& input) const;
@@ -129,5 +139,8 @@ class LayerNorm final : public Layer {
   bool last_axis_;
   impl::GroupNormalizer normalizer_{kernels::Affine::per_position};
 };
+
+extern template class GenericLayer<BatchNorm>;
+extern template class GenericLayer<LayerNorm>;
 
 }  // namespace tessera

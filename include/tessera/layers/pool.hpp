@@ -36,47 +36,57 @@ class Pool2D : public Layer {
 };
 
 // Ties go to the first maximum in row-major window order; padding never wins.
-class MaxPool2D final : public Pool2D {
+class MaxPool2D final : public GenericLayer<MaxPool2D, Pool2D> {
  public:
   MaxPool2D(std::string name, const Options& options, std::vector<std::string> inputs = {})
-      : Pool2D("MaxPool2D", std::move(name), options, std::move(inputs)) {}
+      : GenericLayer("MaxPool2D", std::move(name), options, std::move(inputs)) {}
   MaxPool2D(std::string name, Extent2 kernel, Extent2 stride = 0, Extent2 padding = 0,
             std::vector<std::string> inputs = {})
       : MaxPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void allocate(const Shapes& inputs) override;
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
   Kokkos::View<int*, MemSpace> argmax_;  // per output: position of the maximum in its plane
 };
 
 // count_include_pad = true: every window averages over kernel_h * kernel_w.
-class AvgPool2D final : public Pool2D {
+class AvgPool2D final : public GenericLayer<AvgPool2D, Pool2D> {
  public:
   AvgPool2D(std::string name, const Options& options, std::vector<std::string> inputs = {})
-      : Pool2D("AvgPool2D", std::move(name), options, std::move(inputs)) {}
+      : GenericLayer("AvgPool2D", std::move(name), options, std::move(inputs)) {}
   AvgPool2D(std::string name, Extent2 kernel, Extent2 stride = 0, Extent2 padding = 0,
             std::vector<std::string> inputs = {})
       : AvgPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 };
 
 // [N, C, H, W] -> [N, C]: the mean of each channel.
-class GlobalAvgPool final : public Layer {
+class GlobalAvgPool final : public GenericLayer<GlobalAvgPool> {
  public:
-  using Layer::Layer;
+  using GenericLayer::GenericLayer;
   const char* type() const override { return "GlobalAvgPool"; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();
   }
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 };
+
+extern template class GenericLayer<MaxPool2D, Pool2D>;
+extern template class GenericLayer<AvgPool2D, Pool2D>;
+extern template class GenericLayer<GlobalAvgPool>;
 
 }  // namespace tessera

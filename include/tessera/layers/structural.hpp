@@ -7,44 +7,55 @@
 namespace tessera {
 
 // [N, ...] -> [N, prod(...)]
-class Flatten final : public Layer {
+class Flatten final : public GenericLayer<Flatten> {
  public:
-  using Layer::Layer;
+  using GenericLayer::GenericLayer;
   const char* type() const override { return "Flatten"; }
   Shape output_shape(const Shapes& inputs) const override;
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 };
 
-// y = x0 + x1 + ...; all inputs have one shape.
-class Add final : public Layer {
+// y = x0 + x1 + ...; all inputs have one shape. In 16 bits each input
+// after the first is added to y and rounded once.
+class Add final : public GenericLayer<Add> {
  public:
   static constexpr int input_count = -1;  // two or more
   Add(std::string name, std::vector<std::string> inputs)
-      : Layer(std::move(name), std::move(inputs)) {}
+      : GenericLayer(std::move(name), std::move(inputs)) {}
   const char* type() const override { return "Add"; }
   int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 };
 
 // Concatenation along dim 1 (channels of NCHW, features of [N, F]); the
 // other dimensions must agree.
-class Concat final : public Layer {
+class Concat final : public GenericLayer<Concat> {
  public:
   static constexpr int input_count = -1;  // two or more
   Concat(std::string name, std::vector<std::string> inputs)
-      : Layer(std::move(name), std::move(inputs)) {}
+      : GenericLayer(std::move(name), std::move(inputs)) {}
   const char* type() const override { return "Concat"; }
   int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 };
+
+extern template class GenericLayer<Flatten>;
+extern template class GenericLayer<Add>;
+extern template class GenericLayer<Concat>;
 
 }  // namespace tessera
