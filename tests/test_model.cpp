@@ -34,6 +34,13 @@ std::unique_ptr<Model> small_mlp(std::int64_t inputs, std::int64_t hidden, std::
   return model;
 }
 
+// The bytes Kokkos Tools sees allocated for activations while `model` compiles.
+std::uint64_t compiled_activation_bytes(Model& model, std::int64_t batch, std::uint64_t seed) {
+  MemoryEventCounter counter;
+  model.compile(batch, seed);
+  return counter.bytes_allocated("tessera::activation");
+}
+
 // In bf16 the workspace holds every layer's output and its gradient in two
 // bytes a value, beside the float input and output (and their 16-bit
 // copies) that the data and the loss exchange with the model: Kokkos Tools
@@ -47,12 +54,8 @@ TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
   auto float_model = small_mlp(inputs, hidden, classes);
   auto bf16_model = small_mlp(inputs, hidden, classes);
   bf16_model->set_compute(FloatFormat::bf16);
-  std::uint64_t bytes[2];
-  for (int k = 0; k < 2; ++k) {
-    MemoryEventCounter counter;
-    (k ? bf16_model : float_model)->compile(batch, 9);
-    bytes[k] = counter.bytes_allocated("tessera::activation");
-  }
+  const std::uint64_t bytes[2] = {compiled_activation_bytes(*float_model, batch, 9),
+                                  compiled_activation_bytes(*bf16_model, batch, 9)};
   EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (inputs + layer_values) * 4));
   // Layer outputs in 2 bytes; the float input (4) and its copy (2); the
   // float output and its gradient (4 each).
@@ -125,12 +128,8 @@ TEST(Model, Bf16ResidualCnnHalvesTheLayerActivationsAndLearns) {
   };
   auto float_model = build(), bf16_model = build();
   bf16_model->set_compute(FloatFormat::bf16);
-  std::uint64_t bytes[2];
-  for (int k = 0; k < 2; ++k) {
-    MemoryEventCounter counter;
-    (k ? bf16_model : float_model)->compile(batch, 3);
-    bytes[k] = counter.bytes_allocated("tessera::activation");
-  }
+  const std::uint64_t bytes[2] = {compiled_activation_bytes(*float_model, batch, 3),
+                                  compiled_activation_bytes(*bf16_model, batch, 3)};
   // Values per sample of the layer outputs and their gradients.
   std::int64_t layer_values = 0;
   for (std::size_t i = 0; i < float_model->layers().size(); ++i)

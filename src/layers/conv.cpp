@@ -1,7 +1,6 @@
 // Conv2D: shape checks, parameter layout, scratch sizing, and dispatch to
 // the convolution kernels.
 #include <tessera/kernels/conv.hpp>
-#include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/impl/registration.hpp>
 
@@ -115,12 +114,7 @@ void Conv2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepCon
   ScopedRegion region("tessera::Conv2D::forward");
   const ExecSpace exec;
   const auto g = conv_geometry(x[0].shape(), options_);
-  if constexpr (is_storage16_v<T>) {
-    TESSERA_REQUIRE(weight_rounded_.numel() == weight_.numel(),
-                    where() << ": allocate() after set_compute(" << float_format_name(compute())
-                            << ") before forward");
-    kernels::round_through<T>(exec, weight_.flat(), weight_rounded_.flat());
-  }
+  if constexpr (is_storage16_v<T>) round_weights<T>(weight_, weight_rounded_);
   const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
   kernels::conv2d_forward(exec, g, x[0].flat(), w.matrix(), bias_.flat(), y.flat(), scratch_);
 }

@@ -110,10 +110,7 @@ void Dense::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepCont
     kernels::dense_forward(exec, rows(x[0]), weight_.matrix(), bias_.flat(), rows(y));
   } else {
     const Tensor<T>& w = rounded_weight<T>();
-    TESSERA_REQUIRE(w.numel() == weight_.numel(), where() << ": allocate() after set_compute("
-                                                          << float_format_name(compute())
-                                                          << ") before forward");
-    kernels::copy_into(exec, weight_.flat(), w.flat(), false);
+    round_weights<T>(weight_, w);
     kernels::dense_forward(exec, rows(x[0]), w.matrix(), bias_.flat(), rows(y), scratch(ctx));
   }
 }

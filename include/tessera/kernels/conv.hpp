@@ -230,54 +230,58 @@ void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int
       });
 }
 
-// col2im_add for a 16-bit dx: each element sums its taps in float, in
-// col2im_add's order (kernel row, then kernel column: the covering windows
-// from the last to the first), onto its widened value, and is rounded once.
-template <class ExecSpace, class Col, class DX>
-void col2im_add_rounded(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col,
-                        std::int64_t first, std::int64_t count, const DX& dx) {
-  using T = typename DX::non_const_value_type;
-  const WindowAxis rows = g.rows, cols = g.cols;
-  const std::int64_t channels = g.in_channels, positions = g.positions();
-  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
-  Kokkos::parallel_for(
-      "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
-      KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t n = r / channels, c = r % channels;
-        T* grad = dx.data() + (first * channels + r) * plane;
-        const auto* block = col.data() + n * positions;
-        for (int h = 0; h < rows.in; ++h) {
-          int ho_lo, ho_hi;
-          rows.covering(h, ho_lo, ho_hi);
-          for (int w = 0; w < cols.in; ++w) {
-            int wo_lo, wo_hi;
-            cols.covering(w, wo_lo, wo_hi);
-            accumulator_t<T> sum = widen(grad[h * cols.in + w]);
-            for (int ho = ho_hi - 1; ho >= ho_lo; --ho) {
-              const int ki = h - rows.start(ho);
-              for (int wo = wo_hi - 1; wo >= wo_lo; --wo) {
-                const int kj = w - cols.start(wo);
-                sum += block[((c * rows.kernel + ki) * cols.kernel + kj) * ld +
-                             std::int64_t(ho) * cols.out + wo];
-              }
-            }
-            grad[h * cols.in + w] = narrow<T>(sum);
+// grad (input plane c) += the taps im2col copied from it, which start at
+// block (one sample's columns, rows ld apart). Float: the taps are added in
+// a fixed order (kernel row, kernel column, output row), a row at a time.
+// 16 bits: each element gathers its taps in float, in the same order
+// (kernel row, then kernel column: the covering windows from the last to
+// the first), onto its widened value, and is rounded once.
+template <class T, class S>
+KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, const S* block, std::int64_t c,
+                                       const WindowAxis& rows, const WindowAxis& cols,
+                                       std::int64_t ld) {
+  if constexpr (is_storage16_v<T>) {
+    for (int h = 0; h < rows.in; ++h) {
+      int ho_lo, ho_hi;
+      rows.covering(h, ho_lo, ho_hi);
+      for (int w = 0; w < cols.in; ++w) {
+        int wo_lo, wo_hi;
+        cols.covering(w, wo_lo, wo_hi);
+        accumulator_t<T> sum = widen(grad[h * cols.in + w]);
+        for (int ho = ho_hi - 1; ho >= ho_lo; --ho) {
+          const int ki = h - rows.start(ho);
+          for (int wo = wo_hi - 1; wo >= wo_lo; --wo) {
+            const int kj = w - cols.start(wo);
+            sum += block[((c * rows.kernel + ki) * cols.kernel + kj) * ld +
+                         std::int64_t(ho) * cols.out + wo];
           }
         }
-      });
+        grad[h * cols.in + w] = narrow<T>(sum);
+      }
+    }
+  } else {
+    for (int ki = 0; ki < rows.kernel; ++ki) {
+      int ho_lo, ho_hi;
+      rows.inside(ki, ho_lo, ho_hi);
+      for (int kj = 0; kj < cols.kernel; ++kj) {
+        const S* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+        int wo_lo, wo_hi;
+        cols.inside(kj, wo_lo, wo_hi);
+        const int shift = kj - cols.pad;
+        for (int ho = ho_lo; ho < ho_hi; ++ho)
+          add_row(grad + std::int64_t(rows.start(ho) + ki) * cols.in + wo_lo * cols.stride + shift,
+                  taps + std::int64_t(ho) * cols.out + wo_lo, wo_hi - wo_lo, cols.stride);
+      }
+    }
+  }
 }
 
 // dx(n, c) += the entries of col that im2col copied from input plane
-// (n, c): one thread owns each plane and adds the taps in a fixed order
-// (kernel row, kernel column, output row), so no two threads write one
-// element and the sums do not depend on the thread count.
+// (n, c): one thread owns each plane (fold_plane), so no two threads write
+// one element and the sums do not depend on the thread count.
 template <class ExecSpace, class Col, class DX>
 void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, std::int64_t first,
                 std::int64_t count, const DX& dx) {
-  if constexpr (is_storage16_v<typename DX::non_const_value_type>) {
-    col2im_add_rounded(exec, g, col, first, count, dx);
-    return;
-  }
   const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, positions = g.positions();
   const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
@@ -285,22 +289,8 @@ void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, 
       "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t n = r / channels, c = r % channels;
-        auto* grad = dx.data() + (first * channels + r) * plane;
-        const auto* block = col.data() + n * positions;
-        for (int ki = 0; ki < rows.kernel; ++ki) {
-          int ho_lo, ho_hi;
-          rows.inside(ki, ho_lo, ho_hi);
-          for (int kj = 0; kj < cols.kernel; ++kj) {
-            const auto* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
-            int wo_lo, wo_hi;
-            cols.inside(kj, wo_lo, wo_hi);
-            const int shift = kj - cols.pad;
-            for (int ho = ho_lo; ho < ho_hi; ++ho)
-              add_row(
-                  grad + std::int64_t(rows.start(ho) + ki) * cols.in + wo_lo * cols.stride + shift,
-                  taps + std::int64_t(ho) * cols.out + wo_lo, wo_hi - wo_lo, cols.stride);
-          }
-        }
+        fold_plane(dx.data() + (first * channels + r) * plane, col.data() + n * positions, c, rows,
+                   cols, ld);
       });
 }
 

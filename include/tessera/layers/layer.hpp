@@ -21,6 +21,7 @@
 #include <tessera/core/precision.hpp>
 #include <tessera/core/tensor.hpp>
 #include <tessera/kernels/mixed_gemm.hpp>
+#include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/layers/parameter_spec.hpp>
 
 #include <cstdint>
@@ -202,6 +203,16 @@ class GenericLayer : public Base {
   // outside a model.
   kernels::MixedGemmWorkspace<>& scratch(const StepContext& ctx) {
     return ctx.scratch != nullptr ? *ctx.scratch : own_scratch_;
+  }
+  // copy = weights rounded to T's format, stored as U (T itself, or float
+  // for a float product): what a 16-bit forward's products take. allocate()
+  // after set_compute() sizes the copy.
+  template <class T, class U>
+  void round_weights(const Tensor<float>& weights, const Tensor<U>& copy) const {
+    TESSERA_REQUIRE(copy.numel() == weights.numel(),
+                    this->where() << ": allocate() after set_compute("
+                                  << float_format_name(this->compute()) << ") before forward");
+    kernels::round_through<T>(ExecSpace(), weights.flat(), copy.flat());
   }
 
  private:
