@@ -176,6 +176,32 @@ TEST(CausalSelfAttention, GradientsMatchFiniteDifferences) {
   }
 }
 
+// In bf16 and fp16 the input, output and their gradients are 16-bit and
+// the attention between the projections is float, so on values a 16-bit
+// layer can hold (rounded inputs and weights) the output and the input
+// gradient are the float layer's rounded once, and the weight gradients
+// are the float layer's. With dropout, in training, the same mask.
+template <class T>
+void expect_attention_16bit() {
+  StepContext ctx;
+  ctx.seed = 5;
+  ctx.step = 2;
+  for (const float rate : {0.0f, 0.3f}) {
+    SCOPED_TRACE(rate);
+    CausalSelfAttention a("attn", attention_options(2, rate, true)),
+        b("attn", attention_options(2, rate, true));
+    test::expect_16bit_matches_float<T>(a, b, {Shape{2, 6, 8}}, {}, 1e-5, 1.0, ctx);
+  }
+  CausalSelfAttention a("attn", attention_options(1, 0.0f, false)),
+      b("attn", attention_options(1, 0.0f, false));
+  test::expect_16bit_matches_float<T>(a, b, {Shape{1, 9, 10}}, {}, 1e-5, 1.0, ctx);
+}
+
+TEST(CausalSelfAttention, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_attention_16bit<bf16>();
+  expect_attention_16bit<fp16>();
+}
+
 TEST(CausalSelfAttention, DropoutFollowsStepAndIsOffInEvaluation) {
   CausalSelfAttention attention("attn", attention_options(2, 0.5f, true));
   test::LayerHarness h(attention, {Shape{2, 4, 4}}, 6);

@@ -956,9 +956,14 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   std::remove(bf16_path.c_str());
   expect_deck_error("compute_fp8", precision("compute = \"fp8\"\n"), 29, 11, "precision.compute",
                     "'fp8' is not supported; allowed: fp32, bf16, fp16");
-  expect_deck_error(
-      "pipeline_compute", precision("compute = \"fp16\"\n[parallel]\npipeline_stages = 2\n"), 31,
-      19, "parallel.pipeline_stages", "cannot be combined with precision.compute = \"fp16\"");
+  // Pipeline stages exchange their boundaries' activations in float in
+  // every compute format.
+  const std::string pipeline16 = write_deck(
+      "pipeline_compute", precision("compute = \"fp16\"\n[parallel]\npipeline_stages = 2\n"));
+  const Deck staged16 = load_deck(pipeline16);
+  EXPECT_EQ(staged16.pipeline_stages, 2);
+  EXPECT_EQ(staged16.training.compute, FloatFormat::fp16);
+  std::remove(pipeline16.c_str());
   expect_deck_error("pipeline_name",
                     parallel("pipeline_stages = 2\nstage_boundaries = [\"nope\"]\n"), 30, 21,
                     "parallel.stage_boundaries", "'nope' is not a layer name");

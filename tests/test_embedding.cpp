@@ -116,6 +116,59 @@ TEST(Embedding, GradientsMatchFiniteDifferences) {
   }
 }
 
+// In bf16 and fp16 the ids stay float, so ids above 256 (which bf16 would
+// round: 257 to 256, 777 to 776) look up their own rows; each vector is the
+// float lookup (with its position added) rounded once, and the table
+// gradients are the float layer's sums of the same (16-bit) dy.
+template <class T>
+void expect_embedding_16bit() {
+  Embedding::Options options;
+  options.vocabulary = 1000;
+  options.dim = 3;
+  options.positions = true;
+  Embedding a("embed", options), b("embed", options);
+  a.set_compute(format_of<T>());
+  const Shape shape{2, 3};
+  test::LayerHarness h16(a, {shape}), h32(b, {shape});
+  const std::vector<float> ids{257.0f, 777.0f, 0.0f, 999.0f, 256.0f, 777.0f};
+  test::from_host(h32.inputs[0].flat(), ids);
+  Kokkos::deep_copy(h16.parameters().values(), h32.parameters().values());
+  std::vector<float> dy = test::random_values(h32.output.numel(), 8);
+  for (auto& v : dy) v = float(T(v));
+  test::from_host(h32.output_grad.flat(), dy);
+  h32.forward();
+  h32.backward();
+
+  Tensor<T> y("y16", h32.output.shape()), dy16("dy16", h32.output.shape());
+  std::vector<T> dy_bits(dy.size());
+  for (std::size_t k = 0; k < dy.size(); ++k) dy_bits[k] = T(dy[k]);
+  test::from_host(dy16.flat(), dy_bits);
+  a.forward_ids16({h32.inputs[0]}, y, StepContext{});
+  h16.parameters().zero_gradients();
+  a.backward_ids16({h32.inputs[0]}, dy16, StepContext{});
+
+  const auto y32 = test::to_host(h32.output.flat());
+  const auto got = test::to_host(y.flat());
+  for (std::size_t k = 0; k < y32.size(); ++k)
+    EXPECT_EQ(float(got[k]), float(T(y32[k]))) << "y[" << k << "]";
+  EXPECT_EQ(test::to_host(h16.parameters().gradients()),
+            test::to_host(h32.parameters().gradients()));
+  // Row 257 of the table holds the gradient of sample 0, position 0 only.
+  const auto grads = test::to_host(h16.parameters().gradients());
+  for (std::int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(grads[257 * 3 + c], dy[c]);
+    EXPECT_EQ(grads[256 * 3 + c], dy[4 * 3 + c]);
+  }
+  test::expect_error([&] { a.forward(h32.inputs, h32.output, StepContext{}); },
+                     std::string("called with fp32 tensors after set_compute(") +
+                         float_format_name(format_of<T>()) + ")");
+}
+
+TEST(Embedding, Bf16AndFp16KeepTheIdsFloat) {
+  expect_embedding_16bit<bf16>();
+  expect_embedding_16bit<fp16>();
+}
+
 TEST(Embedding, ErrorsNameLayerSampleAndPosition) {
   Embedding::Options options;
   options.vocabulary = 4;

@@ -6,13 +6,13 @@
 #include <tessera/kernels/loss.hpp>
 #include <tessera/kernels/reduce.hpp>
 #include <tessera/layers/activation.hpp>
+#include <tessera/layers/attention.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
 #include <tessera/layers/embedding.hpp>
 #include <tessera/layers/norm.hpp>
 #include <tessera/layers/pool.hpp>
-#include <tessera/layers/softmax.hpp>
 #include <tessera/layers/structural.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
@@ -39,6 +39,17 @@ std::uint64_t compiled_activation_bytes(Model& model, std::int64_t batch, std::u
   MemoryEventCounter counter;
   model.compile(batch, seed);
   return counter.bytes_allocated("tessera::activation");
+}
+
+// infer() throws a LayerError for layer `layer` whose message holds `message`.
+void expect_infer_refuses(Model& model, std::size_t layer, const std::string& message) {
+  try {
+    model.infer(2);
+    FAIL() << "expected a LayerError";
+  } catch (const LayerError& e) {
+    EXPECT_EQ(e.layer(), layer);
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
 }
 
 // In bf16 the workspace holds every layer's output and its gradient in two
@@ -96,12 +107,14 @@ TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
   expect_close("parameter gradients", grads[1], grads[0], 4.0 / 256);
   // Inner activations are 16-bit: only the output is reachable as float.
   test::expect_error([&] { bf16_model->activation(0, batch); },
-                     "layer 'fc1''s output is stored in bf16; only the last layer's is float");
+                     "layer 'fc1''s output is stored in bf16; only the last layer's and the "
+                     "workspace's boundaries are float");
   test::expect_error(
       [&] {
         bf16_model->forward(batch, {}, LayerRange{0, 2});
       },
-      "in bf16 only a range ending with the last layer returns a float output");
+      "layers [0, 2) end before the workspace's last layer (3); in bf16 only a range ending "
+      "with the last layer returns a float output");
 }
 
 // A residual CNN (convolutions, BatchNorm, ReLU, max pooling, a shortcut
@@ -147,21 +160,87 @@ TEST(Model, Bf16ResidualCnnHalvesTheLayerActivationsAndLearns) {
       << "bf16 training should round somewhere";
 }
 
+// A GPT block (token and position embeddings, LayerNorm, causal
+// self-attention, a residual add, a head) in bf16 with a vocabulary of 300:
+// the embedding reads the float ids, so the workspace holds no 16-bit copy
+// of the input, and tokens above 256 (which bf16 rounds, 257 to 256) keep
+// their own rows: the model learns to count through them as the float model
+// does. An embedding that reads anything but the input is refused in 16
+// bits.
+TEST(Model, Bf16GptKeepsTheTokenIdsFloatAndLearns) {
+  using Names = std::vector<std::string>;
+  const std::int64_t batch = 32, positions = 8, dim = 16, vocabulary = 300;
+  const auto build = [&] {
+    auto model = std::make_unique<Model>(Shape{positions});
+    Embedding::Options embed;
+    embed.vocabulary = vocabulary;
+    embed.dim = dim;
+    embed.positions = true;
+    CausalSelfAttention::Options attention;
+    attention.heads = 2;
+    Dense::Options head;
+    head.units = vocabulary;
+    head.last_axis = true;
+    model->add<Embedding>("embed", embed)
+        .add<LayerNorm>("ln", LayerNorm::Options{1e-5f, true})
+        .add<CausalSelfAttention>("attn", attention)
+        .add<Add>("res", Names{"embed", "attn"})
+        .add<Dense>("head", head);
+    return model;
+  };
+  auto float_model = build(), bf16_model = build();
+  bf16_model->set_compute(FloatFormat::bf16);
+  const std::uint64_t bytes[2] = {compiled_activation_bytes(*float_model, batch, 3),
+                                  compiled_activation_bytes(*bf16_model, batch, 3)};
+  const std::int64_t vectors = 4 * positions * dim, logits = positions * vocabulary;
+  // Per sample: the input, then each layer's output and its gradient.
+  EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (positions + 2 * (vectors + logits)) * 4));
+  // In bf16: the float input alone, the layer values in 2 bytes, and the
+  // float output and its gradient beside their 16-bit copies.
+  EXPECT_EQ(bytes[1], static_cast<std::uint64_t>(
+                          batch * (positions * 4 + 2 * (vectors + logits) * 2 + 2 * logits * 4)));
+  EXPECT_EQ(bf16_model->activation_bytes(), static_cast<std::int64_t>(bytes[1]));
+  const Evaluation float_result = test::expect_learns_counting(*float_model, vocabulary, 0.05f, 30);
+  const Evaluation bf16_result = test::expect_learns_counting(*bf16_model, vocabulary, 0.05f, 30);
+  EXPECT_NEAR(bf16_result.accuracy, float_result.accuracy, 0.02);
+  EXPECT_NE(test::to_host(bf16_model->parameters().values()),
+            test::to_host(float_model->parameters().values()))
+      << "bf16 training should round somewhere";
+
+  Model stacked(Shape{positions});
+  Embedding::Options embed;
+  embed.vocabulary = vocabulary;
+  embed.dim = 1;
+  stacked.add<Embedding>("embed", embed).add<Embedding>("again", embed, Names{"embed"});
+  stacked.set_compute(FloatFormat::bf16);
+  expect_infer_refuses(stacked, 1,
+                       "layer 'again' reads token ids, which in bf16 come from the model input "
+                       "only; give it inputs = [\"input\"]");
+}
+
+// A layer with float kernels only.
+class FloatOnly final : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "FloatOnly"; }
+  Shape output_shape(const Shapes& inputs) const override { return inputs.at(0); }
+  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) override {
+    Kokkos::deep_copy(y.flat(), x[0].flat());
+  }
+  void backward(const Tensors& /*x*/, const Tensor<float>& /*y*/, const Tensor<float>& dy,
+                const Tensors& dx, const StepContext& /*ctx*/) override {
+    kernels::copy_into(ExecSpace(), dy.flat(), dx[0].flat(), true);
+  }
+};
+
 // A layer without 16-bit kernels refuses the format, naming itself.
 TEST(Model, LayersWithoutSixteenBitKernelsRefuseTheFormat) {
   Model model(Shape{2, 3});
-  model.add<Softmax>("softmax").add<Dense>("fc", 2);
+  model.add<FloatOnly>("float_only").add<Dense>("fc", 2);
   model.set_compute(FloatFormat::fp16);
-  try {
-    model.infer(2);
-    FAIL() << "expected a LayerError";
-  } catch (const LayerError& e) {
-    EXPECT_EQ(e.layer(), 0u);
-    EXPECT_NE(std::string(e.what()).find("tessera::Softmax 'softmax' computes in fp32 only, not "
-                                         "in fp16; use [precision] compute = \"fp32\""),
-              std::string::npos)
-        << e.what();
-  }
+  expect_infer_refuses(model, 0,
+                       "tessera::FloatOnly 'float_only' computes in fp32 only, not in fp16; use "
+                       "[precision] compute = \"fp32\"");
 }
 
 TEST(Model, ShapeInferenceAndSummary) {
@@ -367,6 +446,52 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
         model->forward(2, StepContext{}, LayerRange{3, 3});
       },
       "tessera::Model::forward: layer range [3, 3) of a model of 8 layers is empty");
+}
+
+// Two stages of a bf16 model, each with a workspace for its layers (as a
+// pipeline's ranks hold them), pass the float activations and gradients at
+// their boundary: the 16-bit values widen and round back exactly, so the
+// output and every parameter gradient equal the whole bf16 model's bit for
+// bit.
+TEST(Model, Bf16StagesExchangeTheirBoundaryExactly) {
+  const std::int64_t batch = 8;  // 16-bit buffers of whole 8-byte words, as Kokkos allocates
+  auto whole = accumulation_cnn();
+  whole->set_compute(FloatFormat::bf16);
+  whole->compile(batch, 2);
+  test::from_host(whole->input(batch).flat(), test::random_values(batch * 144, 31));
+  test::from_host(whole->output_gradient(batch).flat(), test::random_values(batch * 3, 32));
+  StepContext ctx;
+  ctx.step = 1;
+  whole->zero_gradients();
+  const auto output = test::to_host(whole->forward(batch, ctx).flat());
+  whole->backward(batch, ctx);
+  const auto gradients = test::to_host(whole->parameters().gradients());
+
+  std::unique_ptr<Model> stage[2] = {accumulation_cnn(), accumulation_cnn()};
+  const LayerRange ranges[2] = {LayerRange{0, 4}, LayerRange{4, 8}};
+  for (int s = 0; s < 2; ++s) {
+    stage[s]->set_compute(FloatFormat::bf16);
+    MemoryEventCounter counter;
+    stage[s]->compile(batch, *whole, ranges[s]);  // the whole model's weights
+    // Its layers' values in 16 bits, and its boundaries also in float.
+    EXPECT_EQ(counter.bytes_allocated("tessera::activation"),
+              static_cast<std::uint64_t>(stage[s]->activation_bytes(ranges[s])));
+  }
+  Kokkos::deep_copy(stage[0]->input(batch).flat(), whole->input(batch).flat());
+  Kokkos::deep_copy(stage[1]->input(batch).flat(), whole->input(batch).flat());
+  Kokkos::deep_copy(stage[1]->output_gradient(batch).flat(), whole->output_gradient(batch).flat());
+  whole->zero_gradients();
+  Kokkos::deep_copy(stage[1]->activation(3, batch).flat(),
+                    stage[0]->forward(batch, ctx, ranges[0]).flat());
+  EXPECT_EQ(test::to_host(stage[1]->forward(batch, ctx, ranges[1]).flat()), output);
+  stage[1]->backward(batch, ctx, nullptr, ranges[1]);
+  stage[0]->zero_activation_gradients();
+  Kokkos::deep_copy(stage[0]->activation_gradient(3, batch).flat(),
+                    stage[1]->activation_gradient(3, batch).flat());
+  stage[0]->backward(batch, ctx, nullptr, ranges[0]);
+  EXPECT_EQ(test::to_host(whole->parameters().gradients()), gradients);
+  test::expect_error([&] { stage[0]->activation(1, batch); },
+                     "layer 'relu''s output is stored in bf16");
 }
 
 // Parameter gradients add up over backward passes until zero_gradients().

@@ -183,15 +183,18 @@ Dataset data_for(const LayerType& type, std::int64_t samples) {
   return test::counting_tokens(samples, sequence_positions, vocabulary_of(type), 5);
 }
 
-TEST(Registry, EveryLayerTypeTrainsInsideASmallModel) {
-  for (const auto& type : layer_types()) {
-    SCOPED_TRACE(type.name);
-    auto model = model_around(type);
-    if (type.example.context == LayerExample::Context::images)
-      test::expect_learns_bars(*model, 0.02f, 40);
-    else
-      test::expect_learns_counting(*model, vocabulary_of(type), 0.05f, 30);
-  }
+// In fp32 and in bf16: every layer type computes in 16 bits.
+TEST(Registry, EveryLayerTypeTrainsInsideASmallModelInFp32AndBf16) {
+  for (const auto& type : layer_types())
+    for (const FloatFormat format : {FloatFormat::fp32, FloatFormat::bf16}) {
+      SCOPED_TRACE(type.name + " in " + float_format_name(format));
+      auto model = model_around(type);
+      model->set_compute(format);
+      if (type.example.context == LayerExample::Context::images)
+        test::expect_learns_bars(*model, 0.02f, 40);
+      else
+        test::expect_learns_counting(*model, vocabulary_of(type), 0.05f, 30);
+    }
 }
 
 TEST(Registry, EveryLayerTypeSurvivesACheckpointRoundTrip) {

@@ -84,4 +84,22 @@ TEST(Softmax, ErrorsNameLayerAndShape) {
       "elements");
 }
 
+// In bf16 and fp16 each probability and input gradient is the float result
+// rounded once. Backward reads the rounded probabilities: dx_i = y_i (dy_i
+// - sum_j y_j dy_j) then errs by u |dx_i| from y_i's rounding and by u y_i
+// sum_j y_j |dy_j| <= u max|dy| from the sum's, beside dx's own rounding.
+template <class T>
+void expect_softmax_16bit() {
+  for (const Shape& shape : {Shape{4, 7}, Shape{2, 3, 2, 2}}) {
+    SCOPED_TRACE(to_string(shape));
+    Softmax a("softmax"), b("softmax");
+    test::expect_16bit_matches_float<T>(a, b, {shape}, {}, 2 * test::unit_roundoff<T>(), 2.0);
+  }
+}
+
+TEST(Softmax, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
+  expect_softmax_16bit<bf16>();
+  expect_softmax_16bit<fp16>();
+}
+
 }  // namespace

@@ -475,11 +475,6 @@ Deck parse_deck(const std::string& text, const std::string& path,
           "a pipeline sums its stages' gradients in fp32; it cannot be combined with "
           "parallel.gradient_dtype = \"" +
               std::string(float_format_name(training.gradient_dtype)) + "\"");
-  r.check(deck.pipeline_stages == 1 || training.compute == FloatFormat::fp32, parallel, "parallel.",
-          "pipeline_stages",
-          "pipeline stages exchange float activations; they cannot be combined with "
-          "precision.compute = \"" +
-              std::string(float_format_name(training.compute)) + "\"");
   if (const toml::node* node = parallel.get("stage_boundaries")) {
     const toml::array* a = node->as_array();
     if (!a)

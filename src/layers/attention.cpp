@@ -2,6 +2,7 @@
 // dense kernels, the attention between them through the attention kernels.
 #include <tessera/kernels/dense.hpp>
 #include <tessera/kernels/dropout.hpp>
+#include <tessera/kernels/tensor_ops.hpp>
 #include <tessera/layers/attention.hpp>
 #include <tessera/layers/impl/registration.hpp>
 
@@ -11,7 +12,7 @@ namespace tessera {
 
 CausalSelfAttention::CausalSelfAttention(std::string name, const Options& options,
                                          std::vector<std::string> inputs)
-    : Layer(std::move(name), std::move(inputs)),
+    : GenericLayer(std::move(name), std::move(inputs)),
       options_(options),
       stream_(kernels::name_stream(this->name())) {
   TESSERA_REQUIRE(options.heads > 0, where() << ": heads must be positive, got " << options.heads);
@@ -88,6 +89,10 @@ void CausalSelfAttention::allocate(const Shapes& inputs) {
   probs_ = kernels::AttentionScores(label + "::probs", l.batch * l.heads, l.positions, l.positions);
   scratch_ = kernels::AttentionScores(label + "::scratch", l.batch * l.heads,
                                       kernels::attention_scratch_rows(l), l.positions);
+  if (compute() != FloatFormat::fp32) {
+    qkv_weight_rounded_ = Tensor<float>(label + "::qkv_weight_rounded", Shape{3 * c, c});
+    proj_weight_rounded_ = Tensor<float>(label + "::proj_weight_rounded", Shape{c, c});
+  }
 }
 
 std::int64_t CausalSelfAttention::flops_per_sample(const Shapes& inputs) const {
@@ -120,9 +125,10 @@ LayerCost CausalSelfAttention::cost(const Shapes& inputs, bool input_gradient) c
   return cost;
 }
 
-UnmanagedMatrix<float> CausalSelfAttention::leading_rows(const Matrix<float>& m,
-                                                         std::int64_t rows) {
-  return UnmanagedMatrix<float>(m.data(), rows, m.extent(1));
+CausalSelfAttention::Rows CausalSelfAttention::leading_rows(const Matrix<float>& m,
+                                                            std::int64_t rows,
+                                                            std::int64_t columns) {
+  return Rows(m.data(), rows, columns > 0 ? columns : m.extent(1));
 }
 
 kernels::AttentionDropout CausalSelfAttention::dropout(const Shape& in,
@@ -143,32 +149,24 @@ kernels::AttentionDropout CausalSelfAttention::dropout(const Shape& in,
   return d;
 }
 
-void CausalSelfAttention::forward(const Tensors& x, const Tensor<float>& y,
-                                  const StepContext& ctx) {
-  ScopedRegion region("tessera::CausalSelfAttention::forward");
-  const Shape& in = x[0].shape();
-  TESSERA_REQUIRE(in[0] <= max_batch_, where() << ": batch of " << in[0] << " exceeds the "
-                                               << max_batch_ << " allocate() was given");
+void CausalSelfAttention::forward_rows(const Rows& x, const Tensor<float>& qkv_weight,
+                                       const Tensor<float>& proj_weight, const Rows& y,
+                                       const Shape& in, const StepContext& ctx) {
   const kernels::AttentionLayout l = layout(in);
   const std::int64_t rows = in[0] * in[1];
   const ExecSpace exec;
   const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
   const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
-  kernels::dense_forward(exec, x[0].last_axis_matrix(), qkv_weight_.matrix(), qkv_bias_.flat(),
-                         qkv);
+  kernels::dense_forward(exec, x, qkv_weight.matrix(), qkv_bias_.flat(), qkv);
   kernels::attention_forward(
       exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
       Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
       Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), heads);
-  kernels::dense_forward(exec, heads, proj_weight_.matrix(), proj_bias_.flat(),
-                         y.last_axis_matrix());
+  kernels::dense_forward(exec, heads, proj_weight.matrix(), proj_bias_.flat(), y);
 }
 
-void CausalSelfAttention::backward(const Tensors& x, const Tensor<float>& /*y*/,
-                                   const Tensor<float>& dy, const Tensors& dx,
-                                   const StepContext& ctx) {
-  ScopedRegion region("tessera::CausalSelfAttention::backward");
-  const Shape& in = x[0].shape();
+void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>& proj_weight,
+                                             const Shape& in, const StepContext& ctx) {
   const kernels::AttentionLayout l = layout(in);
   const std::int64_t rows = in[0] * in[1];
   const ExecSpace exec;
@@ -176,15 +174,71 @@ void CausalSelfAttention::backward(const Tensors& x, const Tensor<float>& /*y*/,
   const auto dqkv = leading_rows(dqkv_, rows), dheads = leading_rows(dheads_, rows);
   const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
   Kokkos::deep_copy(exec, dheads, 0.0f);
-  kernels::dense_backward(exec, heads, proj_weight_.matrix(), dy.last_axis_matrix(), dheads,
-                          proj_weight_grad_.matrix(), proj_bias_grad_.flat());
+  kernels::dense_backward(exec, heads, proj_weight.matrix(), dy, dheads, proj_weight_grad_.matrix(),
+                          proj_bias_grad_.flat());
   kernels::attention_backward(
       exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
       Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
       Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), dheads, dqkv);
-  kernels::dense_backward(exec, x[0].last_axis_matrix(), qkv_weight_.matrix(), dqkv,
-                          dx[0].last_axis_matrix(), qkv_weight_grad_.matrix(),
-                          qkv_bias_grad_.flat());
 }
+
+void CausalSelfAttention::backward_qkv(const Rows& x, const Tensor<float>& qkv_weight,
+                                       const Rows& dx) {
+  kernels::dense_backward(ExecSpace(), x, qkv_weight.matrix(), leading_rows(dqkv_, x.extent(0)), dx,
+                          qkv_weight_grad_.matrix(), qkv_bias_grad_.flat());
+}
+
+template <class T>
+void CausalSelfAttention::forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
+                                     const StepContext& ctx) {
+  ScopedRegion region("tessera::CausalSelfAttention::forward");
+  const Shape& in = x[0].shape();
+  TESSERA_REQUIRE(in[0] <= max_batch_, where() << ": batch of " << in[0] << " exceeds the "
+                                               << max_batch_ << " allocate() was given");
+  if constexpr (std::is_same<T, float>::value) {
+    forward_rows(x[0].last_axis_matrix(), qkv_weight_, proj_weight_, y.last_axis_matrix(), in, ctx);
+  } else {
+    // The widened input in dqkv_'s storage and the float output in
+    // dheads_'s: neither holds anything between passes.
+    const ExecSpace exec;
+    const std::int64_t rows = in[0] * in[1], c = in[2];
+    round_weights<T>(qkv_weight_, qkv_weight_rounded_);
+    round_weights<T>(proj_weight_, proj_weight_rounded_);
+    const Rows xf = leading_rows(dqkv_, rows, c), yf = leading_rows(dheads_, rows);
+    kernels::copy_into(exec, x[0].flat(), xf, false);
+    forward_rows(xf, qkv_weight_rounded_, proj_weight_rounded_, yf, in, ctx);
+    kernels::copy_into(exec, yf, y.flat(), false);
+  }
+}
+
+template <class T>
+void CausalSelfAttention::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/,
+                                      const Tensor<T>& dy, const TensorsOf<T>& dx,
+                                      const StepContext& ctx) {
+  ScopedRegion region("tessera::CausalSelfAttention::backward");
+  const Shape& in = x[0].shape();
+  if constexpr (std::is_same<T, float>::value) {
+    backward_attention(dy.last_axis_matrix(), proj_weight_, in, ctx);
+    backward_qkv(x[0].last_axis_matrix(), qkv_weight_, dx[0].last_axis_matrix());
+  } else {
+    // dy widened into dqkv_'s storage, read before the attention's backward
+    // writes dqkv_; then x widened into qkv_'s, and dx into dheads_'s, once
+    // the attention's backward has read them.
+    const ExecSpace exec;
+    const std::int64_t rows = in[0] * in[1], c = in[2];
+    const Rows dyf = leading_rows(dqkv_, rows, c);
+    kernels::copy_into(exec, dy.flat(), dyf, false);
+    backward_attention(dyf, proj_weight_rounded_, in, ctx);
+    const Rows xf = leading_rows(qkv_, rows, c);
+    kernels::copy_into(exec, x[0].flat(), xf, false);
+    const bool input_gradient = dx[0].numel() > 0;
+    const Rows dxf = input_gradient ? leading_rows(dheads_, rows) : Rows(nullptr, 0, 0);
+    if (input_gradient) kernels::copy_into(exec, dx[0].flat(), dxf, false);
+    backward_qkv(xf, qkv_weight_rounded_, dxf);
+    if (input_gradient) kernels::copy_into(exec, dxf, dx[0].flat(), false);
+  }
+}
+
+template class GenericLayer<CausalSelfAttention>;
 
 }  // namespace tessera

@@ -63,30 +63,58 @@ std::int64_t Embedding::flops_per_sample(const Shapes& inputs) const {
   return options_.positions ? inputs.at(0)[1] * options_.dim : 0;
 }
 
-void Embedding::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+template <class T>
+void Embedding::lookup(const Tensor<float>& x, const Tensor<T>& y) {
   ScopedRegion region("tessera::Embedding::forward");
-  const auto ids = x[0].flat();
+  check_compute(format_of<T>());
+  const auto ids = x.flat();
   const std::int64_t bad = kernels::first_invalid_token(ExecSpace(), ids, options_.vocabulary);
   if (bad >= 0) {
     float value = 0;
     Kokkos::deep_copy(
         Kokkos::View<float, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(&value),
         Kokkos::subview(ids, bad));
-    const std::int64_t positions = x[0].shape()[1];
+    const std::int64_t positions = x.shape()[1];
     TESSERA_REQUIRE(false, where() << ": sample " << bad / positions << ", position "
                                    << bad % positions << " holds " << value
                                    << ", not a token id from 0 to " << options_.vocabulary - 1
                                    << " (check the data's vocabulary against the layer's)");
   }
-  kernels::embedding_forward(ExecSpace(), x[0].shape()[1], ids, table_.matrix(),
+  kernels::embedding_forward(ExecSpace(), x.shape()[1], ids, table_.matrix(),
                              position_table_.matrix(), y.last_axis_matrix());
+}
+
+template <class T>
+void Embedding::scatter(const Tensor<float>& x, const Tensor<T>& dy) {
+  ScopedRegion region("tessera::Embedding::backward");
+  check_compute(format_of<T>());
+  kernels::embedding_backward(ExecSpace(), x.shape()[1], x.flat(), dy.last_axis_matrix(), buckets_,
+                              table_grad_.matrix(), position_table_grad_.matrix());
+}
+
+void Embedding::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
+  lookup(x[0], y);
+}
+void Embedding::forward_ids16(const Tensors& ids, const Tensor<bf16>& y,
+                              const StepContext& /*ctx*/) {
+  lookup(ids[0], y);
+}
+void Embedding::forward_ids16(const Tensors& ids, const Tensor<fp16>& y,
+                              const StepContext& /*ctx*/) {
+  lookup(ids[0], y);
 }
 
 void Embedding::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
                          const Tensors& /*dx*/, const StepContext& /*ctx*/) {
-  ScopedRegion region("tessera::Embedding::backward");
-  kernels::embedding_backward(ExecSpace(), x[0].shape()[1], x[0].flat(), dy.last_axis_matrix(),
-                              buckets_, table_grad_.matrix(), position_table_grad_.matrix());
+  scatter(x[0], dy);
+}
+void Embedding::backward_ids16(const Tensors& ids, const Tensor<bf16>& dy,
+                               const StepContext& /*ctx*/) {
+  scatter(ids[0], dy);
+}
+void Embedding::backward_ids16(const Tensors& ids, const Tensor<fp16>& dy,
+                               const StepContext& /*ctx*/) {
+  scatter(ids[0], dy);
 }
 
 }  // namespace tessera

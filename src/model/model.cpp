@@ -104,6 +104,11 @@ void Model::infer(std::int64_t max_batch) {
       } catch (const Error& e) {
         throw LayerError(i, e.what());
       }
+      // Only the input is float in 16 bits.
+      if (layer.reads_token_ids() && inputs != std::vector<std::size_t>{0})
+        throw LayerError(i, "tessera::Model::compile: layer '" + layer.name() +
+                                "' reads token ids, which in " + float_format_name(compute_) +
+                                " come from the model input only; give it inputs = [\"input\"]");
     }
     const int arity = layer.arity();
     TESSERA_REQUIRE(
@@ -204,8 +209,10 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
 
   const std::vector<bool> held = held_nodes(workspace);
   allocate_nodes<float>(held, compute_ != FloatFormat::fp32);
-  if (compute_ == FloatFormat::bf16) allocate_nodes<bf16>(held, false);
-  if (compute_ == FloatFormat::fp16) allocate_nodes<fp16>(held, false);
+  std::vector<bool> held16 = held;
+  held16[0] = held[0] && needs_16bit_input(workspace);
+  if (compute_ == FloatFormat::bf16) allocate_nodes<bf16>(held16, false);
+  if (compute_ == FloatFormat::fp16) allocate_nodes<fp16>(held16, false);
   compiled_ = true;
 }
 
@@ -213,9 +220,11 @@ template <class T>
 void Model::allocate_nodes(const std::vector<bool>& held, bool boundary_only) {
   Nodes<T>& n = nodes<T>();
   const std::size_t last = sample_shapes_.size() - 1;
-  // boundary_only: the float input and output of a model computing in 16 bits.
+  // boundary_only: the float input and output of a model computing in 16
+  // bits, and of its workspace (a pipeline stage's, which it exchanges).
   const auto keep = [&](std::size_t k) {
-    return held[k] && (!boundary_only || k == 0 || k == last);
+    return held[k] &&
+           (!boundary_only || k == 0 || k == last || k == workspace_.first || k == workspace_.last);
   };
   // Activation gradients live in one buffer so backward() zeroes them at
   // once; the output's comes last (zero_activation_gradients leaves it).
@@ -254,6 +263,14 @@ std::vector<bool> Model::held_nodes(LayerRange layers) const {
   return held;
 }
 
+bool Model::needs_16bit_input(LayerRange layers) const {
+  for (std::size_t i = layers.first; i < layers.last && i < layers_.size(); ++i)
+    if (!layers_[i]->reads_token_ids())
+      for (auto node : layer_inputs_[i])
+        if (node == 0) return true;
+  return false;
+}
+
 std::int64_t Model::activation_bytes(LayerRange layers) const {
   TESSERA_REQUIRE(inferred_, "tessera::Model::activation_bytes: infer() or compile() first");
   if (layers.last > layers_.size()) layers.last = layers_.size();
@@ -266,9 +283,12 @@ std::int64_t Model::activation_bytes(LayerRange layers) const {
     if (!held[n]) continue;
     const std::int64_t values = max_batch_ * sample_shapes_[n].numel();
     const std::int64_t copies = n == 0 ? 1 : 2;  // the value, and its gradient
-    total += copies * values * bytes;
-    // The float input and output beside their 16-bit copies.
-    if (narrow && (n == 0 || n == last)) total += copies * values * 4;
+    // The input's 16-bit copy only for layers that read it in 16 bits.
+    if (n > 0 || !narrow || needs_16bit_input(layers)) total += copies * values * bytes;
+    // The float input and output (the model's and the range's) beside
+    // their 16-bit copies.
+    if (narrow && (n == 0 || n == last || n == layers.first || n == layers.last))
+      total += copies * values * 4;
   }
   return total;
 }
@@ -321,6 +341,12 @@ TensorsOf<T> Model::gather(const std::vector<Tensor<T>>& nodes, std::size_t laye
   return out;
 }
 
+template <class T>
+Tensors Model::token_ids(std::size_t layer, std::int64_t batch) const {
+  if (std::is_same<T, float>::value || !layers_[layer]->reads_token_ids()) return {};
+  return gather(f32_.values, layer, batch);
+}
+
 LayerRange Model::clamp(LayerRange range, const char* fn, const char* sixteen_bit) const {
   TESSERA_REQUIRE(compiled_, fn << ": compile() the model first");
   if (range.last > layers_.size()) range.last = layers_.size();
@@ -331,28 +357,33 @@ LayerRange Model::clamp(LayerRange range, const char* fn, const char* sixteen_bi
                   fn << ": layers [" << range.first << ", " << range.last
                      << ") lie outside the workspace, compiled for layers [" << workspace_.first
                      << ", " << workspace_.last << ")");
-  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == layers_.size(),
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || range.last == workspace_.last,
                   fn << ": layers [" << range.first << ", " << range.last
-                     << ") end before the last layer; in " << float_format_name(compute_) << " "
-                     << sixteen_bit);
+                     << ") end before the workspace's last layer (" << workspace_.last << "); in "
+                     << float_format_name(compute_) << " " << sixteen_bit);
   return range;
 }
 
 namespace {
 // A layer's forward and backward in the element type T.
+// ids: the float input, for a layer that reads token ids in 16 bits.
 template <class T>
-void layer_forward(Layer& layer, const TensorsOf<T>& x, const Tensor<T>& y,
+void layer_forward(Layer& layer, const TensorsOf<T>& x, const Tensors& ids, const Tensor<T>& y,
                    const StepContext& ctx) {
   if constexpr (std::is_same<T, float>::value)
     layer.forward(x, y, ctx);
+  else if (layer.reads_token_ids())
+    layer.forward_ids16(ids, y, ctx);
   else
     layer.forward16(x, y, ctx);
 }
 template <class T>
-void layer_backward(Layer& layer, const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
-                    const TensorsOf<T>& dx, const StepContext& ctx) {
+void layer_backward(Layer& layer, const TensorsOf<T>& x, const Tensors& ids, const Tensor<T>& y,
+                    const Tensor<T>& dy, const TensorsOf<T>& dx, const StepContext& ctx) {
   if constexpr (std::is_same<T, float>::value)
     layer.backward(x, y, dy, dx, ctx);
+  else if (layer.reads_token_ids())
+    layer.backward_ids16(ids, dy, ctx);
   else
     layer.backward16(x, y, dy, dx, ctx);
 }
@@ -363,11 +394,15 @@ void Model::run_forward(std::int64_t batch, const StepContext& ctx, LayerRange r
   Nodes<T>& n = nodes<T>();
   const ExecSpace exec;
   constexpr bool narrow = !std::is_same<T, float>::value;
-  if (narrow && range.first == 0)
-    kernels::copy_into(exec, f32_.values[0].leading(batch).flat(),
-                       n.values[0].leading(batch).flat(), false);
+  // The workspace's float input (the model's, or a stage's received
+  // activations) rounded to T.
+  const std::size_t first = range.first;
+  if (narrow && first == workspace_.first && n.values[first].numel() > 0)
+    kernels::copy_into(exec, f32_.values[first].leading(batch).flat(),
+                       n.values[first].leading(batch).flat(), false);
   for (std::size_t i = range.first; i < range.last; ++i)
-    layer_forward(*layers_[i], gather(n.values, i, batch), n.values[i + 1].leading(batch), ctx);
+    layer_forward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
+                  n.values[i + 1].leading(batch), ctx);
   if (narrow)
     kernels::copy_into(exec, n.values[range.last].leading(batch).flat(),
                        f32_.values[range.last].leading(batch).flat(), false);
@@ -404,20 +439,22 @@ void Model::zero_activation_gradients() {
 Tensor<float> Model::activation(std::size_t layer, std::int64_t batch) const {
   TESSERA_REQUIRE(layer < layers_.size(),
                   "tessera::Model::activation: layer " << layer << " of " << layers_.size());
-  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || layer + 1 == layers_.size(),
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || !compiled_ || f32_.values[layer + 1].numel() > 0,
                   "tessera::Model::activation: layer '"
                       << layers_[layer]->name() << "''s output is stored in "
-                      << float_format_name(compute_) << "; only the last layer's is float");
+                      << float_format_name(compute_)
+                      << "; only the last layer's and the workspace's boundaries are float");
   return node(f32_.values, layer + 1, "tessera::Model::activation").leading(batch);
 }
 
 Tensor<float> Model::activation_gradient(std::size_t layer, std::int64_t batch) const {
   TESSERA_REQUIRE(layer < layers_.size(), "tessera::Model::activation_gradient: layer "
                                               << layer << " of " << layers_.size());
-  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || layer + 1 == layers_.size(),
+  TESSERA_REQUIRE(compute_ == FloatFormat::fp32 || !compiled_ || f32_.grads[layer + 1].numel() > 0,
                   "tessera::Model::activation_gradient: layer '"
                       << layers_[layer]->name() << "''s output gradient is stored in "
-                      << float_format_name(compute_) << "; only the last layer's is float");
+                      << float_format_name(compute_)
+                      << "; only the last layer's and the workspace's boundaries are float");
   return node(f32_.grads, layer + 1, "tessera::Model::activation_gradient").leading(batch);
 }
 
@@ -425,17 +462,23 @@ template <class T>
 void Model::run_backward(std::int64_t batch, const StepContext& ctx,
                          const std::function<void(std::size_t)>& after_layer, LayerRange range) {
   Nodes<T>& n = nodes<T>();
-  if (range.last == layers_.size()) {
-    zero_activation_gradients();
-    if constexpr (!std::is_same<T, float>::value)
-      kernels::copy_into(ExecSpace(), f32_.grads[range.last].leading(batch).flat(),
-                         n.grads[range.last].leading(batch).flat(), false);
-  }
+  constexpr bool narrow = !std::is_same<T, float>::value;
+  const ExecSpace exec;
+  if (range.last == layers_.size()) zero_activation_gradients();
+  // The float output gradient (the loss's, or a later stage's) rounded to T.
+  if (narrow)
+    kernels::copy_into(exec, f32_.grads[range.last].leading(batch).flat(),
+                       n.grads[range.last].leading(batch).flat(), false);
   for (std::size_t i = range.last; i-- > range.first;) {
-    layer_backward(*layers_[i], gather(n.values, i, batch), n.values[i + 1].leading(batch),
-                   n.grads[i + 1].leading(batch), gather(n.grads, i, batch), ctx);
+    layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
+                   n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),
+                   gather(n.grads, i, batch), ctx);
     if (after_layer) after_layer(i);
   }
+  // A stage's input gradient, widened for the stage before it.
+  if (narrow && range.first == workspace_.first && range.first > 0)
+    kernels::copy_into(exec, n.grads[range.first].leading(batch).flat(),
+                       f32_.grads[range.first].leading(batch).flat(), false);
 }
 
 void Model::backward(std::int64_t batch, const StepContext& ctx,

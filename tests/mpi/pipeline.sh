@@ -6,6 +6,7 @@
 #   gradient norms, test loss and checkpoint (weights, BatchNorm state,
 #   optimizer state) bit for bit: each stage runs the same kernels on the
 #   same micro-batches and sums its gradients in the same order;
+# - the CNN deck in bf16 on 2 stages gives 1 rank's bf16 run bit for bit;
 # - each stage's workspace holds less than the whole model's activations;
 # - the ResNet deck on 2 stages x 2 data ranks (4 ranks, synchronised
 #   BatchNorm) equals 2 data-parallel ranks bit for bit, and agrees with 1
@@ -78,6 +79,13 @@ run cnn_2 2 "$cnn" --set parallel.pipeline_stages=2
 same cnn cnn_2 8
 grep -q "pipeline of 2 stages x 1 data-parallel rank(s), 4 micro-batch(es) per step in 1F1B order" \
   "$scratch/cnn_2.log" || fail "cnn_2: no pipeline banner"
+
+# In bf16 the stages exchange their boundary in float, which the 16-bit
+# values widen to and round back from exactly: 1 rank's bf16 run bit for bit.
+run cnn_bf16 1 "$cnn" --set precision.compute=bf16
+run cnn_bf16_2 2 "$cnn" --set parallel.pipeline_stages=2 --set precision.compute=bf16
+same cnn_bf16 cnn_bf16_2 8
+! cmp -s <(steps cnn) <(steps cnn_bf16) || fail "cnn_bf16: the step losses of fp32"
 
 run resnet 1 "$resnet"
 run resnet_2 2 "$resnet" --set parallel.pipeline_stages=2 \

@@ -3,7 +3,9 @@
 // learned vector of its position r % positions (a [positions, channels]
 // table): y(r, :) = table(id(r), :) + position_table(r % positions, :).
 // Ids arrive as floats (the model's input buffer holds token ids exactly up
-// to 2^24); an id is the nearest integer.
+// to 2^24); an id is the nearest integer. y and dy may be bf16 or fp16:
+// each output is the float sum rounded once, and the table gradients sum
+// the widened dy in double.
 //
 // Backward adds to the table's gradient, per row v, the sum of dy over every
 // row whose token is v, without floating-point atomics and in a fixed order:
@@ -17,6 +19,7 @@
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 
@@ -94,6 +97,7 @@ template <class ExecSpace, class Ids, class Table, class PositionTable, class Y>
 void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
                        const Table& table, const PositionTable& position_table, const Y& y) {
   ScopedRegion region("tessera::kernels::embedding_forward");
+  using T = typename Y::non_const_value_type;
   const bool with_positions = position_table.extent(0) > 0;
   TESSERA_REQUIRE(
       y.extent(0) == ids.extent(0) && y.extent(1) == table.extent(1) && positions > 0 &&
@@ -113,7 +117,7 @@ void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids&
           {static_cast<std::int64_t>(y.extent(0)), static_cast<std::int64_t>(y.extent(1))}),
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t c) {
         const float v = table(token_id(ids(r)), c);
-        y(r, c) = with_positions ? v + position_table(r % positions, c) : v;
+        y(r, c) = narrow<T>(with_positions ? v + position_table(r % positions, c) : v);
       });
 }
 
@@ -174,7 +178,7 @@ void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids
         const std::int64_t end = offsets(v + 1);
         if (offsets(v) == end) return;
         double sum = 0;
-        for (std::int64_t k = offsets(v); k < end; ++k) sum += dy(order(k), c);
+        for (std::int64_t k = offsets(v); k < end; ++k) sum += widen(dy(order(k), c));
         dtable(v, c) += static_cast<float>(sum);
       });
   if (dposition_table.extent(0) == 0) return;
@@ -184,7 +188,7 @@ void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {positions, channels}),
       KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t c) {
         double sum = 0;
-        for (std::int64_t n = 0; n < samples; ++n) sum += dy(n * positions + p, c);
+        for (std::int64_t n = 0; n < samples; ++n) sum += widen(dy(n * positions + p, c));
         dposition_table(p, c) += static_cast<float>(sum);
       });
 }

@@ -2,11 +2,15 @@
 // positions of an image): y(n, :, s) = exp(x - max) / sum exp(x - max), and
 // its backward dx += y * (dy - sum_c dy * y). One thread per (n, s) row
 // walks the C entries in order, so the result does not depend on the thread
-// count. Backward accumulates into dx.
+// count. Backward accumulates into dx. The views may hold bf16 or fp16:
+// the arithmetic is float, each y and each dx rounded once; the
+// exponentials are taken twice (for the sum, then for y) rather than stored
+// rounded.
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 
@@ -38,23 +42,25 @@ void softmax_forward(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, 
   ScopedRegion region("tessera::kernels::softmax_forward");
   impl::check_softmax("tessera::kernels::softmax_forward", l, x, y);
   using T = typename Y::non_const_value_type;
+  using A = accumulator_t<T>;
   const std::int64_t classes = l.classes, positions = l.positions;
   Kokkos::parallel_for(
       "tessera::kernels::softmax_forward",
       Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
       KOKKOS_LAMBDA(const std::int64_t row) {
         const std::int64_t first = (row / positions) * classes * positions + row % positions;
-        T max = x(first);
-        for (std::int64_t c = 1; c < classes; ++c)
-          max = x(first + c * positions) > max ? x(first + c * positions) : max;
-        T sum = 0;
-        for (std::int64_t c = 0; c < classes; ++c) {
-          const T e = compat::exp(x(first + c * positions) - max);
-          y(first + c * positions) = e;
-          sum += e;
+        A max = widen(x(first));
+        for (std::int64_t c = 1; c < classes; ++c) {
+          const A v = widen(x(first + c * positions));
+          max = v > max ? v : max;
         }
-        const T inverse = T(1) / sum;
-        for (std::int64_t c = 0; c < classes; ++c) y(first + c * positions) *= inverse;
+        A sum = 0;
+        for (std::int64_t c = 0; c < classes; ++c)
+          sum += compat::exp(widen(x(first + c * positions)) - max);
+        const A inverse = A(1) / sum;
+        for (std::int64_t c = 0; c < classes; ++c)
+          y(first + c * positions) =
+              narrow<T>(compat::exp(widen(x(first + c * positions)) - max) * inverse);
       });
 }
 
@@ -63,19 +69,19 @@ void softmax_backward(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y,
                       const DX& dx) {
   ScopedRegion region("tessera::kernels::softmax_backward");
   impl::check_softmax("tessera::kernels::softmax_backward", l, y, dy, dx);
-  using T = typename DX::non_const_value_type;
+  using A = accumulator_t<typename DX::non_const_value_type>;
   const std::int64_t classes = l.classes, positions = l.positions;
   Kokkos::parallel_for(
       "tessera::kernels::softmax_backward",
       Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
       KOKKOS_LAMBDA(const std::int64_t row) {
         const std::int64_t first = (row / positions) * classes * positions + row % positions;
-        T dot = 0;
+        A dot = 0;
         for (std::int64_t c = 0; c < classes; ++c)
-          dot += dy(first + c * positions) * y(first + c * positions);
+          dot += widen(dy(first + c * positions)) * widen(y(first + c * positions));
         for (std::int64_t c = 0; c < classes; ++c) {
           const std::int64_t i = first + c * positions;
-          dx(i) += y(i) * (dy(i) - dot);
+          add_rounded(dx(i), widen(y(i)) * (widen(dy(i)) - dot));
         }
       });
 }

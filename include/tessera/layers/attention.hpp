@@ -12,7 +12,7 @@
 
 namespace tessera {
 
-class CausalSelfAttention final : public Layer {
+class CausalSelfAttention final : public GenericLayer<CausalSelfAttention> {
  public:
   struct Options {
     std::int64_t heads = 0;  // C must be a multiple
@@ -33,23 +33,43 @@ class CausalSelfAttention final : public Layer {
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  // In bf16 and fp16 the input, output and their gradients are 16-bit; the
+  // projections take the weights rounded to the format, and the attention
+  // between them (queries, keys, values, probabilities, heads) is float.
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 
  private:
+  using Rows = UnmanagedMatrix<float>;
   kernels::AttentionLayout layout(const Shape& input) const;
   kernels::AttentionDropout dropout(const Shape& input, const StepContext& ctx) const;
-  // The first `samples` samples of a [max_batch * rows, columns] buffer.
-  static UnmanagedMatrix<float> leading_rows(const Matrix<float>& m, std::int64_t rows);
+  // The first `rows` rows of a buffer [max_batch T, columns]; with
+  // `columns`, the start of its storage as a matrix [rows, columns].
+  static Rows leading_rows(const Matrix<float>& m, std::int64_t rows, std::int64_t columns = 0);
+  // The float pass on rows of token vectors, with the given weights (the
+  // parameters, or their rounded copies).
+  void forward_rows(const Rows& x, const Tensor<float>& qkv_weight,
+                    const Tensor<float>& proj_weight, const Rows& y, const Shape& in,
+                    const StepContext& ctx);
+  // Backward to dqkv_ (the output projection and the attention), then
+  // through the QKV projection to dx (accumulated; skipped when empty).
+  void backward_attention(const Rows& dy, const Tensor<float>& proj_weight, const Shape& in,
+                          const StepContext& ctx);
+  void backward_qkv(const Rows& x, const Tensor<float>& qkv_weight, const Rows& dx);
 
   Options options_;
   std::uint64_t stream_;
   Tensor<float> qkv_weight_, qkv_bias_, proj_weight_, proj_bias_;
   Tensor<float> qkv_weight_grad_, qkv_bias_grad_, proj_weight_grad_, proj_bias_grad_;
+  Tensor<float> qkv_weight_rounded_, proj_weight_rounded_;  // in 16 bits
   Matrix<float> qkv_, heads_, dqkv_, dheads_;
   kernels::AttentionScores probs_, scratch_;
   std::int64_t max_batch_ = 0;
 };
+
+extern template class GenericLayer<CausalSelfAttention>;
 
 }  // namespace tessera

@@ -14,7 +14,8 @@
 //   or fp16 for a layer that computes_in() it: such a layer derives from
 //   GenericLayer and writes its forward and backward once, as templates over
 //   the element type, summing in float (accumulator_t). Parameters and their
-//   gradients stay float (the master weights).
+//   gradients stay float (the master weights). A layer that reads token ids
+//   keeps them float (reads_token_ids).
 #pragma once
 
 #include <tessera/core/batch_sync.hpp>
@@ -149,6 +150,28 @@ class Layer {
   virtual void backward16(const TensorsOf<fp16>& /*x*/, const Tensor<fp16>& /*y*/,
                           const Tensor<fp16>& /*dy*/, const TensorsOf<fp16>& /*dx*/,
                           const StepContext& /*ctx*/) {
+    refuse(FloatFormat::fp16);
+  }
+
+  // A layer that reads token ids (the model's input) takes them as float in
+  // every format: bf16 holds integers exactly only up to 256. In 16 bits the
+  // model passes it the float ids with an output and its gradient in the
+  // compute format; ids have no gradient.
+  virtual bool reads_token_ids() const { return false; }
+  virtual void forward_ids16(const Tensors& /*ids*/, const Tensor<bf16>& /*y*/,
+                             const StepContext& /*ctx*/) {
+    refuse(FloatFormat::bf16);
+  }
+  virtual void forward_ids16(const Tensors& /*ids*/, const Tensor<fp16>& /*y*/,
+                             const StepContext& /*ctx*/) {
+    refuse(FloatFormat::fp16);
+  }
+  virtual void backward_ids16(const Tensors& /*ids*/, const Tensor<bf16>& /*dy*/,
+                              const StepContext& /*ctx*/) {
+    refuse(FloatFormat::bf16);
+  }
+  virtual void backward_ids16(const Tensors& /*ids*/, const Tensor<fp16>& /*dy*/,
+                              const StepContext& /*ctx*/) {
     refuse(FloatFormat::fp16);
   }
 

@@ -8,18 +8,22 @@
 
 namespace tessera {
 
-class Softmax final : public Layer {
+class Softmax final : public GenericLayer<Softmax> {
  public:
-  using Layer::Layer;
+  using GenericLayer::GenericLayer;
   const char* type() const override { return "Softmax"; }
   Shape output_shape(const Shapes& inputs) const override;
   // exp, sum and scale per element.
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return 3 * inputs.at(0).inner();
   }
-  void forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) override;
-  void backward(const Tensors& x, const Tensor<float>& y, const Tensor<float>& dy,
-                const Tensors& dx, const StepContext& ctx) override;
+  template <class T>
+  void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
+  template <class T>
+  void backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                   const TensorsOf<T>& dx, const StepContext& ctx);
 };
+
+extern template class GenericLayer<Softmax>;
 
 }  // namespace tessera

@@ -46,8 +46,12 @@ class Model {
   // the last layer's output and its gradient, which the data and the loss
   // exchange with it, are float in every format: forward() rounds the input
   // to the format and returns the output widened to float, and backward()
-  // rounds output_gradient(). Parameters, their gradients and the state stay
-  // float. Before infer() and compile().
+  // rounds output_gradient(). So are the first input and the last output of
+  // a workspace compiled for a range of layers (a pipeline stage's, which it
+  // receives and sends): forward() of a range that starts the workspace
+  // rounds its float input, and backward() widens its input gradient. A
+  // range run in 16 bits ends where the workspace does. Parameters, their
+  // gradients and the state stay float. Before infer() and compile().
   Model& set_compute(FloatFormat format);
   FloatFormat compute() const { return compute_; }
 
@@ -80,8 +84,8 @@ class Model {
   LayerRange workspace() const { return workspace_; }
   // Bytes of the activations and activation gradients a workspace for
   // `layers` holds (the layers' own scratch not included), after infer():
-  // in a 16-bit format, the float input and output and their 16-bit copies
-  // included.
+  // in a 16-bit format, the float input and output (the model's and the
+  // range's) and their 16-bit copies included.
   std::int64_t activation_bytes(LayerRange layers = {}) const;
 
   // The model's input buffer for `batch` samples: fill it, then forward().
@@ -106,7 +110,8 @@ class Model {
                 const std::function<void(std::size_t)>& after_layer = {}, LayerRange range = {});
   void zero_activation_gradients();
   // Output and output gradient of layer i (node i + 1), for `batch` samples;
-  // in a 16-bit format only the last layer's (float) are available.
+  // in a 16-bit format only the float ones (the last layer's, and the
+  // workspace's first input and last output) are available.
   Tensor<float> activation(std::size_t layer, std::int64_t batch) const;
   Tensor<float> activation_gradient(std::size_t layer, std::int64_t batch) const;
 
@@ -138,7 +143,8 @@ class Model {
                       LayerRange workspace);
   // The activations and their gradients of one format: node n's are empty
   // where the workspace does not hold it (and, in a 16-bit format, the
-  // float nodes hold only the input and the output).
+  // float nodes hold only the input and the output, the model's and the
+  // workspace's).
   template <class T>
   struct Nodes {
     std::vector<Tensor<T>> values;
@@ -152,13 +158,20 @@ class Model {
   template <class T>
   TensorsOf<T> gather(const std::vector<Tensor<T>>& nodes, std::size_t layer,
                       std::int64_t batch) const;
+  // The float input for layer `layer` when it reads token ids in T = bf16
+  // or fp16, else nothing.
+  template <class T>
+  Tensors token_ids(std::size_t layer, std::int64_t batch) const;
+  // Whether a layer of `layers` reads the input in the compute format (not
+  // as token ids), so that a 16-bit workspace holds a copy of it.
+  bool needs_16bit_input(LayerRange layers) const;
   template <class T>
   void run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range);
   template <class T>
   void run_backward(std::int64_t batch, const StepContext& ctx,
                     const std::function<void(std::size_t)>& after_layer, LayerRange range);
   // `range` clamped to the layers; it must lie inside the workspace, and in
-  // a 16-bit format end with the last layer (`sixteen_bit` says why).
+  // a 16-bit format end where the workspace does (`sixteen_bit` says why).
   LayerRange clamp(LayerRange range, const char* fn, const char* sixteen_bit) const;
   // Nodes a workspace for `layers` holds: the outputs of its layers and what
   // they read, and the input when a batch is loaded into this model.
