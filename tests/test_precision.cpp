@@ -167,6 +167,48 @@ TEST(Precision, EdgeCases) {
   EXPECT_TRUE(std::isnan(static_cast<float>(fp16(from_bits(0x7f800001u)))));
 }
 
+// With F16C the conversions are the CPU's; the portable integer code (what
+// GPUs and CPUs without F16C run) must give the same bits: every fp16
+// pattern widened (NaNs: NaN of the same sign), and narrowing at every
+// float exponent that reaches fp16, near ties, at the overflow threshold
+// and among the subnormals.
+TEST(Precision, F16cAndPortableFp16ConversionsAgree) {
+  if (!TESSERA_F16C) GTEST_SKIP() << "built without F16C: fp16 converts with the portable code";
+  using F = impl::fp16_format;
+  for (std::uint32_t b = 0; b <= 0xffffu; ++b) {
+    const auto h = static_cast<std::uint16_t>(b);
+    const float hw = F::from_bits(h), sw = F::portable_from_bits(h);
+    if (std::isnan(sw)) {
+      ASSERT_TRUE(std::isnan(hw)) << std::hex << b;
+      ASSERT_EQ(std::signbit(hw), std::signbit(sw)) << std::hex << b;
+    } else {
+      ASSERT_EQ(std::memcmp(&hw, &sw, sizeof hw), 0) << std::hex << b;
+    }
+  }
+  std::vector<float> in;
+  // Every exponent from below the subnormals to beyond the range, with
+  // fractions around the ties (the low 13 bits near 0x1000) and at random.
+  for (std::uint32_t e = 90; e <= 150; ++e)
+    for (std::uint32_t low : {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu, 0x3000u})
+      for (std::uint32_t high : {0x0u, 0x2000u, 0x7fe000u, 0x56a000u}) {
+        const std::uint32_t u = (e << 23) | high | low;
+        in.push_back(from_bits(u));
+        in.push_back(from_bits(u | 0x80000000u));
+      }
+  for (float v : test::random_values(20000, 7, -70000.0f, 70000.0f)) in.push_back(v);
+  for (float v : test::random_values(20000, 8, -1e-4f, 1e-4f)) in.push_back(v);
+  in.push_back(65504.0f);
+  in.push_back(65519.996f);
+  in.push_back(65520.0f);
+  in.push_back(std::numeric_limits<float>::infinity());
+  in.push_back(std::numeric_limits<float>::denorm_min());
+  for (float f : in)
+    ASSERT_EQ(F::to_bits(f), F::portable_to_bits(f))
+        << f << " (bits " << std::hex << impl::float_bits(f) << ")";
+  EXPECT_EQ(F::to_bits(std::nanf("")) & 0x7e00u, 0x7e00u);
+  EXPECT_EQ(F::portable_to_bits(std::nanf("")) & 0x7e00u, 0x7e00u);
+}
+
 template <class ExecSpace>
 class PrecisionKernels : public ::testing::Test {};
 TYPED_TEST_SUITE(PrecisionKernels, test::ExecSpaces);
