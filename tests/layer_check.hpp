@@ -142,7 +142,8 @@ class LayerHarness {
 // its parameter gradients are float sums of the same products, within
 // `slack` of the float layer's (relative to their largest magnitude). A
 // layer whose backward reads its own (rounded) output allows input_grad_u
-// times u for its input gradients.
+// times u for its input gradients, and input_grad_slack (when not negative)
+// instead of `slack` for them.
 template <class T>
 constexpr double unit_roundoff() {
   return std::is_same<T, bf16>::value ? 1.0 / 256 : 1.0 / 2048;
@@ -172,7 +173,7 @@ template <class T>
 void expect_16bit_matches_float(Layer& layer16, Layer& layer32, const Shapes& shapes,
                                 const std::function<void(LayerHarness&)>& prepare = {},
                                 double slack = 1e-5, double input_grad_u = 1.0,
-                                const StepContext& ctx = {}) {
+                                const StepContext& ctx = {}, double input_grad_slack = -1) {
   constexpr FloatFormat format = format_of<T>();
   const double u = unit_roundoff<T>();
   const auto round = [](std::vector<float> v) {
@@ -220,7 +221,8 @@ void expect_16bit_matches_float(Layer& layer16, Layer& layer32, const Shapes& sh
                       to_host(h32.output.flat()), u, slack);
   for (std::size_t i = 0; i < shapes.size(); ++i)
     expect_rounded_from((name + ": dx" + std::to_string(i)).c_str(), widened(to_host(dx[i].flat())),
-                        to_host(h32.input_grads[i].flat()), input_grad_u * u, slack);
+                        to_host(h32.input_grads[i].flat()), input_grad_u * u,
+                        input_grad_slack < 0 ? slack : input_grad_slack);
   expect_rounded_from((name + ": parameter gradients").c_str(),
                       to_host(h16.parameters().gradients()), to_host(h32.parameters().gradients()),
                       0.0, slack);
