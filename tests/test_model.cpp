@@ -41,6 +41,34 @@ std::uint64_t compiled_activation_bytes(Model& model, std::int64_t batch, std::u
   return counter.bytes_allocated("tessera::activation");
 }
 
+// A model built twice by `build`, compiled in fp32 and in bf16 from the
+// same seed, with the bytes Kokkos Tools saw allocated for each one's
+// activations.
+struct FloatAndBf16 {
+  std::unique_ptr<Model> fp32, bf16;
+  std::uint64_t bytes[2] = {0, 0};
+};
+FloatAndBf16 compile_float_and_bf16(const std::function<std::unique_ptr<Model>()>& build,
+                                    std::int64_t batch, std::uint64_t seed) {
+  FloatAndBf16 m{build(), build()};
+  m.bf16->set_compute(FloatFormat::bf16);
+  m.bytes[0] = compiled_activation_bytes(*m.fp32, batch, seed);
+  m.bytes[1] = compiled_activation_bytes(*m.bf16, batch, seed);
+  return m;
+}
+
+// Trains both models of `m` with `train` (which checks that each learns):
+// bf16 ends within `tolerance` of fp32's accuracy, with other weights.
+void expect_bf16_trains_as_float(const FloatAndBf16& m,
+                                 const std::function<Evaluation(Model&)>& train, double tolerance) {
+  const Evaluation float_result = train(*m.fp32);
+  const Evaluation bf16_result = train(*m.bf16);
+  EXPECT_NEAR(bf16_result.accuracy, float_result.accuracy, tolerance);
+  EXPECT_NE(test::to_host(m.bf16->parameters().values()),
+            test::to_host(m.fp32->parameters().values()))
+      << "bf16 training should round somewhere";
+}
+
 // infer() throws a LayerError for layer `layer` whose message holds `message`.
 void expect_infer_refuses(Model& model, std::size_t layer, const std::string& message) {
   try {
@@ -62,11 +90,11 @@ TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
   const std::int64_t batch = 4, inputs = 6, hidden = 16, classes = 3;
   // Per sample: the layer outputs 16, 16, 3 and their gradients.
   const std::int64_t layer_values = 2 * (hidden + hidden + classes);
-  auto float_model = small_mlp(inputs, hidden, classes);
-  auto bf16_model = small_mlp(inputs, hidden, classes);
-  bf16_model->set_compute(FloatFormat::bf16);
-  const std::uint64_t bytes[2] = {compiled_activation_bytes(*float_model, batch, 9),
-                                  compiled_activation_bytes(*bf16_model, batch, 9)};
+  const FloatAndBf16 m =
+      compile_float_and_bf16([&] { return small_mlp(inputs, hidden, classes); }, batch, 9);
+  const auto& float_model = m.fp32;
+  const auto& bf16_model = m.bf16;
+  const std::uint64_t* bytes = m.bytes;
   EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (inputs + layer_values) * 4));
   // Layer outputs in 2 bytes; the float input (4) and its copy (2); the
   // float output and its gradient (4 each).
@@ -139,25 +167,18 @@ TEST(Model, Bf16ResidualCnnHalvesTheLayerActivationsAndLearns) {
         .add<Dense>("fc", classes);
     return model;
   };
-  auto float_model = build(), bf16_model = build();
-  bf16_model->set_compute(FloatFormat::bf16);
-  const std::uint64_t bytes[2] = {compiled_activation_bytes(*float_model, batch, 3),
-                                  compiled_activation_bytes(*bf16_model, batch, 3)};
+  const FloatAndBf16 m = compile_float_and_bf16(build, batch, 3);
   // Values per sample of the layer outputs and their gradients.
   std::int64_t layer_values = 0;
-  for (std::size_t i = 0; i < float_model->layers().size(); ++i)
-    layer_values += 2 * float_model->layer_output_shape(i).numel();
-  EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (pixels + layer_values) * 4));
+  for (std::size_t i = 0; i < m.fp32->layers().size(); ++i)
+    layer_values += 2 * m.fp32->layer_output_shape(i).numel();
+  EXPECT_EQ(m.bytes[0], static_cast<std::uint64_t>(batch * (pixels + layer_values) * 4));
   // The layer outputs in 2 bytes; the float input (4) and its copy (2);
   // the float output and its gradient (4 each).
-  EXPECT_EQ(bytes[1],
+  EXPECT_EQ(m.bytes[1],
             static_cast<std::uint64_t>(batch * (layer_values * 2 + pixels * 6 + classes * 8)));
-  const Evaluation float_result = test::expect_learns_bars(*float_model, 0.05f, 15);
-  const Evaluation bf16_result = test::expect_learns_bars(*bf16_model, 0.05f, 15);
-  EXPECT_NEAR(bf16_result.accuracy, float_result.accuracy, 0.03);
-  EXPECT_NE(test::to_host(bf16_model->parameters().values()),
-            test::to_host(float_model->parameters().values()))
-      << "bf16 training should round somewhere";
+  expect_bf16_trains_as_float(
+      m, [](Model& model) { return test::expect_learns_bars(model, 0.05f, 15); }, 0.03);
 }
 
 // A GPT block (token and position embeddings, LayerNorm, causal
@@ -188,24 +209,19 @@ TEST(Model, Bf16GptKeepsTheTokenIdsFloatAndLearns) {
         .add<Dense>("head", head);
     return model;
   };
-  auto float_model = build(), bf16_model = build();
-  bf16_model->set_compute(FloatFormat::bf16);
-  const std::uint64_t bytes[2] = {compiled_activation_bytes(*float_model, batch, 3),
-                                  compiled_activation_bytes(*bf16_model, batch, 3)};
+  const FloatAndBf16 m = compile_float_and_bf16(build, batch, 3);
   const std::int64_t vectors = 4 * positions * dim, logits = positions * vocabulary;
   // Per sample: the input, then each layer's output and its gradient.
-  EXPECT_EQ(bytes[0], static_cast<std::uint64_t>(batch * (positions + 2 * (vectors + logits)) * 4));
+  EXPECT_EQ(m.bytes[0],
+            static_cast<std::uint64_t>(batch * (positions + 2 * (vectors + logits)) * 4));
   // In bf16: the float input alone, the layer values in 2 bytes, and the
   // float output and its gradient beside their 16-bit copies.
-  EXPECT_EQ(bytes[1], static_cast<std::uint64_t>(
-                          batch * (positions * 4 + 2 * (vectors + logits) * 2 + 2 * logits * 4)));
-  EXPECT_EQ(bf16_model->activation_bytes(), static_cast<std::int64_t>(bytes[1]));
-  const Evaluation float_result = test::expect_learns_counting(*float_model, vocabulary, 0.05f, 30);
-  const Evaluation bf16_result = test::expect_learns_counting(*bf16_model, vocabulary, 0.05f, 30);
-  EXPECT_NEAR(bf16_result.accuracy, float_result.accuracy, 0.02);
-  EXPECT_NE(test::to_host(bf16_model->parameters().values()),
-            test::to_host(float_model->parameters().values()))
-      << "bf16 training should round somewhere";
+  EXPECT_EQ(m.bytes[1], static_cast<std::uint64_t>(
+                            batch * (positions * 4 + 2 * (vectors + logits) * 2 + 2 * logits * 4)));
+  EXPECT_EQ(m.bf16->activation_bytes(), static_cast<std::int64_t>(m.bytes[1]));
+  expect_bf16_trains_as_float(
+      m, [&](Model& model) { return test::expect_learns_counting(model, vocabulary, 0.05f, 30); },
+      0.02);
 
   Model stacked(Shape{positions});
   Embedding::Options embed;
