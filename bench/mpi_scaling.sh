@@ -3,7 +3,9 @@
 # (inputs/fashion_mnist_cnn.toml) on 1 rank x 2 threads, 2 ranks x 1 thread
 # with gradient averaging overlapped with backward, the same with gradients
 # sent in bf16 and in fp16 (parallel.gradient_dtype: half the bytes), and
-# 2 ranks x 1 thread averaging after backward. Each run trains 2 epochs of the first
+# 2 ranks x 1 thread averaging after backward, and the optimizer sharded
+# (ZeRO-1) with the parameters gathered during the next forward pass and
+# after the update. Each run trains 2 epochs of the first
 # TRAIN_SAMPLES samples (default 6400) and reports the second, warm epoch
 # from metrics.jsonl: samples/s, exposed communication and the share of
 # gradient communication that overlapped backward.
@@ -51,3 +53,6 @@ run "2 ranks, overlap" 2 1
 run "2 ranks, overlap, bf16 gradients" 2 1 --set 'parallel.gradient_dtype="bf16"'
 run "2 ranks, overlap, fp16 gradients" 2 1 --set 'parallel.gradient_dtype="fp16"'
 run "2 ranks, no overlap" 2 1 --set parallel.overlap=false
+run "2 ranks, sharded optimizer, overlap" 2 1 --set parallel.shard_optimizer=true
+run "2 ranks, sharded optimizer, blocking gather" 2 1 --set parallel.shard_optimizer=true \
+  --set parallel.overlap_gather=false

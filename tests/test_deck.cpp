@@ -897,7 +897,7 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
                 {"parallel.bucket_mb=0.5", "parallel.overlap=false", "parallel.batchnorm=\"sync\"",
                  "parallel.gpu_aware_mpi=\"off\"", "parallel.gradient_dtype=\"bf16\"",
                  "loss.label_smoothing=0.1", "data.validation_split=0.1", "training.eval_every=0",
-                 "parallel.shard_optimizer=true"});
+                 "parallel.shard_optimizer=true", "parallel.overlap_gather=false"});
   const TrainOptions& options = deck.training;
   EXPECT_EQ(options.bucket_bytes, 1 << 19);
   EXPECT_FALSE(options.overlap);
@@ -905,6 +905,8 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   EXPECT_EQ(options.gradient_dtype, FloatFormat::bf16);
   EXPECT_TRUE(options.shard_optimizer);
   EXPECT_FALSE(defaults.training.shard_optimizer);
+  EXPECT_FALSE(options.overlap_gather);
+  EXPECT_TRUE(defaults.training.overlap_gather);
   EXPECT_EQ(options.loss.label_smoothing, 0.1f);
   EXPECT_EQ(deck.gpu_aware_mpi, "off");
   EXPECT_EQ(deck.validation_split, 0.1f);

@@ -139,7 +139,7 @@ TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
                      "workspace's boundaries are float");
   test::expect_error(
       [&] {
-        bf16_model->forward(batch, {}, LayerRange{0, 2});
+        bf16_model->forward(batch, {}, {}, LayerRange{0, 2});
       },
       "layers [0, 2) end before the workspace's last layer (3); in bf16 only a range ending "
       "with the last layer returns a float output");
@@ -442,8 +442,8 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
       model->forward(batch, ctx);
       model->backward(batch, ctx);
     } else {
-      model->forward(batch, ctx, LayerRange{0, 4});
-      model->forward(batch, ctx, LayerRange{4, 8});
+      model->forward(batch, ctx, {}, LayerRange{0, 4});
+      model->forward(batch, ctx, {}, LayerRange{4, 8});
       std::vector<std::size_t> order;
       model->backward(
           batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{4, 8});
@@ -459,7 +459,7 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
   model->compile(2, 1);
   test::expect_error(
       [&] {
-        model->forward(2, StepContext{}, LayerRange{3, 3});
+        model->forward(2, StepContext{}, {}, LayerRange{3, 3});
       },
       "tessera::Model::forward: layer range [3, 3) of a model of 8 layers is empty");
 }
@@ -498,8 +498,8 @@ TEST(Model, Bf16StagesExchangeTheirBoundaryExactly) {
   Kokkos::deep_copy(stage[1]->output_gradient(batch).flat(), whole->output_gradient(batch).flat());
   whole->zero_gradients();
   Kokkos::deep_copy(stage[1]->activation(3, batch).flat(),
-                    stage[0]->forward(batch, ctx, ranges[0]).flat());
-  EXPECT_EQ(test::to_host(stage[1]->forward(batch, ctx, ranges[1]).flat()), output);
+                    stage[0]->forward(batch, ctx, {}, ranges[0]).flat());
+  EXPECT_EQ(test::to_host(stage[1]->forward(batch, ctx, {}, ranges[1]).flat()), output);
   stage[1]->backward(batch, ctx, nullptr, ranges[1]);
   stage[0]->zero_activation_gradients();
   Kokkos::deep_copy(stage[0]->activation_gradient(3, batch).flat(),

@@ -195,9 +195,10 @@ TEST(Pipeline, StageWorkspacesHoldTheirLayersAndChainToTheWholeModel) {
 
   test::from_host(first.input(batch).flat(), x);
   Kokkos::deep_copy(middle.activation(3, batch).flat(),
-                    first.forward(batch, ctx, ranges[0]).flat());
-  Kokkos::deep_copy(last.activation(5, batch).flat(), middle.forward(batch, ctx, ranges[1]).flat());
-  EXPECT_EQ(test::to_host(last.forward(batch, ctx, ranges[2]).flat()), y);
+                    first.forward(batch, ctx, {}, ranges[0]).flat());
+  Kokkos::deep_copy(last.activation(5, batch).flat(),
+                    middle.forward(batch, ctx, {}, ranges[1]).flat());
+  EXPECT_EQ(test::to_host(last.forward(batch, ctx, {}, ranges[2]).flat()), y);
   test::from_host(last.output_gradient(batch).flat(), dy);
   last.backward(batch, ctx, nullptr, ranges[2]);
   middle.zero_activation_gradients();

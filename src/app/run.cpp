@@ -132,7 +132,11 @@ std::string Run::description() const {
                  ? std::string()
                  : std::string(" in ") + float_format_name(t.gradient_dtype))
          << " over " << comm_->transport() << (t.overlap ? " during backward" : " after backward")
-         << (t.shard_optimizer ? ", optimizer state sharded over the ranks" : "");
+         << (t.shard_optimizer
+                 ? std::string(", optimizer state sharded over the ranks, "
+                               "parameters gathered ") +
+                       (t.overlap_gather ? "during the next forward pass" : "after each update")
+                 : std::string());
     os << "\n";
   }
   if (pipeline_) {
@@ -391,6 +395,8 @@ void Run::save(const TrainingCursor& at) {
   Outputs& out = *outputs_;
   if (at.step == out.last_checkpoint) return;
   const Communicator& comm = *comm_;
+  // A sharded optimizer's parameters may still be on their way.
+  trainer_->settle_parameters();
   comm.barrier();
   // Sharded optimizer state is gathered whole on rank 0 for the file, and
   // a pipeline's stages' weights too.

@@ -443,7 +443,7 @@ Deck parse_deck(const std::string& text, const std::string& path,
   const auto& parallel = r.table(root, "parallel", false);
   r.only_keys(parallel, "parallel.",
               {"bucket_mb", "overlap", "batchnorm", "gpu_aware_mpi", "gradient_dtype",
-               "shard_optimizer", "pipeline_stages", "stage_boundaries"});
+               "shard_optimizer", "overlap_gather", "pipeline_stages", "stage_boundaries"});
   const float bucket_mb = r.get<float>(parallel, "parallel.", "bucket_mb",
                                        static_cast<float>(training.bucket_bytes) / (1 << 20));
   r.require_range(parallel, "parallel.", "bucket_mb", bucket_mb, 1e-6f, 4096.0f);
@@ -460,6 +460,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
                float_format_names()));
   training.shard_optimizer =
       r.get<bool>(parallel, "parallel.", "shard_optimizer", training.shard_optimizer);
+  training.overlap_gather =
+      r.get<bool>(parallel, "parallel.", "overlap_gather", training.overlap_gather);
   const auto stages =
       r.get<std::int64_t>(parallel, "parallel.", "pipeline_stages", deck.pipeline_stages);
   r.require_range<std::int64_t>(parallel, "parallel.", "pipeline_stages", stages, 1, 4096);

@@ -390,7 +390,8 @@ void layer_backward(Layer& layer, const TensorsOf<T>& x, const Tensors& ids, con
 }  // namespace
 
 template <class T>
-void Model::run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
+void Model::run_forward(std::int64_t batch, const StepContext& ctx,
+                        const std::function<void(std::size_t)>& before_layer, LayerRange range) {
   Nodes<T>& n = nodes<T>();
   const ExecSpace exec;
   constexpr bool narrow = !std::is_same<T, float>::value;
@@ -400,21 +401,25 @@ void Model::run_forward(std::int64_t batch, const StepContext& ctx, LayerRange r
   if (narrow && first == workspace_.first && n.values[first].numel() > 0)
     kernels::copy_into(exec, f32_.values[first].leading(batch).flat(),
                        n.values[first].leading(batch).flat(), false);
-  for (std::size_t i = range.first; i < range.last; ++i)
+  for (std::size_t i = range.first; i < range.last; ++i) {
+    if (before_layer) before_layer(i);
     layer_forward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                   n.values[i + 1].leading(batch), ctx);
+  }
   if (narrow)
     kernels::copy_into(exec, n.values[range.last].leading(batch).flat(),
                        f32_.values[range.last].leading(batch).flat(), false);
 }
 
-Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
+Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx,
+                             const std::function<void(std::size_t)>& before_layer,
+                             LayerRange range) {
   ScopedRegion region("tessera::Model::forward");
   range = clamp(range, "tessera::Model::forward",
                 "only a range ending with the last layer returns a float output");
   StepContext c = ctx;
   c.scratch = &scratch_;
-  with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, range); });
+  with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, before_layer, range); });
   return f32_.values[range.last].leading(batch);
 }
 

@@ -192,6 +192,12 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     if (options.shard_optimizer) {
       sharding_ = std::make_unique<OptimizerSharding>(*comm, optimizer, model.parameters());
       averager_->reduce_to_slices(sharding_->offsets(), sharding_->counts());
+      // The next forward waits for each bucket of parameters as it needs it.
+      if (options.overlap_gather) {
+        sharding_->gather_in_buckets(model.parameters(), averager_->buckets());
+        OptimizerSharding* sharding = sharding_.get();
+        before_layer_ = [sharding](std::size_t layer) { sharding->wait_for_layer(layer); };
+      }
     }
   }
   // The gradient norm is taken every step, clipping or not: a non-finite
@@ -263,7 +269,12 @@ void Trainer::average_state() {
   kernels::scale_in_place(ExecSpace(), model_.state().values(), 1.0 / data_ranks_);
 }
 
+void Trainer::settle_parameters() {
+  if (sharding_) sharding_->settle();
+}
+
 void Trainer::gather_model() {
+  settle_parameters();
   if (!pipeline_) return;
   ScopedRegion region("tessera::Trainer::gather_model");
   const Communicator& line = pipeline_->line();
@@ -388,7 +399,7 @@ void Trainer::pipeline_batch(const Dataset& data, const Vector<std::int64_t>& or
         pipe.receive_forward(model.activation(range.first - 1, batch));
         clock.stop(time_.communication);
       }
-      const Tensor<float> output = model.forward(batch, ctx, range);
+      const Tensor<float> output = model.forward(batch, ctx, {}, range);
       if (pipe.last_stage())
         evaluate_loss(model, output, batch, global, train, sums);
       else
@@ -441,6 +452,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   std::unique_ptr<BatchStream> stream;
   const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
   if (data.streamed() && takes_data) stream = plan_stream(data, order, first_step, steps);
+  if (sharding_) sharding_->reset_gather_wait();
   // Sums over the samples seen so far: loss, correct predictions.
   double totals[2] = {0, 0};
   const auto started = std::chrono::steady_clock::now();
@@ -468,10 +480,12 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
         if (batch > 0) {
           load_batch(data, order, start + offset, batch, model_, draw, stream.get());
           clock.stop(time_.data);
-          const Tensor<float> output = model_.forward(batch, ctx);
+          const Tensor<float> output = model_.forward(batch, ctx, before_layer_);
           evaluate_loss(model_, output, batch, global, train, sums);
-          clock.stop(time_.forward);
         }
+        // Backward reads every parameter; a rank without samples waits here.
+        settle_parameters();
+        clock.stop(time_.forward);
         if (!train) continue;
         // Gradients are averaged while the last micro-batch runs backward.
         if (last_micro && averager_) averager_->begin();
@@ -523,7 +537,11 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     }
     clock.stop(time_.optimizer);
     if (update && sharding_) {
-      sharding_->gather_parameters(model_.parameters());
+      // Overlapped: the next forward pass waits for each bucket in turn.
+      if (before_layer_)
+        sharding_->start_gather();
+      else
+        sharding_->gather_parameters(model_.parameters());
       clock.stop(time_.communication);
     }
     if (ranks_ > 1) {
@@ -551,6 +569,14 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
          << seconds / done * static_cast<double>(n - start - global) << " s";
       log(os.str());
     }
+  }
+  if (sharding_) {
+    // Waiting for parameters inside forward is communication, not compute;
+    // the wait for the last step's parameters is communication too.
+    const double in_forward = sharding_->gather_wait_seconds();
+    settle_parameters();
+    time_.forward -= in_forward;
+    time_.communication += sharding_->gather_wait_seconds();
   }
   if (!train && comm_ != nullptr) comm_->sum(totals, 2);
   Evaluation result;

@@ -3,9 +3,11 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/kernels/reduce.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
+#include <tessera/parallel/impl/mpi_status.hpp>
 #include <tessera/parallel/optimizer_sharding.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -71,6 +73,116 @@ double OptimizerSharding::gradient_norm(const ParameterStore& params,
 void OptimizerSharding::gather_parameters(const ParameterStore& params) const {
   ScopedRegion region("tessera::OptimizerSharding::gather_parameters");
   comm_.allgather_slices(params.values(), counts_, offsets_);
+}
+
+OptimizerSharding::~OptimizerSharding() {
+  // Unwinding from an error on this rank: the other ranks posted the same
+  // gather, so it completes; its status no longer matters.
+  if (in_flight_)
+    MPI_Waitall(static_cast<int>(requests_.size() - waited_), requests_.data() + waited_,
+                MPI_STATUSES_IGNORE);
+}
+
+void OptimizerSharding::gather_in_buckets(const ParameterStore& params,
+                                          const std::vector<GradientAverager::Bucket>& buckets) {
+  TESSERA_REQUIRE(!in_flight_,
+                  "tessera::OptimizerSharding::gather_in_buckets: a gather is in "
+                  "flight; settle() it first");
+  // The averager lists its buckets from the last layer backwards.
+  std::vector<GradientAverager::Bucket> order(buckets.rbegin(), buckets.rend());
+  std::int64_t end = 0;
+  buckets_.clear();
+  for (const GradientAverager::Bucket& b : order) {
+    TESSERA_REQUIRE(b.offset == end && b.count > 0,
+                    "tessera::OptimizerSharding::gather_in_buckets: bucket ["
+                        << b.offset << ", " << b.offset + b.count
+                        << ") does not follow the buckets before it, which end at " << end);
+    GatherBucket g;
+    g.offset = b.offset;
+    g.count = b.count;
+    g.first_layer = b.ready_after;
+    for (std::size_t r = 0; r < counts_.size(); ++r) {
+      const std::int64_t lo = std::max<std::int64_t>(b.offset, offsets_[r]);
+      const std::int64_t hi =
+          std::min<std::int64_t>(b.offset + b.count, std::int64_t{offsets_[r]} + counts_[r]);
+      g.offsets.push_back(static_cast<int>(lo));
+      g.counts.push_back(static_cast<int>(std::max<std::int64_t>(0, hi - lo)));
+    }
+    buckets_.push_back(std::move(g));
+    end = b.offset + b.count;
+  }
+  TESSERA_REQUIRE(end == params.count(),
+                  "tessera::OptimizerSharding::gather_in_buckets: the "
+                  "buckets cover "
+                      << end << " of " << params.count() << " parameters");
+  values_ = params.values();
+  if (!comm_.direct())
+    staging_ = Vector<float, HostSpace>("tessera::OptimizerSharding::staging", values_.size());
+  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  waited_ = buckets_.size();
+  bucketed_ = true;
+}
+
+void OptimizerSharding::start_gather() {
+  TESSERA_REQUIRE(bucketed_,
+                  "tessera::OptimizerSharding::start_gather: call gather_in_buckets first");
+  TESSERA_REQUIRE(!in_flight_,
+                  "tessera::OptimizerSharding::start_gather: the last gather is still in flight");
+  if (comm_.size() == 1 || buckets_.empty()) return;
+  ScopedRegion region("tessera::OptimizerSharding::start_gather");
+  // The step's updates must be complete before MPI reads them.
+  Kokkos::fence();
+  float* base = values_.data();
+  if (!comm_.direct()) {
+    const std::pair<std::int64_t, std::int64_t> mine(offset(), offset() + count());
+    Kokkos::deep_copy(Kokkos::subview(staging_, mine), Kokkos::subview(values_, mine));
+    base = staging_.data();
+  }
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    impl::check_mpi(
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, buckets_[b].counts.data(),
+                        buckets_[b].offsets.data(), MPI_FLOAT, comm_.comm(), &requests_[b]),
+        "tessera::OptimizerSharding::start_gather", "MPI_Iallgatherv");
+  waited_ = 0;
+  in_flight_ = true;
+}
+
+void OptimizerSharding::wait_bucket(std::size_t b) {
+  impl::check_mpi(MPI_Wait(&requests_[b], MPI_STATUS_IGNORE),
+                  "tessera::OptimizerSharding::wait_for_layer", "MPI_Wait");
+  if (!comm_.direct()) {
+    const std::pair<std::int64_t, std::int64_t> range(buckets_[b].offset,
+                                                      buckets_[b].offset + buckets_[b].count);
+    Kokkos::deep_copy(Kokkos::subview(values_, range), Kokkos::subview(staging_, range));
+  }
+}
+
+void OptimizerSharding::wait_for_layer(std::size_t layer) {
+  if (!in_flight_) return;
+  const auto started = std::chrono::steady_clock::now();
+  while (waited_ < buckets_.size() && buckets_[waited_].first_layer <= layer)
+    wait_bucket(waited_++);
+  if (waited_ == buckets_.size()) {
+    in_flight_ = false;
+  } else {
+    // Open MPI progresses non-blocking collectives inside MPI calls.
+    int done = 0;
+    impl::check_mpi(MPI_Testall(static_cast<int>(buckets_.size() - waited_),
+                                requests_.data() + waited_, &done, MPI_STATUSES_IGNORE),
+                    "tessera::OptimizerSharding::wait_for_layer", "MPI_Testall");
+  }
+  wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+void OptimizerSharding::settle() {
+  if (!in_flight_) return;
+  ScopedRegion region("tessera::OptimizerSharding::settle");
+  const auto started = std::chrono::steady_clock::now();
+  while (waited_ < buckets_.size()) wait_bucket(waited_++);
+  in_flight_ = false;
+  wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 void OptimizerSharding::gather_state(Optimizer* whole, const ParameterStore& params) const {

@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
     // Small buckets: several averaging rounds overlap backward.
     options.bucket_bytes = 2048;
     options.shard_optimizer = flags.count("--shard-optimizer") > 0;
+    // --blocking-gather: the sharded parameters gathered after each step
+    // instead of during the next forward pass.
+    options.overlap_gather = flags.count("--blocking-gather") == 0;
     model->compile(options.max_shard(comm.size()), options.seed);
     AdamW adamw;
     SGD momentum(kernels::SgdParams{0.9f});

@@ -1,4 +1,4 @@
-// Gradient averaging in bf16 and fp16 across ranks; gradient_dtype.sh runs
+// Gradient averaging in bf16 and fp16 across ranks; gtest_ranks.sh runs
 // it under mpiexec on 2 and 3 ranks. Every rank derives every rank's
 // gradients from a counter hash, so each can check the sum on its own:
 // (a) inputs and partial sums exact in the format come back exact, to the
@@ -8,28 +8,17 @@
 // where bf16's range holds them. Buckets of 256 bytes (one per layer),
 // started during the simulated backward and after it.
 #include <tessera/core/precision.hpp>
-#include <tessera/layers/dense.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
 
 #include <cmath>
 #include <cstring>
 
 #include "../tessera_test.hpp"
+#include "dense_stack.hpp"
 
 namespace {
 
 using namespace tessera;
-
-std::unique_ptr<Model> dense_stack() {
-  auto m = std::make_unique<Model>(Shape{24});
-  m->add<Dense>("fc1", 64)
-      .add<Dense>("fc2", 48)
-      .add<Dense>("fc3", 32)
-      .add<Dense>("fc4", 16)
-      .add<Dense>("fc5", 8);
-  m->compile(2, 1);
-  return m;
-}
 
 // A gradient buffer's values on one rank: value(rank, i) for every element.
 using Values = std::function<float(int rank, std::int64_t i)>;
@@ -42,7 +31,7 @@ struct Averaged {
 // Every rank fills its gradients with value(rank, i) and averages them in
 // `format`, calling layer_done in backward's order as the Trainer does.
 Averaged average(const Communicator& comm, FloatFormat format, bool overlap, const Values& value) {
-  auto model = dense_stack();
+  auto model = test::dense_stack();
   GradientAverager averager(comm, *model, 256, overlap, format);
   EXPECT_EQ(averager.buckets().size(), 5u) << "one bucket per layer";
   EXPECT_EQ(averager.format(), format);

@@ -141,6 +141,12 @@ expect data_fault 2 "data error: rank 1: ${TESSERA_DATA_DIR:-/usr/share/datasets
 run step_fault -n 3 "$train" "$deck" --set "run.output_dir=$scratch/step" --inject-fault step:5@1
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "step_fault exited $rc"
 expect step_fault "$rc" "tessera-train: rank 1: error: fault injected by --inject-fault after optimizer step 5; stopping every rank"
+# The same with the optimizer sharded: rank 1 fails while the step's
+# parameters are still being gathered (they arrive during the next forward).
+run step_fault_sharded -n 3 "$train" "$deck" --set "run.output_dir=$scratch/step_sharded" \
+  --set parallel.shard_optimizer=true --inject-fault step:5@1
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "step_fault_sharded exited $rc"
+expect step_fault_sharded "$rc" "tessera-train: rank 1: error: fault injected by --inject-fault after optimizer step 5; stopping every rank"
 # Ranks given different decks: every rank refuses.
 run mismatch -n 1 "$train" "$deck" --check : -n 1 "$train" "$deck" --check --set training.epochs=2
 expect mismatch 2 "the deck differs between ranks: rank 1 differs from rank 0"

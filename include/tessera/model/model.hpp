@@ -91,8 +91,11 @@ class Model {
   // The model's input buffer for `batch` samples: fill it, then forward().
   Tensor<float> input(std::int64_t batch) const;
   // Runs the layers of `range` in order; returns the output of its last
-  // layer for `batch` samples.
-  Tensor<float> forward(std::int64_t batch, const StepContext& ctx, LayerRange range = {});
+  // layer for `batch` samples. before_layer(i), when set, runs before layer
+  // i's forward is launched (a parameter gather in flight waits there).
+  Tensor<float> forward(std::int64_t batch, const StepContext& ctx,
+                        const std::function<void(std::size_t)>& before_layer = {},
+                        LayerRange range = {});
   // Gradient of the loss with respect to the output, to fill before backward().
   Tensor<float> output_gradient(std::int64_t batch) const;
   // Zeroes the parameter gradients: once per optimizer step, before the
@@ -166,7 +169,8 @@ class Model {
   // as token ids), so that a 16-bit workspace holds a copy of it.
   bool needs_16bit_input(LayerRange layers) const;
   template <class T>
-  void run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range);
+  void run_forward(std::int64_t batch, const StepContext& ctx,
+                   const std::function<void(std::size_t)>& before_layer, LayerRange range);
   template <class T>
   void run_backward(std::int64_t batch, const StepContext& ctx,
                     const std::function<void(std::size_t)>& after_layer, LayerRange range);

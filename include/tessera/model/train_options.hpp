@@ -65,6 +65,9 @@ struct TrainOptions {
   // ZeRO-1: each rank keeps the optimizer state of, and updates, 1/N of the
   // parameters, then the parameters are gathered on every rank.
   bool shard_optimizer = false;
+  // With shard_optimizer: gather the parameters bucket by bucket during the
+  // next forward pass (false: one blocking gather after the update).
+  bool overlap_gather = true;
   // Gradients are sent between ranks in this format (and summed in it).
   FloatFormat gradient_dtype = FloatFormat::fp32;
 

@@ -107,7 +107,14 @@ class Trainer {
   // Optimizer steps in one epoch of `samples` samples.
   std::int64_t steps_per_epoch(std::int64_t samples) const;
   // Called after every optimizer step (metrics files, tests).
+  // With a sharded optimizer and TrainOptions::overlap_gather, the step's
+  // parameters are still being gathered when it runs (the next forward
+  // pass waits for them): call settle_parameters() before reading them.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
+  // Collective. Waits for a parameter gather in flight (see on_step); every
+  // rank then holds the whole updated model. train_epoch, evaluate and
+  // gather_model settle by themselves.
+  void settle_parameters();
   std::int64_t step() const { return step_; }
   // Resumes the step count (with the optimizer's, from a checkpoint).
   void set_step(std::int64_t step);
@@ -172,6 +179,7 @@ class Trainer {
   std::unique_ptr<OptimizerSharding> sharding_;
   std::unique_ptr<CommunicatorSync> sync_;
   std::function<void(std::size_t)> after_layer_;
+  std::function<void(std::size_t)> before_layer_;  // a sharded optimizer's overlapped gather
   std::function<void(const StepReport&)> on_step_;
   std::int64_t step_ = 0;
   float lr_ = 0;
