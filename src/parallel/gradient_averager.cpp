@@ -18,6 +18,19 @@ Shard shard_of(std::int64_t global, int rank, int ranks) {
   return Shard{rank * base + std::min<std::int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
 }
 
+SliceParts slice_parts(std::int64_t offset, std::int64_t count, const std::vector<int>& offsets,
+                       const std::vector<int>& counts) {
+  SliceParts parts;
+  for (std::size_t r = 0; r < offsets.size(); ++r) {
+    const std::int64_t lo = std::max<std::int64_t>(offset, offsets[r]);
+    const std::int64_t hi =
+        std::min<std::int64_t>(offset + count, std::int64_t{offsets[r]} + counts[r]);
+    parts.offsets.push_back(static_cast<int>(lo));
+    parts.counts.push_back(static_cast<int>(std::max<std::int64_t>(0, hi - lo)));
+  }
+  return parts;
+}
+
 namespace {
 void check_mpi(int status, const char* what) {
   TESSERA_REQUIRE(status == MPI_SUCCESS,
@@ -131,16 +144,8 @@ void GradientAverager::reduce_to_slices(const std::vector<int>& offsets,
                   "tessera::GradientAverager::reduce_to_slices: the slices cover "
                       << end << " of " << gradients_.size() << " gradients");
   bucket_counts_.clear();
-  for (const Bucket& bucket : buckets_) {
-    std::vector<int> per_rank(static_cast<std::size_t>(ranks));
-    for (int r = 0; r < ranks; ++r) {
-      const std::int64_t lo = std::max<std::int64_t>(bucket.offset, offsets[r]);
-      const std::int64_t hi = std::min<std::int64_t>(bucket.offset + bucket.count,
-                                                     std::int64_t{offsets[r]} + counts[r]);
-      per_rank[r] = static_cast<int>(std::max<std::int64_t>(0, hi - lo));
-    }
-    bucket_counts_.push_back(std::move(per_rank));
-  }
+  for (const Bucket& bucket : buckets_)
+    bucket_counts_.push_back(slice_parts(bucket.offset, bucket.count, offsets, counts).counts);
   slice_offset_ = offsets[me];
   slice_count_ = counts[me];
   if (format_ == FloatFormat::fp32) {

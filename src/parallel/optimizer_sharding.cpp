@@ -97,18 +97,8 @@ void OptimizerSharding::gather_in_buckets(const ParameterStore& params,
                     "tessera::OptimizerSharding::gather_in_buckets: bucket ["
                         << b.offset << ", " << b.offset + b.count
                         << ") does not follow the buckets before it, which end at " << end);
-    GatherBucket g;
-    g.offset = b.offset;
-    g.count = b.count;
-    g.first_layer = b.ready_after;
-    for (std::size_t r = 0; r < counts_.size(); ++r) {
-      const std::int64_t lo = std::max<std::int64_t>(b.offset, offsets_[r]);
-      const std::int64_t hi =
-          std::min<std::int64_t>(b.offset + b.count, std::int64_t{offsets_[r]} + counts_[r]);
-      g.offsets.push_back(static_cast<int>(lo));
-      g.counts.push_back(static_cast<int>(std::max<std::int64_t>(0, hi - lo)));
-    }
-    buckets_.push_back(std::move(g));
+    buckets_.push_back(GatherBucket{b.offset, b.count, b.ready_after,
+                                    slice_parts(b.offset, b.count, offsets_, counts_)});
     end = b.offset + b.count;
   }
   TESSERA_REQUIRE(end == params.count(),
@@ -140,8 +130,8 @@ void OptimizerSharding::start_gather() {
   }
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     impl::check_mpi(
-        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, buckets_[b].counts.data(),
-                        buckets_[b].offsets.data(), MPI_FLOAT, comm_.comm(), &requests_[b]),
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, buckets_[b].parts.counts.data(),
+                        buckets_[b].parts.offsets.data(), MPI_FLOAT, comm_.comm(), &requests_[b]),
         "tessera::OptimizerSharding::start_gather", "MPI_Iallgatherv");
   waited_ = 0;
   in_flight_ = true;

@@ -118,4 +118,14 @@ struct Shard {
 };
 Shard shard_of(std::int64_t global, int rank, int ranks);
 
+// The part of [offset, offset + count) inside each rank's slice
+// [offsets[r], offsets[r] + counts[r]): where it starts and how many
+// elements it holds (0 when they do not meet). MPI's displacements and
+// counts for a bucket of a buffer sharded in slices.
+struct SliceParts {
+  std::vector<int> offsets, counts;
+};
+SliceParts slice_parts(std::int64_t offset, std::int64_t count, const std::vector<int>& offsets,
+                       const std::vector<int>& counts);
+
 }  // namespace tessera

@@ -95,12 +95,12 @@ class OptimizerSharding {
   std::vector<int> offsets_, counts_;  // MPI's element counts and displacements
 
   // Overlapped gathering: each bucket's range of the buffer, the layer
-  // that first reads it, and every rank's part of it (counts and
-  // displacements into the whole buffer).
+  // that first reads it, and every rank's part of it (displacements into
+  // the whole buffer, and counts).
   struct GatherBucket {
     std::int64_t offset = 0, count = 0;
     std::size_t first_layer = 0;
-    std::vector<int> counts, offsets;
+    SliceParts parts;
   };
   void wait_bucket(std::size_t b);
   Vector<float> values_;
