@@ -15,6 +15,7 @@
 
 #include <tessera/core/precision.hpp>
 #include <tessera/kernels/conv.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
 
@@ -139,6 +140,11 @@ void check_pool2d(const char* fn, const Pool2dGeometry& g, const In& in, const O
                      << g.cols.in << " -> " << g.rows.out << " x " << g.cols.out);
 }
 
+// Host tasks of at least this many outputs in pooling's backward: short
+// rows (7 outputs after a second 2 x 2 pooling, one in a global pooling)
+// cost more to set up than to compute, so a host thread takes a span of them.
+constexpr std::int64_t pool_outputs_per_task = 256;
+
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
 // takes op.forward_2x2, whose results are the same.
@@ -173,7 +179,8 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
 // dx += each window's gradient (op.backward) over the input it covers.
 // Windows that do not overlap vertically (stride >= kernel) reach disjoint
 // bands of input rows, so each output row is a task of its own; otherwise
-// each plane is. Within a task the windows go in output order.
+// each plane is. Within a task the windows go in output order; a host
+// thread takes a span of consecutive tasks.
 template <class ExecSpace, class Op, class DY, class DX>
 void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                    const DY& dy, const DX& dx) {
@@ -181,25 +188,31 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
   const WindowAxis rows = g.rows, cols = g.cols;
   const int rows_per_task = rows.stride >= rows.kernel ? 1 : rows.out;
   const int tasks_per_plane = rows.out / rows_per_task;
-  Kokkos::parallel_for(
-      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * tasks_per_plane),
-      KOKKOS_LAMBDA(const std::int64_t t) {
-        const std::int64_t plane = t / tasks_per_plane;
-        const int first = static_cast<int>(t % tasks_per_plane) * rows_per_task;
-        auto* grad = dx.data() + plane * rows.in * cols.in;
-        const auto* g_out = dy.data() + plane * rows.out * cols.out;
-        for (int ho = first; ho < first + rows_per_task; ++ho) {
-          int h_lo, h_hi;
-          rows.clipped(ho, h_lo, h_hi);
-          for (int wo = 0; wo < cols.out; ++wo) {
-            int w_lo, w_hi;
-            cols.clipped(wo, w_lo, w_hi);
-            const std::int64_t o = std::int64_t(ho) * cols.out + wo;
-            op.backward(widen(g_out[o]), plane * rows.out * cols.out + o, grad, cols.in, h_lo, h_hi,
-                        w_lo, w_hi);
+  const std::int64_t outputs_per_task = std::int64_t(rows_per_task) * cols.out;
+  const std::int64_t span =
+      outputs_per_task < pool_outputs_per_task ? pool_outputs_per_task / outputs_per_task : 1;
+  for_each_span(
+      exec, fn, g.planes * tasks_per_plane,
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        for (std::int64_t t = begin; t < end; ++t) {
+          const std::int64_t plane = t / tasks_per_plane;
+          const int first = static_cast<int>(t % tasks_per_plane) * rows_per_task;
+          auto* grad = dx.data() + plane * rows.in * cols.in;
+          const auto* g_out = dy.data() + plane * rows.out * cols.out;
+          for (int ho = first; ho < first + rows_per_task; ++ho) {
+            int h_lo, h_hi;
+            rows.clipped(ho, h_lo, h_hi);
+            for (int wo = 0; wo < cols.out; ++wo) {
+              int w_lo, w_hi;
+              cols.clipped(wo, w_lo, w_hi);
+              const std::int64_t o = std::int64_t(ho) * cols.out + wo;
+              op.backward(widen(g_out[o]), plane * rows.out * cols.out + o, grad, cols.in, h_lo,
+                          h_hi, w_lo, w_hi);
+            }
           }
         }
-      });
+      },
+      span);
 }
 
 }  // namespace impl
