@@ -94,28 +94,15 @@ struct GroupChunks {
   }
 };
 
-// Adds n elements' shares to sum_lanes pairs of partial sums: element j
-// goes to lane j % sum_lanes. term(j, first, second) adds element j's.
-template <class Term>
-KOKKOS_INLINE_FUNCTION void lane_pairs(std::int64_t n, double* first, double* second,
-                                       const Term& term) {
-  std::int64_t j = 0;
-  for (; j + sum_lanes <= n; j += sum_lanes)
-    for (int lane = 0; lane < sum_lanes; ++lane) term(j + lane, first[lane], second[lane]);
-  for (int lane = 0; j + lane < n; ++lane) term(j + lane, first[lane], second[lane]);
-}
-
-// Two sums per group: span(g, i, k, n, first, second) adds the shares of
-// the n elements at flat indices [i, i + n) (positions [k, k + n) within
-// group g, one piece of a row) to the sum_lanes partial sums `first` and
-// `second`, the j-th to lane j % sum_lanes (lane_pairs); finish(g, first,
-// second) receives the totals. Each chunk's row pieces go in order, lanes
-// are added pairwise, and chunk sums in chunk order. A span reads the
-// group's constants once and walks contiguous memory. `partials` holds
-// 2 * groups * chunks-per-group doubles.
-template <class ExecSpace, class Partials, class Span, class Finish>
+// Two sums per group: terms(g, i, k, first, second) adds the share of the
+// element at flat index i (position k within group g) to the partial sums
+// `first` and `second`; finish(g, first, second) receives the totals. Each
+// chunk's elements go round sum_lanes lanes (the j-th element of a row
+// segment to lane j % sum_lanes), lanes are added pairwise, and chunk sums
+// in chunk order. `partials` holds 2 * groups * chunks-per-group doubles.
+template <class ExecSpace, class Partials, class Terms, class Finish>
 void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
-                       const Partials& partials, const Span& span, const Finish& finish) {
+                       const Partials& partials, const Terms& terms, const Finish& finish) {
   const GroupChunks chunks(layout);
   TESSERA_REQUIRE(
       static_cast<std::int64_t>(partials.size()) >= 2 * layout.groups * chunks.per_group,
@@ -136,9 +123,15 @@ void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayo
         const std::int64_t end =
             begin + chunks.segment < l.inner ? begin + chunks.segment : l.inner;
         double first[sum_lanes] = {}, second[sum_lanes] = {};
-        for (std::int64_t o = first_row; o < last_row; ++o)
-          span(g, (o * l.groups + g) * l.inner + begin, o * l.inner + begin, end - begin, first,
-               second);
+        for (std::int64_t o = first_row; o < last_row; ++o) {
+          const std::int64_t row = (o * l.groups + g) * l.inner, k = o * l.inner;
+          std::int64_t j = begin;
+          for (; j + sum_lanes <= end; j += sum_lanes)
+            for (int lane = 0; lane < sum_lanes; ++lane)
+              terms(g, row + j + lane, k + j + lane, first[lane], second[lane]);
+          for (int lane = 0; j + lane < end; ++lane)
+            terms(g, row + j + lane, k + j + lane, first[lane], second[lane]);
+        }
         for (int width = sum_lanes / 2; width > 0; width /= 2)
           for (int lane = 0; lane < width; ++lane) {
             first[lane] += first[lane + width];
@@ -200,15 +193,11 @@ void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, co
   const auto* values = x.data();
   impl::chunked_pair_sums(
       exec, fn, layout, partials,
-      KOKKOS_LAMBDA(std::int64_t, const std::int64_t i, std::int64_t, const std::int64_t n,
-                    double* sum, double* squares) {
-        const auto* KOKKOS_RESTRICT in = values + i;
-        impl::lane_pairs(n, sum, squares,
-                         [&](const std::int64_t j, double& sum_j, double& squares_j) {
-                           const double v = widen(in[j]);
-                           sum_j += v;
-                           squares_j += v * v;
-                         });
+      KOKKOS_LAMBDA(std::int64_t, const std::int64_t i, std::int64_t, double& sum,
+                    double& squares) {
+        const double v = widen(values[i]);
+        sum += v;
+        squares += v * v;
       },
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double squares) {
         sums(g) = sum;
@@ -346,19 +335,12 @@ void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affin
   const auto* scale = gamma.data();
   impl::chunked_pair_sums(
       exec, fn, layout, partials,
-      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, const std::int64_t k,
-                    const std::int64_t n, double* sum, double* projected) {
-        const float m = mean(g), s = invstd(g);
-        const auto* KOKKOS_RESTRICT x_i = in + i;
-        const auto* KOKKOS_RESTRICT dy_i = grad + i;
-        const float* KOKKOS_RESTRICT scale_k = per_group ? scale : scale + k;
-        impl::lane_pairs(
-            n, sum, projected, [&](const std::int64_t j, double& sum_j, double& projected_j) {
-              const float dy_j = widen(dy_i[j]);
-              const double dxhat = per_group ? dy_j : static_cast<double>(dy_j) * scale_k[j];
-              sum_j += dxhat;
-              projected_j += dxhat * ((widen(x_i[j]) - m) * s);
-            });
+      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, const std::int64_t k, double& sum,
+                    double& projected) {
+        const float dy_i = widen(grad[i]);
+        const double dxhat = per_group ? dy_i : static_cast<double>(dy_i) * scale[k];
+        sum += dxhat;
+        projected += dxhat * ((widen(in[i]) - mean(g)) * invstd(g));
       },
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double projected) {
         sums(g) = sum;
@@ -465,17 +447,11 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
   if (affine == Affine::per_group) {
     impl::chunked_pair_sums(
         exec, fn, layout, partials,
-        KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, std::int64_t,
-                      const std::int64_t n, double* scaled, double* shift) {
-          const float m = mean(g), s = invstd(g);
-          const auto* KOKKOS_RESTRICT x_i = in + i;
-          const auto* KOKKOS_RESTRICT dy_i = grad + i;
-          impl::lane_pairs(n, scaled, shift,
-                           [&](const std::int64_t j, double& scaled_j, double& shift_j) {
-                             const float dy_j = widen(dy_i[j]);
-                             shift_j += dy_j;
-                             scaled_j += static_cast<double>(dy_j) * ((widen(x_i[j]) - m) * s);
-                           });
+        KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, std::int64_t, double& scaled,
+                      double& shift) {
+          const float dy_i = widen(grad[i]);
+          shift += dy_i;
+          scaled += static_cast<double>(dy_i) * ((widen(in[i]) - mean(g)) * invstd(g));
         },
         KOKKOS_LAMBDA(const std::int64_t g, const double scaled, const double shift) {
           dgamma(g) += static_cast<float>(scaled);
