@@ -324,8 +324,11 @@ std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels:
 // Small layouts (one chunk per group) and layouts whose groups span several
 // chunks: blocks of rows (BatchNorm) and segments of a long row (LayerNorm).
 TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
+  // {9, 70, 3} and {12, 40, 49}: short rows, summed in blocks of groups
+  // whose size follows the thread count, with a partial last block.
   for (const kernels::GroupLayout batchnorm :
-       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300}})
+       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+        kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{12, 40, 49}})
     EXPECT_EQ(
         run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
         run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
@@ -336,13 +339,59 @@ TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
         run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
 }
 
+// A host thread sums the chunks of several groups with short rows
+// together; each group's sums are still the same bits as for that group
+// alone (a layout of one group, whose chunks are the same).
+TYPED_TEST(NormKernels, GroupSumsAreTheSameBitsAloneAndAmongManyGroups) {
+  using E = TypeParam;
+  const E exec;
+  const kernels::GroupLayout all{12, 40, 49}, alone{12, 1, 49};
+  V<E> x("x", all.size()), dy("dy", all.size()), mean("mean", all.groups),
+      invstd("invstd", all.groups), gamma("gamma", all.groups);
+  D<E> sums("sums", 2 * all.groups), gradient_sums("gradient_sums", 2 * all.groups);
+  const auto xh = test::random_values(all.size(), 67, -1.0f, 3.0f),
+             dyh = test::random_values(all.size(), 68);
+  test::from_host(x, xh);
+  test::from_host(dy, dyh);
+  Kokkos::deep_copy(gamma, 1.0f);
+  kernels::group_sums(exec, all, x, sums);
+  kernels::moments_from_sums(exec, sums, all.group_size(), 1e-5f, mean, invstd);
+  kernels::group_gradient_sums(exec, all, kernels::Affine::per_group, x, dy, mean, invstd, gamma,
+                               gradient_sums);
+  const auto s = test::to_host(sums), gs = test::to_host(gradient_sums);
+  const auto m = test::to_host(mean), is = test::to_host(invstd);
+  for (const std::int64_t g : {0, 13, 39}) {
+    std::vector<float> xg, dyg;
+    for (std::int64_t k = 0; k < all.group_size(); ++k) {
+      xg.push_back(xh[all.index(g, k)]);
+      dyg.push_back(dyh[all.index(g, k)]);
+    }
+    V<E> x1("x1", alone.size()), dy1("dy1", alone.size()), m1("m1", 1), s1("s1", 1), g1("g1", 1);
+    D<E> sums1("sums1", 2), gradient_sums1("gradient_sums1", 2);
+    test::from_host(x1, xg);
+    test::from_host(dy1, dyg);
+    test::from_host(m1, {m[g]});
+    test::from_host(s1, {is[g]});
+    Kokkos::deep_copy(g1, 1.0f);
+    kernels::group_sums(exec, alone, x1, sums1);
+    kernels::group_gradient_sums(exec, alone, kernels::Affine::per_group, x1, dy1, m1, s1, g1,
+                                 gradient_sums1);
+    const auto a = test::to_host(sums1), ga = test::to_host(gradient_sums1);
+    EXPECT_EQ(a[0], s[g]) << "sum of group " << g;
+    EXPECT_EQ(a[1], s[all.groups + g]) << "sum of squares of group " << g;
+    EXPECT_EQ(ga[0], gs[g]) << "sum of dxhat of group " << g;
+    EXPECT_EQ(ga[1], gs[all.groups + g]) << "sum of dxhat * xhat of group " << g;
+  }
+}
+
 // The chunked statistics against sums in double, over layouts of one and
 // of many chunks per group.
 TYPED_TEST(NormKernels, ChunkedSumsMatchDoubleSums) {
   using E = TypeParam;
   for (const kernels::GroupLayout layout :
        {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
-        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1}}) {
+        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
+        kernels::GroupLayout{9, 70, 3}}) {
     V<E> x("x", layout.size());
     D<E> sums("sums", 2 * layout.groups);
     const auto xh = test::random_values(layout.size(), 65, -1.0f, 3.0f);
@@ -371,7 +420,8 @@ TYPED_TEST(NormKernels, BackwardMatchesNaiveLoops) {
   for (const kernels::Affine affine : {kernels::Affine::per_group, kernels::Affine::per_position})
     for (const kernels::GroupLayout l :
          {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
-          kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1}}) {
+          kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
+          kernels::GroupLayout{9, 70, 3}}) {
       const bool per_group = affine == kernels::Affine::per_group;
       const std::int64_t size = l.size(), params = per_group ? l.groups : l.group_size();
       V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), dx_running("dxr", size),

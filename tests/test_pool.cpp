@@ -6,6 +6,7 @@
 #include <tessera/layers/pool.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -48,11 +49,14 @@ struct PoolCase {
 };
 
 const PoolCase pool_cases[] = {
-    {3, 4, 6, 2, 2, 2, 2, 0, 0},  // the usual 2x2 / 2
-    {2, 5, 7, 3, 3, 2, 2, 1, 1},  // overlapping windows with padding
-    {2, 6, 5, 2, 3, 1, 2, 1, 0},  // non-square window, stride 1 rows
-    {2, 5, 5, 3, 3, 1, 1, 1, 1},  // every input in up to nine windows
-    {4, 7, 7, 2, 2, 2, 2, 0, 0},  // odd size: the last row and column are dropped
+    {3, 4, 6, 2, 2, 2, 2, 0, 0},   // the usual 2x2 / 2
+    {2, 5, 7, 3, 3, 2, 2, 1, 1},   // overlapping windows with padding
+    {2, 6, 5, 2, 3, 1, 2, 1, 0},   // non-square window, stride 1 rows
+    {2, 5, 5, 3, 3, 1, 1, 1, 1},   // every input in up to nine windows
+    {4, 7, 7, 2, 2, 2, 2, 0, 0},   // odd size: the last row and column are dropped
+    {3, 4, 34, 2, 2, 2, 2, 0, 0},  // 17 windows a row: whole vectors of them and a rest
+    {37, 4, 4, 4, 4, 4, 4, 0, 0},  // whole planes (global pooling), blocks of planes
+    {19, 3, 5, 3, 5, 1, 1, 0, 0},  // whole planes of an odd size
 };
 
 template <class ExecSpace>
@@ -200,6 +204,58 @@ TEST(MaxPool2D, ShapesAndGradients) {
   EXPECT_EQ(ho.output.shape(), (Shape{2, 2, 3, 5}));
   test::from_host(ho.inputs[0].flat(), distinct_values(ho.inputs[0].numel(), 12));
   ho.expect_gradients();
+}
+
+// The same rules where a host thread takes the windows of a long row eight
+// at a time: ties in every tap order, and a NaN that wins only when first,
+// at every lane position, against the scalar definition.
+TYPED_TEST(PoolKernels, MaxTiesAndNaNsAlongLongRowsFollowTheScalarRule) {
+  using E = TypeParam;
+  const PoolCase c{2, 4, 40, 2, 2, 2, 2, 0, 0};
+  const auto g = c.geometry();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Window patterns (taps a b / c d in row-major order).
+  const float patterns[][4] = {{4, 4, 4, 4},   {1, 3, 3, 0},     {0, 2, 5, 5},     {nan, 9, 9, 9},
+                               {1, nan, 0, 7}, {1, 0, nan, 7},   {2, 0, nan, nan}, {0, 0, 0, 1},
+                               {3, 3, 1, 3},   {-1, -2, -1, -3}, {6, nan, 6, 6}};
+  const int count = sizeof patterns / sizeof patterns[0];
+  std::vector<float> xh(g.input_size());
+  int n = 0;
+  for (int p = 0; p < c.planes; ++p)
+    for (int ho = 0; ho < c.out_h(); ++ho)
+      for (int wo = 0; wo < c.out_w(); ++wo, ++n) {
+        const float* t = patterns[(n * 7) % count];
+        const std::size_t top = (std::size_t(p) * c.height + 2 * ho) * c.width + 2 * wo;
+        xh[top] = t[0];
+        xh[top + 1] = t[1];
+        xh[top + c.width] = t[2];
+        xh[top + c.width + 1] = t[3];
+      }
+  V<E> x("x", g.input_size()), y("y", g.output_size());
+  Index<E> argmax("argmax", g.output_size());
+  test::from_host(x, xh);
+  kernels::max_pool2d_forward(E(), g, x, y, argmax);
+  const auto yk = test::to_host(y);
+  const auto ak = test::to_host(argmax);
+  std::vector<int> at_ref(g.output_size());
+  std::vector<float> y_ref(g.output_size());
+  for (std::int64_t o = 0; o < g.output_size(); ++o) {
+    const std::int64_t p = o / (c.out_h() * c.out_w()), r = o % (c.out_h() * c.out_w());
+    const int top = int((r / c.out_w()) * 2 * c.width + (r % c.out_w()) * 2);
+    const int taps[4] = {top, top + 1, top + c.width, top + c.width + 1};
+    const float* plane = xh.data() + p * c.height * c.width;
+    int best_at = taps[0];
+    for (int t = 1; t < 4; ++t)
+      if (plane[taps[t]] > plane[best_at]) best_at = taps[t];
+    at_ref[o] = best_at;
+    y_ref[o] = plane[best_at];
+  }
+  EXPECT_EQ(ak, at_ref);
+  for (std::int64_t o = 0; o < g.output_size(); ++o)
+    if (std::isnan(y_ref[o]))
+      EXPECT_TRUE(std::isnan(yk[o])) << "output " << o;
+    else
+      EXPECT_EQ(yk[o], y_ref[o]) << "output " << o;
 }
 
 TEST(AvgPool2D, ShapesAndGradients) {

@@ -32,6 +32,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/reduce.hpp>
 
@@ -117,7 +118,7 @@ KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std
                                          const float* b, std::int64_t b_k, std::int64_t k_count,
                                          std::int64_t rows, std::int64_t cols,
                                          float (&acc)[tile_rows][tile_cols]) {
-#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#ifdef TESSERA_HOST_VECTORS
   // Host compilers with vector extensions: each row's 8 sums in one vector
   // register. Written as plain loops, the tile's 32 sums are reductions
   // over k to GCC, which it vectorises across k as in-order reductions,

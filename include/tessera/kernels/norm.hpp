@@ -13,7 +13,10 @@
 // one thread sums a chunk in sum_lanes interleaved partial sums, and the
 // chunk sums are then added in chunk order. Threads take the chunks of
 // every group for one block of rows before the next block, so each thread
-// reads NCHW memory front to back. The statistics are bitwise
+// reads NCHW memory front to back; on the host, a thread sums the same
+// chunk of several groups with short rows together (rows side by side in
+// memory), and the eight lanes of a row piece in one vector register. None
+// of this changes which element goes to which lane. The statistics are bitwise
 // identical for any thread count, and a channel is no longer one thread's
 // serial chain (BatchNorm over [128, 32, 28, 28] has 832 chunks, not 32).
 //
@@ -31,6 +34,7 @@
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tessera::kernels {
 
@@ -94,12 +98,117 @@ struct GroupChunks {
   }
 };
 
-// Two sums per group: terms(g, i, k, first, second) adds the share of the
-// element at flat index i (position k within group g) to the partial sums
-// `first` and `second`; finish(g, first, second) receives the totals. Each
-// chunk's elements go round sum_lanes lanes (the j-th element of a row
-// segment to lane j % sum_lanes), lanes are added pairwise, and chunk sums
-// in chunk order. `partials` holds 2 * groups * chunks-per-group doubles.
+// The lane arithmetic of the per-group sums. A terms functor is a template
+// on a lane policy: with OneLane it adds one element's share to one pair of
+// double partial sums; with AllLanes (host compilers with vector
+// extensions) the shares of the sum_lanes consecutive elements of a row
+// piece to all the lanes at once, the same operations in each lane, so the
+// sums are the same bits. GCC does not vectorise the scalar form across
+// the float-to-double conversion. Elements whose accumulator is not float
+// take OneLane only (Terms::all_lanes).
+struct OneLane {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static accumulator_t<T> load(const T* p) {
+    return widen(*p);
+  }
+  template <class V>
+  KOKKOS_INLINE_FUNCTION static double wide(V v) {
+    return static_cast<double>(v);
+  }
+};
+#ifdef TESSERA_HOST_VECTORS
+struct AllLanes {
+  typedef float narrow_lanes __attribute__((vector_size(sum_lanes * sizeof(float))));
+  typedef double wide_lanes __attribute__((vector_size(sum_lanes * sizeof(double))));
+  template <class T>
+  static narrow_lanes load(const T* p) {
+    narrow_lanes v;
+    if constexpr (std::is_same<T, float>::value)
+      __builtin_memcpy(&v, p, sizeof v);
+    else
+      for (int lane = 0; lane < sum_lanes; ++lane) v[lane] = widen(p[lane]);
+    return v;
+  }
+  static wide_lanes wide(narrow_lanes v) { return __builtin_convertvector(v, wide_lanes); }
+};
+#endif
+
+// The shares of sum_lanes consecutive elements (flat index i, position k
+// within group g) to the lanes of `first` and `second`.
+template <class Terms>
+KOKKOS_INLINE_FUNCTION void add_lanes(const Terms& terms, std::int64_t g, std::int64_t i,
+                                      std::int64_t k, double (&first)[sum_lanes],
+                                      double (&second)[sum_lanes]) {
+  for (int lane = 0; lane < sum_lanes; ++lane)
+    terms(OneLane{}, g, i + lane, k + lane, first[lane], second[lane]);
+}
+#ifdef TESSERA_HOST_VECTORS
+template <class Terms>
+inline void add_lanes(const Terms& terms, std::int64_t g, std::int64_t i, std::int64_t k,
+                      AllLanes::wide_lanes& first, AllLanes::wide_lanes& second) {
+  terms(AllLanes{}, g, i, k, first, second);
+}
+#endif
+
+// Contiguous floats a host task aims to read per row when the groups' rows
+// are short: it then takes the same chunk of several neighbouring groups,
+// whose rows lie side by side, instead of one row here and the next a
+// whole sample further on ([N, 128, 4, 4]: 64 bytes, then a jump of 8 KB,
+// which no prefetcher follows). At most max_group_block groups at a time.
+constexpr std::int64_t group_block_floats = 512;
+constexpr std::int64_t max_group_block = 32;
+
+// Chunk c of groups [g0, g1) (at most MaxBlock), each summed in lanes held
+// as Lanes (an array of doubles or one vector): the j-th element of a row
+// segment goes to lane j % sum_lanes, the lanes are added pairwise, and
+// group g's two sums land in partials 2 (g per_group + c) and the next.
+// The rows are read in memory order: row o of every group, then row o + 1.
+template <int MaxBlock, class Lanes, class Terms, class Partials>
+KOKKOS_INLINE_FUNCTION void chunk_pair_sums(const Terms& terms, const GroupLayout& l,
+                                            const GroupChunks& chunks, std::int64_t c,
+                                            std::int64_t g0, std::int64_t g1,
+                                            const Partials& partials) {
+  const std::int64_t first_row = (c / chunks.segments) * chunks.rows;
+  const std::int64_t last_row =
+      first_row + chunks.rows < l.outer ? first_row + chunks.rows : l.outer;
+  const std::int64_t begin = (c % chunks.segments) * chunks.segment;
+  const std::int64_t end = begin + chunks.segment < l.inner ? begin + chunks.segment : l.inner;
+  Lanes first[MaxBlock] = {}, second[MaxBlock] = {};
+  for (std::int64_t o = first_row; o < last_row; ++o)
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const std::int64_t row = (o * l.groups + g) * l.inner, k = o * l.inner;
+      Lanes& f = first[g - g0];
+      Lanes& s = second[g - g0];
+      std::int64_t j = begin;
+      for (; j + sum_lanes <= end; j += sum_lanes) add_lanes(terms, g, row + j, k + j, f, s);
+      for (int lane = 0; j + lane < end; ++lane) {
+        double f_lane = f[lane], s_lane = s[lane];
+        terms(OneLane{}, g, row + j + lane, k + j + lane, f_lane, s_lane);
+        f[lane] = f_lane;
+        s[lane] = s_lane;
+      }
+    }
+  for (std::int64_t g = g0; g < g1; ++g) {
+    Lanes& f = first[g - g0];
+    Lanes& s = second[g - g0];
+    for (int width = sum_lanes / 2; width > 0; width /= 2)
+      for (int lane = 0; lane < width; ++lane) {
+        f[lane] += f[lane + width];
+        s[lane] += s[lane + width];
+      }
+    partials(2 * (g * chunks.per_group + c)) = f[0];
+    partials(2 * (g * chunks.per_group + c) + 1) = s[0];
+  }
+}
+
+// Two sums per group: terms(lanes, g, i, k, first, second) adds the share
+// of the element at flat index i (position k within group g) to the partial
+// sums `first` and `second` (see OneLane); finish(g, first, second)
+// receives the totals. Each chunk's elements go round sum_lanes lanes (the
+// j-th element of a row segment to lane j % sum_lanes), lanes are added
+// pairwise, and chunk sums in chunk order. `partials` holds 2 * groups *
+// chunks-per-group doubles. How chunks are shared out among the threads
+// (on the host, blocks of groups with short rows) leaves the sums alone.
 template <class ExecSpace, class Partials, class Terms, class Finish>
 void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
                        const Partials& partials, const Terms& terms, const Finish& finish) {
@@ -110,35 +219,33 @@ void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayo
             << 2 * layout.groups * chunks.per_group << " needed for groups of layout [outer "
             << layout.outer << ", groups " << layout.groups << ", inner " << layout.inner << "]");
   const GroupLayout l = layout;
+  constexpr int max_block = runs_on_host<ExecSpace> ? max_group_block : 1;
+  // Groups per task: enough for group_block_floats per row, while leaving
+  // at least two tasks per thread.
+  std::int64_t block = (group_block_floats + l.inner - 1) / (l.inner > 0 ? l.inner : 1);
+  const std::int64_t per_thread =
+      l.groups * chunks.per_group / (2 * static_cast<std::int64_t>(exec.concurrency()));
+  block = block < per_thread ? block : per_thread;
+  block = block < max_block ? block : max_block;
+  block = block > 1 ? block : 1;
+  const std::int64_t blocks = (l.groups + block - 1) / block;
+  // Dynamic: a group's last chunk may have fewer rows ([N, 64, 7, 7] cuts
+  // 128 rows into 83 and 45), so equal numbers of tasks are not equal work.
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.groups * chunks.per_group),
+      label,
+      Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0,
+                                                                        blocks * chunks.per_group),
       KOKKOS_LAMBDA(const std::int64_t t) {
-        // Task t is chunk c of group g; consecutive tasks are the same rows
-        // of neighbouring groups, so a thread's tasks read adjacent memory.
-        const std::int64_t c = t / l.groups, g = t % l.groups;
-        const std::int64_t first_row = (c / chunks.segments) * chunks.rows;
-        const std::int64_t last_row =
-            first_row + chunks.rows < l.outer ? first_row + chunks.rows : l.outer;
-        const std::int64_t begin = (c % chunks.segments) * chunks.segment;
-        const std::int64_t end =
-            begin + chunks.segment < l.inner ? begin + chunks.segment : l.inner;
-        double first[sum_lanes] = {}, second[sum_lanes] = {};
-        for (std::int64_t o = first_row; o < last_row; ++o) {
-          const std::int64_t row = (o * l.groups + g) * l.inner, k = o * l.inner;
-          std::int64_t j = begin;
-          for (; j + sum_lanes <= end; j += sum_lanes)
-            for (int lane = 0; lane < sum_lanes; ++lane)
-              terms(g, row + j + lane, k + j + lane, first[lane], second[lane]);
-          for (int lane = 0; j + lane < end; ++lane)
-            terms(g, row + j + lane, k + j + lane, first[lane], second[lane]);
-        }
-        for (int width = sum_lanes / 2; width > 0; width /= 2)
-          for (int lane = 0; lane < width; ++lane) {
-            first[lane] += first[lane + width];
-            second[lane] += second[lane + width];
-          }
-        partials(2 * (g * chunks.per_group + c)) = first[0];
-        partials(2 * (g * chunks.per_group + c) + 1) = second[0];
+        // Task t is chunk c of a block of groups; consecutive tasks are the
+        // same rows of neighbouring groups, so a thread reads adjacent memory.
+        const std::int64_t c = t / blocks, g0 = (t % blocks) * block;
+        const std::int64_t g1 = g0 + block < l.groups ? g0 + block : l.groups;
+#ifdef TESSERA_HOST_VECTORS
+        if constexpr (runs_on_host<ExecSpace> && Terms::all_lanes)
+          chunk_pair_sums<max_block, AllLanes::wide_lanes>(terms, l, chunks, c, g0, g1, partials);
+        else
+#endif
+          chunk_pair_sums<max_block, double[sum_lanes]>(terms, l, chunks, c, g0, g1, partials);
       });
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.groups),
@@ -150,6 +257,48 @@ void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayo
         }
         finish(g, first, second);
       });
+}
+
+// The statistics' terms: x and x^2.
+template <class T>
+struct SquareTerms {
+  static constexpr bool all_lanes = std::is_same<accumulator_t<T>, float>::value;
+  const T* x;
+
+  template <class Lanes, class Sum>
+  KOKKOS_INLINE_FUNCTION void operator()(Lanes, std::int64_t, std::int64_t i, std::int64_t,
+                                         Sum& sum, Sum& squares) const {
+    const auto v = Lanes::wide(Lanes::load(x + i));
+    sum += v;
+    squares += v * v;
+  }
+};
+
+// Backward's terms: dxhat = dy * gamma (gamma per position, or null for a
+// factor of the whole group) and dxhat * xhat, xhat = (x - mean) * invstd.
+template <class T, class Mean, class InvStd>
+struct GradientTerms {
+  static constexpr bool all_lanes = std::is_same<accumulator_t<T>, float>::value;
+  const T* x;
+  const T* dy;
+  const float* gamma;
+  Mean mean;
+  InvStd invstd;
+
+  template <class Lanes, class Sum>
+  KOKKOS_INLINE_FUNCTION void operator()(Lanes, std::int64_t g, std::int64_t i, std::int64_t k,
+                                         Sum& dxhat_sum, Sum& projected) const {
+    auto dxhat = Lanes::wide(Lanes::load(dy + i));
+    if (gamma) dxhat *= Lanes::wide(Lanes::load(gamma + k));
+    dxhat_sum += dxhat;
+    projected += dxhat * Lanes::wide((Lanes::load(x + i) - mean(g)) * invstd(g));
+  }
+};
+
+template <class T, class Mean, class InvStd>
+GradientTerms<T, Mean, InvStd> gradient_terms(const T* x, const T* dy, const float* gamma,
+                                              const Mean& mean, const InvStd& invstd) {
+  return {x, dy, gamma, mean, invstd};
 }
 
 // body(g, k0, begin, end) over each row of each group: flat elements
@@ -190,15 +339,8 @@ void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, co
   impl::require_extent(fn, "x", x, layout.size(), layout);
   impl::require_extent(fn, "sums", sums, 2 * layout.groups, layout);
   const std::int64_t groups = layout.groups;
-  const auto* values = x.data();
   impl::chunked_pair_sums(
-      exec, fn, layout, partials,
-      KOKKOS_LAMBDA(std::int64_t, const std::int64_t i, std::int64_t, double& sum,
-                    double& squares) {
-        const double v = widen(values[i]);
-        sum += v;
-        squares += v * v;
-      },
+      exec, fn, layout, partials, impl::SquareTerms<typename X::non_const_value_type>{x.data()},
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double squares) {
         sums(g) = sum;
         sums(groups + g) = squares;
@@ -329,19 +471,10 @@ void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affin
   impl::require_extent(fn, "dy", dy, layout.size(), layout);
   impl::require_extent(fn, "sums", sums, 2 * layout.groups, layout);
   const std::int64_t groups = layout.groups;
-  const bool per_group = affine == Affine::per_group;
-  const auto* in = x.data();
-  const auto* grad = dy.data();
-  const auto* scale = gamma.data();
+  const float* per_position = affine == Affine::per_group ? nullptr : gamma.data();
   impl::chunked_pair_sums(
       exec, fn, layout, partials,
-      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, const std::int64_t k, double& sum,
-                    double& projected) {
-        const float dy_i = widen(grad[i]);
-        const double dxhat = per_group ? dy_i : static_cast<double>(dy_i) * scale[k];
-        sum += dxhat;
-        projected += dxhat * ((widen(in[i]) - mean(g)) * invstd(g));
-      },
+      impl::gradient_terms(x.data(), dy.data(), per_position, mean, invstd),
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double projected) {
         sums(g) = sum;
         sums(groups + g) = projected;
@@ -447,13 +580,8 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
   if (affine == Affine::per_group) {
     impl::chunked_pair_sums(
         exec, fn, layout, partials,
-        KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t i, std::int64_t, double& scaled,
-                      double& shift) {
-          const float dy_i = widen(grad[i]);
-          shift += dy_i;
-          scaled += static_cast<double>(dy_i) * ((widen(in[i]) - mean(g)) * invstd(g));
-        },
-        KOKKOS_LAMBDA(const std::int64_t g, const double scaled, const double shift) {
+        impl::gradient_terms(in, grad, static_cast<const float*>(nullptr), mean, invstd),
+        KOKKOS_LAMBDA(const std::int64_t g, const double shift, const double scaled) {
           dgamma(g) += static_cast<float>(scaled);
           dbeta(g) += static_cast<float>(shift);
         });

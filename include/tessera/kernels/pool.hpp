@@ -18,6 +18,7 @@
 #include <tessera/kernels/impl/elementwise.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tessera::kernels {
 
@@ -29,6 +30,50 @@ struct Pool2dGeometry {
   std::int64_t input_size() const { return planes * rows.in * cols.in; }
   std::int64_t output_size() const { return planes * rows.out * cols.out; }
 };
+
+namespace impl {
+#ifdef TESSERA_HOST_VECTORS
+// Outputs a 2 x 2 max window of stride 2 takes at a time on the host: the
+// 16 floats of each of its two input rows fill one vector register each.
+constexpr int max_2x2_lanes = 8;
+
+// count <= max_2x2_lanes windows of MaxWindow::forward_2x2 from the 16
+// floats at p and at p + width (which must all be readable; those past the
+// windows are not used): the taps of every window in lanes, compared in the
+// scalar code's order with its strict >, so results and argmax positions
+// (p at plane position at0) are the same.
+inline void max_2x2_windows(const float* p, int at0, int width, float* out, int* at, int count) {
+  typedef float row_vector __attribute__((vector_size(2 * max_2x2_lanes * sizeof(float))));
+  typedef float lanes __attribute__((vector_size(max_2x2_lanes * sizeof(float))));
+  typedef int index_lanes __attribute__((vector_size(max_2x2_lanes * sizeof(int))));
+  row_vector upper, lower;
+  __builtin_memcpy(&upper, p, sizeof upper);
+  __builtin_memcpy(&lower, p + width, sizeof lower);
+  const lanes taps[4] = {__builtin_shufflevector(upper, upper, 0, 2, 4, 6, 8, 10, 12, 14),
+                         __builtin_shufflevector(upper, upper, 1, 3, 5, 7, 9, 11, 13, 15),
+                         __builtin_shufflevector(lower, lower, 0, 2, 4, 6, 8, 10, 12, 14),
+                         __builtin_shufflevector(lower, lower, 1, 3, 5, 7, 9, 11, 13, 15)};
+  const int offsets[4] = {0, 1, width, width + 1};
+  const index_lanes first = at0 + index_lanes{0, 2, 4, 6, 8, 10, 12, 14};
+  lanes best = taps[0];
+  index_lanes best_at = first;
+  for (int t = 1; t < 4; ++t) {
+    const index_lanes better = taps[t] > best;
+    best = (lanes)(((index_lanes)taps[t] & better) | ((index_lanes)best & ~better));
+    best_at = ((first + offsets[t]) & better) | (best_at & ~better);
+  }
+  if (count == max_2x2_lanes) {
+    __builtin_memcpy(out, &best, sizeof best);
+    __builtin_memcpy(at, &best_at, sizeof best_at);
+    return;
+  }
+  for (int lane = 0; lane < count; ++lane) {
+    out[lane] = best[lane];
+    at[lane] = best_at[lane];
+  }
+}
+#endif
+}  // namespace impl
 
 // PyTorch semantics: padding takes no part in the maximum; ties go to the
 // first maximum in row-major window order (unlike PyTorch, a NaN wins only
@@ -59,12 +104,25 @@ struct MaxWindow {
   }
   // The common 2 x 2 window at stride 2 without padding, for `n` outputs
   // from the input rows at plane positions top and top + width; the same
-  // result as forward(), in a form that vectorises.
+  // result as forward(), in a form that vectorises. `readable`: how many
+  // values from plane on may be read (a host thread reads whole vectors,
+  // past a short row's end while the tensor goes on).
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
-                                          T* KOKKOS_RESTRICT out, std::int64_t first, int n) const {
+                                          std::int64_t readable, T* KOKKOS_RESTRICT out,
+                                          std::int64_t first, int n) const {
     auto* KOKKOS_RESTRICT at = &argmax(first);
-    for (int o = 0; o < n; ++o) {
+    int o = 0;
+#ifdef TESSERA_HOST_VECTORS
+    if constexpr (std::is_same<T, float>::value &&
+                  std::is_same<typename Index::value_type, int>::value &&
+                  impl::runs_on_host<typename Index::execution_space>)
+      for (; o < n && top + width + 2 * o + 2 * impl::max_2x2_lanes <= readable;
+           o += impl::max_2x2_lanes)
+        impl::max_2x2_windows(plane + top + 2 * o, top + 2 * o, width, out + o, at + o,
+                              n - o < impl::max_2x2_lanes ? n - o : impl::max_2x2_lanes);
+#endif
+    for (; o < n; ++o) {
       const int p = top + 2 * o;
       accumulator_t<T> best = widen(plane[p]);
       int best_at = p;
@@ -78,6 +136,15 @@ struct MaxWindow {
       out[o] = narrow<T>(best);
       at[o] = best_at;
     }
+  }
+  // Whole planes of plane_size values as windows (global pooling): count
+  // <= Block outputs from the planes at x, the first output `first`.
+  template <int Block, class T>
+  KOKKOS_INLINE_FUNCTION void forward_planes(const T* x, int plane_size, T* out, std::int64_t first,
+                                             int count) const {
+    for (int p = 0; p < count; ++p)
+      out[p] = narrow<T>(
+          forward(x + std::int64_t(p) * plane_size, plane_size, 0, 1, 0, plane_size, first + p));
   }
   // Adds window out's gradient g to the input plane's gradient.
   template <class T>
@@ -102,8 +169,8 @@ struct AvgWindow {
   }
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
-                                          T* KOKKOS_RESTRICT out, std::int64_t /*first*/,
-                                          int n) const {
+                                          std::int64_t /*readable*/, T* KOKKOS_RESTRICT out,
+                                          std::int64_t /*first*/, int n) const {
     for (int o = 0; o < n; ++o) {
       const int p = top + 2 * o;
       accumulator_t<T> sum = 0;  // the order of forward(): row by row
@@ -114,10 +181,38 @@ struct AvgWindow {
       out[o] = narrow<T>(sum * scale);
     }
   }
+  // The planes summed in lockstep, each in forward()'s order (one chain
+  // of adds per plane is bound by the latency of each add).
+  template <int Block, class T>
+  KOKKOS_INLINE_FUNCTION void forward_planes(const T* x, int plane_size, T* out,
+                                             std::int64_t /*first*/, int count) const {
+    accumulator_t<T> sum[Block] = {};
+    for (int i = 0; i < plane_size; ++i)
+      for (int p = 0; p < count; ++p) sum[p] += widen(x[std::int64_t(p) * plane_size + i]);
+    for (int p = 0; p < count; ++p) out[p] = narrow<T>(sum[p] * scale);
+  }
   template <class T>
   KOKKOS_INLINE_FUNCTION void backward(accumulator_t<T> g, std::int64_t /*out*/, T* plane,
                                        int width, int h_lo, int h_hi, int w_lo, int w_hi) const {
     const accumulator_t<T> share = g * scale;
+    if (w_lo == 0 && w_hi == width) {  // whole rows: one contiguous run
+      int i = h_lo * width;
+#ifdef TESSERA_HOST_VECTORS
+      // Whole vectors without the loop peeling a vectoriser adds: a run is
+      // short (16 values in a global pooling of 4 x 4 planes).
+      if constexpr (std::is_same<T, float>::value) {
+        typedef float lanes __attribute__((vector_size(8 * sizeof(float))));
+        for (; i + 8 <= h_hi * width; i += 8) {
+          lanes v;
+          __builtin_memcpy(&v, plane + i, sizeof v);
+          v += share;
+          __builtin_memcpy(plane + i, &v, sizeof v);
+        }
+      }
+#endif
+      for (; i < h_hi * width; ++i) add_rounded(plane[i], share);
+      return;
+    }
     for (int h = h_lo; h < h_hi; ++h)
       for (int w = w_lo; w < w_hi; ++w) add_rounded(plane[h * width + w], share);
   }
@@ -145,24 +240,47 @@ void check_pool2d(const char* fn, const Pool2dGeometry& g, const In& in, const O
 // cost more to set up than to compute, so a host thread takes a span of them.
 constexpr std::int64_t pool_outputs_per_task = 256;
 
+// Planes a host thread pools at once when each window is a whole plane.
+constexpr int pool_planes_per_task = 16;
+
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
-// takes op.forward_2x2, whose results are the same.
+// takes op.forward_2x2, whose results are the same; windows that are whole
+// planes (global pooling) op.forward_planes, a block of planes per host
+// thread.
 template <class ExecSpace, class Op, class X, class Y>
 void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                   const X& x, const Y& y) {
   check_pool2d(fn, g, x, y);
   const WindowAxis rows = g.rows, cols = g.cols;
+  if (rows.out == 1 && cols.out == 1 && rows.pad == 0 && cols.pad == 0 && rows.kernel == rows.in &&
+      cols.kernel == cols.in) {
+    constexpr int block = runs_on_host<ExecSpace> ? pool_planes_per_task : 1;
+    const int plane_size = rows.in * cols.in;
+    const std::int64_t planes = g.planes;
+    Kokkos::parallel_for(
+        fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, (planes + block - 1) / block),
+        KOKKOS_LAMBDA(const std::int64_t b) {
+          const std::int64_t p0 = b * block;
+          const int count = static_cast<int>(planes - p0 < block ? planes - p0 : block);
+          op.template forward_planes<block>(x.data() + p0 * plane_size, plane_size, y.data() + p0,
+                                            p0, count);
+        });
+    return;
+  }
   const bool two_by_two = rows.kernel == 2 && cols.kernel == 2 && rows.stride == 2 &&
                           cols.stride == 2 && rows.pad == 0 && cols.pad == 0;
+  const std::int64_t input_size = g.input_size();
   Kokkos::parallel_for(
       fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * rows.out),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const int ho = static_cast<int>(r % rows.out);
-        const auto* plane = x.data() + (r / rows.out) * rows.in * cols.in;
+        const std::int64_t plane_at = (r / rows.out) * rows.in * cols.in;
+        const auto* plane = x.data() + plane_at;
         auto* out = y.data() + r * cols.out;
         if (two_by_two) {
-          op.forward_2x2(plane, 2 * ho * cols.in, cols.in, out, r * cols.out, cols.out);
+          op.forward_2x2(plane, 2 * ho * cols.in, cols.in, input_size - plane_at, out, r * cols.out,
+                         cols.out);
           return;
         }
         int h_lo, h_hi;

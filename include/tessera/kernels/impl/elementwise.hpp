@@ -14,6 +14,13 @@
 
 #include <cstdint>
 
+// Host compilers whose vector extensions (vector_size, __builtin_convertvector)
+// let a kernel write one operation on a whole vector register where GCC
+// would not vectorise the scalar loop by itself.
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#define TESSERA_HOST_VECTORS 1
+#endif
+
 namespace tessera::kernels::impl {
 
 // True for the backends whose threads run on the host (Serial, OpenMP).
@@ -42,11 +49,23 @@ void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, con
 
 // body(row, begin, end) over rows of `width` elements, each cut into spans
 // as above; for kernels whose element needs its row (a bias per feature).
+// Rows shorter than a span are taken several to a host task (a 4 x 4
+// plane is one row of 16), so no task is only loop set-up.
 template <class ExecSpace, class Body>
 void for_each_row_span(const ExecSpace& exec, const char* label, std::int64_t rows,
                        std::int64_t width, const Body& body,
                        std::int64_t span_on_host = host_span) {
   const std::int64_t span = runs_on_host<ExecSpace> ? span_on_host : 1;
+  if (width > 0 && width < span) {
+    const std::int64_t rows_per_task = span / width;
+    for_each_span(
+        exec, label, rows,
+        KOKKOS_LAMBDA(const std::int64_t first, const std::int64_t last) {
+          for (std::int64_t row = first; row < last; ++row) body(row, 0, width);
+        },
+        rows_per_task);
+    return;
+  }
   const std::int64_t per_row = (width + span - 1) / span;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * per_row),
