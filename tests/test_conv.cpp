@@ -11,9 +11,13 @@
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
 
+#include <tessera/core/machine.hpp>
+
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <sstream>
+#include <type_traits>
 
 #include "layer_check.hpp"
 #include "model_check.hpp"
@@ -94,74 +98,103 @@ V<E> two_sample_scratch(const kernels::Conv2dGeometry& g) {
   return V<E>("scratch", g.scratch_size(2));
 }
 
+// The schedules the kernels run on E: blocks everywhere, threads where E is
+// a host space and the BLAS can run on each thread alone.
+template <class E>
+std::vector<kernels::ConvSchedule> schedules() {
+  if (kernels::conv2d_schedule(E()) == kernels::ConvSchedule::threads)
+    return {kernels::ConvSchedule::blocks, kernels::ConvSchedule::threads};
+  return {kernels::ConvSchedule::blocks};
+}
+
+const char* schedule_name(kernels::ConvSchedule s) {
+  return s == kernels::ConvSchedule::threads ? "threads" : "blocks";
+}
+
+// Scratch for a schedule: two samples a block (blocks), or a block for each
+// of E's threads (threads).
+template <class E>
+V<E> scratch_for(const kernels::Conv2dGeometry& g, kernels::ConvSchedule s) {
+  if (s == kernels::ConvSchedule::blocks) return two_sample_scratch<E>(g);
+  return V<E>("scratch", g.thread_scratch_size(Kokkos::Experimental::UniqueToken<E>(E()).size()));
+}
+
 TYPED_TEST(ConvKernels, ForwardMatchesNaiveLoops) {
   using E = TypeParam;
-  for (const auto& c : conv_cases) {
-    const auto g = c.geometry();
-    const NaiveConv ref{c};
-    V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size());
-    M<E> w("w", c.out_channels, g.patch());
-    const auto xh = test::random_values(x.size(), 1), wh = test::random_values(w.size(), 2),
-               bh = test::random_values(b.size(), 3);
-    test::from_host(x, xh);
-    test::from_host(w, wh);
-    test::from_host(b, bh);
-    kernels::conv2d_forward(E(), g, x, w, b, y, two_sample_scratch<E>(g));
-    std::vector<double> expected(y.size());
-    for (int n = 0; n < c.batch; ++n)
-      for (int o = 0; o < c.out_channels; ++o)
-        for (int p = 0; p < ref.out_h() * ref.out_w(); ++p) expected[ref.y_at(n, o, 0, p)] = bh[o];
-    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
-      expected[yi] += double(xh[xi]) * wh[wi];
-    });
-    const auto yh = test::to_host(y);
-    ASSERT_EQ(yh.size(), std::size_t(c.batch * c.out_channels * ref.out_h() * ref.out_w()));
-    for (std::size_t i = 0; i < yh.size(); ++i)
-      EXPECT_NEAR(yh[i], expected[i], 1e-5 * g.patch())
-          << "case k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << " p" << c.pad_h
-          << ", y element " << i;
-  }
+  for (const auto schedule : schedules<E>())
+    for (const auto& c : conv_cases) {
+      const auto g = c.geometry();
+      const NaiveConv ref{c};
+      V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size());
+      M<E> w("w", c.out_channels, g.patch());
+      const auto xh = test::random_values(x.size(), 1), wh = test::random_values(w.size(), 2),
+                 bh = test::random_values(b.size(), 3);
+      test::from_host(x, xh);
+      test::from_host(w, wh);
+      test::from_host(b, bh);
+      kernels::conv2d_forward(E(), g, x, w, b, y, scratch_for<E>(g, schedule), schedule);
+      std::vector<double> expected(y.size());
+      for (int n = 0; n < c.batch; ++n)
+        for (int o = 0; o < c.out_channels; ++o)
+          for (int p = 0; p < ref.out_h() * ref.out_w(); ++p)
+            expected[ref.y_at(n, o, 0, p)] = bh[o];
+      ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+        expected[yi] += double(xh[xi]) * wh[wi];
+      });
+      const auto yh = test::to_host(y);
+      ASSERT_EQ(yh.size(), std::size_t(c.batch * c.out_channels * ref.out_h() * ref.out_w()));
+      for (std::size_t i = 0; i < yh.size(); ++i)
+        EXPECT_NEAR(yh[i], expected[i], 1e-5 * g.patch())
+            << schedule_name(schedule) << ", case k" << c.kernel_h << "x" << c.kernel_w << " s"
+            << c.stride_h << " p" << c.pad_h << ", y element " << i;
+    }
 }
 
 TYPED_TEST(ConvKernels, BackwardMatchesNaiveLoopsAndAccumulates) {
   using E = TypeParam;
-  for (const auto& c : conv_cases) {
-    const auto g = c.geometry();
-    const NaiveConv ref{c};
-    V<E> x("x", g.input_size()), dy("dy", g.output_size()), dx("dx", g.input_size()),
-        db("db", c.out_channels);
-    M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
-    const auto xh = test::random_values(x.size(), 4), wh = test::random_values(w.size(), 5),
-               dyh = test::random_values(dy.size(), 6), start = test::random_values(dx.size(), 7);
-    test::from_host(x, xh);
-    test::from_host(w, wh);
-    test::from_host(dy, dyh);
-    test::from_host(dx, start);  // backward adds to what is there
-    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, two_sample_scratch<E>(g));
+  for (const auto schedule : schedules<E>())
+    for (const auto& c : conv_cases) {
+      const auto g = c.geometry();
+      const NaiveConv ref{c};
+      V<E> x("x", g.input_size()), dy("dy", g.output_size()), dx("dx", g.input_size()),
+          db("db", c.out_channels);
+      M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
+      const auto xh = test::random_values(x.size(), 4), wh = test::random_values(w.size(), 5),
+                 dyh = test::random_values(dy.size(), 6), start = test::random_values(dx.size(), 7);
+      test::from_host(x, xh);
+      test::from_host(w, wh);
+      test::from_host(dy, dyh);
+      test::from_host(dx, start);  // backward adds to what is there
+      kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch_for<E>(g, schedule), schedule);
 
-    std::vector<double> dx_ref(start.begin(), start.end()), dw_ref(dw.size()), db_ref(db.size());
-    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
-      dx_ref[xi] += double(wh[wi]) * dyh[yi];
-      dw_ref[wi] += double(xh[xi]) * dyh[yi];
-    });
-    const int positions = ref.out_h() * ref.out_w();
-    for (int n = 0; n < c.batch; ++n)
-      for (int o = 0; o < c.out_channels; ++o)
-        for (int p = 0; p < positions; ++p) db_ref[o] += dyh[ref.y_at(n, o, 0, p)];
-    const auto dxh = test::to_host(dx), dwh = test::to_host(dw), dbh = test::to_host(db);
-    const double tol = 1e-5 * (g.patch() + c.batch * positions);
-    for (std::size_t i = 0; i < dxh.size(); ++i) EXPECT_NEAR(dxh[i], dx_ref[i], tol) << "dx " << i;
-    for (std::size_t i = 0; i < dwh.size(); ++i) EXPECT_NEAR(dwh[i], dw_ref[i], tol) << "dW " << i;
-    for (std::size_t i = 0; i < dbh.size(); ++i) EXPECT_NEAR(dbh[i], db_ref[i], tol) << "db " << i;
+      std::vector<double> dx_ref(start.begin(), start.end()), dw_ref(dw.size()), db_ref(db.size());
+      ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+        dx_ref[xi] += double(wh[wi]) * dyh[yi];
+        dw_ref[wi] += double(xh[xi]) * dyh[yi];
+      });
+      const int positions = ref.out_h() * ref.out_w();
+      for (int n = 0; n < c.batch; ++n)
+        for (int o = 0; o < c.out_channels; ++o)
+          for (int p = 0; p < positions; ++p) db_ref[o] += dyh[ref.y_at(n, o, 0, p)];
+      const auto dxh = test::to_host(dx), dwh = test::to_host(dw), dbh = test::to_host(db);
+      const double tol = 1e-5 * (g.patch() + c.batch * positions);
+      const char* name = schedule_name(schedule);
+      for (std::size_t i = 0; i < dxh.size(); ++i)
+        EXPECT_NEAR(dxh[i], dx_ref[i], tol) << name << ", dx " << i;
+      for (std::size_t i = 0; i < dwh.size(); ++i)
+        EXPECT_NEAR(dwh[i], dw_ref[i], tol) << name << ", dW " << i;
+      for (std::size_t i = 0; i < dbh.size(); ++i)
+        EXPECT_NEAR(dbh[i], db_ref[i], tol) << name << ", db " << i;
 
-    // Without dx (the model input), and accumulating onto the first result.
-    kernels::conv2d_backward(E(), g, x, w, dy, V<E>(), dw, db, two_sample_scratch<E>(g));
-    const auto dw2 = test::to_host(dw), db2 = test::to_host(db);
-    for (std::size_t i = 0; i < dw2.size(); ++i)
-      EXPECT_NEAR(dw2[i], 2 * dwh[i], 2 * tol) << "dW " << i;
-    for (std::size_t i = 0; i < db2.size(); ++i)
-      EXPECT_NEAR(db2[i], 2 * dbh[i], 2 * tol) << "db " << i;
-  }
+      // Without dx (the model input), and accumulating onto the first result.
+      kernels::conv2d_backward(E(), g, x, w, dy, V<E>(), dw, db, scratch_for<E>(g, schedule),
+                               schedule);
+      const auto dw2 = test::to_host(dw), db2 = test::to_host(db);
+      for (std::size_t i = 0; i < dw2.size(); ++i)
+        EXPECT_NEAR(dw2[i], 2 * dwh[i], 2 * tol) << name << ", dW " << i;
+      for (std::size_t i = 0; i < db2.size(); ++i)
+        EXPECT_NEAR(db2[i], 2 * dbh[i], 2 * tol) << name << ", db " << i;
+    }
 }
 
 // Each output and each input gradient involves one sample only, so the
@@ -247,6 +280,92 @@ TYPED_TEST(ConvKernels, WithoutBias) {
   EXPECT_EQ(dws[0], dws[1]);
 }
 
+// ConvSchedule::threads: blocks of several samples with a short last block
+// (4 x 4 images, 16 samples a block), and 35 one-sample blocks summed into
+// dW in 12 groups, 11 of three blocks and one of two (16 x 16 images). Values against the naive
+// loops, and the same bits on every space and so every thread count (ctest
+// runs the suite at 1 and 2 threads; the Serial space runs the gemm outside
+// a parallel region, where the BLAS may use all threads).
+template <class E>
+std::vector<float> run_threads_schedule(const ConvCase& c) {
+  const auto g = c.geometry();
+  V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size()),
+      dy("dy", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
+  M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
+  test::from_host(x, test::random_values(x.size(), 21));
+  test::from_host(w, test::random_values(w.size(), 22));
+  test::from_host(b, test::random_values(b.size(), 23));
+  test::from_host(dy, test::random_values(dy.size(), 24));
+  const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::threads);
+  kernels::conv2d_forward(E(), g, x, w, b, y, scratch, kernels::ConvSchedule::threads);
+  kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch, kernels::ConvSchedule::threads);
+  std::vector<float> out;
+  for (const auto& v : {y, dx, V<E>(dw.data(), dw.size()), db}) {
+    const auto h = test::to_host(v);
+    out.insert(out.end(), h.begin(), h.end());
+  }
+  return out;
+}
+
+TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
+  using E = TypeParam;
+  using Default = Kokkos::DefaultExecutionSpace;
+  if (schedules<E>().size() < 2) GTEST_SKIP() << "no ConvSchedule::threads on " << E::name();
+  for (const ConvCase& c :
+       {ConvCase{40, 3, 2, 4, 4, 3, 3, 1, 1, 1, 1}, ConvCase{35, 2, 3, 16, 16, 3, 3, 1, 1, 1, 1}}) {
+    const auto g = c.geometry();
+    ASSERT_GT(g.thread_blocks(), 1);
+    if (c.height == 4) {
+      EXPECT_EQ(g.thread_block_samples(), 16);
+      EXPECT_EQ(g.thread_blocks(), 3);
+    } else {
+      EXPECT_EQ(g.thread_block_samples(), 1);
+      EXPECT_EQ(g.thread_group_blocks(), 3);
+      EXPECT_EQ(g.thread_groups(), 12);
+    }
+    const std::vector<float> got = run_threads_schedule<E>(c);
+    const NaiveConv ref{c};
+    const auto xh = test::random_values(g.input_size(), 21),
+               wh = test::random_values(g.out_channels * g.patch(), 22),
+               bh = test::random_values(c.out_channels, 23),
+               dyh = test::random_values(g.output_size(), 24);
+    std::vector<double> y_ref(g.output_size()), dx_ref(g.input_size()), dw_ref(wh.size()),
+        db_ref(bh.size());
+    const std::int64_t positions = g.positions();
+    for (std::size_t i = 0; i < y_ref.size(); ++i) {
+      y_ref[i] = bh[(i / positions) % c.out_channels];
+      db_ref[(i / positions) % c.out_channels] += dyh[i];
+    }
+    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+      y_ref[yi] += double(xh[xi]) * wh[wi];
+      dx_ref[xi] += double(wh[wi]) * dyh[yi];
+      dw_ref[wi] += double(xh[xi]) * dyh[yi];
+    });
+    std::vector<double> expected;
+    for (const auto* v : {&y_ref, &dx_ref, &dw_ref, &db_ref})
+      expected.insert(expected.end(), v->begin(), v->end());
+    ASSERT_EQ(got.size(), expected.size());
+    const double tol = 1e-5 * (g.patch() + c.batch * positions);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], tol) << "case " << c.height << "x" << c.width << ", " << i;
+    if (!std::is_same<E, Default>::value) EXPECT_EQ(got, run_threads_schedule<Default>(c));
+  }
+}
+
+// Conv2D runs ConvSchedule::threads on the host when the BLAS runs on its
+// calling thread inside a parallel region, and blocks when OpenBLAS brings
+// its own pthreads.
+TEST(Conv2dSchedule, ThreadsWhereTheBlasRunsOnItsCallingThread) {
+  const BlasInfo blas = blas_info();
+  const auto chosen = kernels::conv2d_schedule(Kokkos::DefaultHostExecutionSpace());
+  if (blas.openblas && blas.threading != "pthreads") {
+    EXPECT_EQ(chosen, kernels::ConvSchedule::threads) << blas.library;
+  } else if (blas.openblas) {
+    EXPECT_EQ(chosen, kernels::ConvSchedule::blocks) << blas.library;
+  }
+  EXPECT_EQ(chosen == kernels::ConvSchedule::threads, thread_sgemm() != nullptr);
+}
+
 TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
   using E = TypeParam;
   const ConvCase c{2, 3, 4, 5, 5, 3, 3, 1, 1, 0, 0};
@@ -261,6 +380,27 @@ TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
   M<E> w("w", 4, 27);
   test::expect_error([&] { kernels::conv2d_forward(E(), g, x, w, b, y, V<E>("small", 10)); },
                      "scratch of 10 floats is below one sample's");
+  if (schedules<E>().size() < 2) {
+    test::expect_error(
+        [&] {
+          kernels::conv2d_forward(E(), g, x, w, b, y, two_sample_scratch<E>(g),
+                                  kernels::ConvSchedule::threads);
+        },
+        "tessera::kernels::conv2d_forward: ConvSchedule::threads needs a host execution space");
+    return;
+  }
+  const std::int64_t threads = Kokkos::Experimental::UniqueToken<E>(E()).size();
+  std::ostringstream expected;
+  expected << "tessera::kernels::conv2d_backward: scratch of 10 floats is below the "
+           << g.thread_scratch_size(threads) << " of ConvSchedule::threads on " << threads
+           << " threads";
+  V<E> dx("dx", g.input_size()), dy("dy", g.output_size());
+  test::expect_error(
+      [&] {
+        kernels::conv2d_backward(E(), g, x, w, dy, dx, M<E>("dw", 4, 27), b, V<E>("small", 10),
+                                 kernels::ConvSchedule::threads);
+      },
+      expected.str());
 }
 
 TEST(Conv2D, ShapesParametersAndFlops) {

@@ -127,6 +127,21 @@ BlasInfo blas_info() {
   return {"none (Kokkos Kernels' own gemm)", "", ""};
 }
 
+HostSgemm* thread_sgemm() {
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+  static HostSgemm* const gemm = [] {
+    const BlasInfo blas = blas_info();
+    const bool one_thread = blas.openblas
+                                ? blas.threading == "OpenMP" || blas.threading == "sequential"
+                                : blas.library.rfind("Intel", 0) == 0;
+    return one_thread ? blas_function<HostSgemm>("sgemm_") : nullptr;
+  }();
+  return gemm;
+#else
+  return nullptr;
+#endif
+}
+
 std::string build_configuration() {
   std::ostringstream os;
   std::string backends;

@@ -67,9 +67,14 @@ void Conv2D::bind_parameters(const Tensors& values, const Tensors& gradients) {
 
 void Conv2D::allocate(const Shapes& inputs) {
   const auto g = conv_geometry(inputs.at(0), options_);
-  const std::int64_t block = kernels::conv2d_block_samples(g, max_scratch_bytes);
-  scratch_ = Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing),
-                           g.scratch_size(block));
+  const ExecSpace exec;
+  schedule_ = kernels::conv2d_schedule(exec);
+  const std::int64_t size =
+      schedule_ == kernels::ConvSchedule::threads
+          ? g.thread_scratch_size(Kokkos::Experimental::UniqueToken<ExecSpace>(exec).size())
+          : g.scratch_size(kernels::conv2d_block_samples(g, max_scratch_bytes));
+  scratch_ =
+      Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing), size);
   weight_rounded_ =
       compute() == FloatFormat::fp32
           ? Tensor<float>()
@@ -116,7 +121,8 @@ void Conv2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepCon
   const auto g = conv_geometry(x[0].shape(), options_);
   if constexpr (is_storage16_v<T>) round_weights<T>(weight_, weight_rounded_);
   const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
-  kernels::conv2d_forward(exec, g, x[0].flat(), w.matrix(), bias_.flat(), y.flat(), scratch_);
+  kernels::conv2d_forward(exec, g, x[0].flat(), w.matrix(), bias_.flat(), y.flat(), scratch_,
+                          schedule_);
 }
 
 template <class T>
@@ -126,7 +132,7 @@ void Conv2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Te
   const auto g = conv_geometry(x[0].shape(), options_);
   const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
   kernels::conv2d_backward(ExecSpace(), g, x[0].flat(), w.matrix(), dy.flat(), dx[0].flat(),
-                           weight_grad_.matrix(), bias_grad_.flat(), scratch_);
+                           weight_grad_.matrix(), bias_grad_.flat(), scratch_, schedule_);
 }
 
 template class GenericLayer<Conv2D>;

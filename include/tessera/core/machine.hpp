@@ -41,6 +41,19 @@ struct BlasInfo {
 // Defined with the build description (core/runtime.cpp).
 BlasInfo blas_info();
 
+// The host BLAS's single-precision gemm, Fortran interface (column-major).
+using HostSgemm = void(const char* trans_a, const char* trans_b, const int* m, const int* n,
+                       const int* k, const float* alpha, const float* a, const int* lda,
+                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
+
+// The host BLAS's sgemm when every thread of a parallel region may call it
+// at once and each call then runs on its calling thread alone: OpenBLAS
+// built for OpenMP (one thread inside a parallel region) or sequential, and
+// MKL. Null otherwise: no host BLAS, OpenBLAS with its own pthreads (the
+// calls would share and wait for its thread pool), or a library whose
+// threading is not known. Defined with blas_info().
+HostSgemm* thread_sgemm();
+
 // The vector instructions of an OpenBLAS core type's kernels (case does not
 // matter); unknown for names it does not know.
 VectorIsa openblas_core_isa(const std::string& core);

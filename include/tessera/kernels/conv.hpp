@@ -1,10 +1,14 @@
 // 2-D convolution kernels over NCHW tensors, and the sliding-window geometry
 // that convolution and pooling share. Forward lowers a block of samples to
-// columns (im2col) and multiplies by the weights with KokkosBlas::gemm, one
-// product per block rather than per sample; backward multiplies again and
-// folds the columns back in gather form (one thread owns each input plane and
-// collects every tap that read it), so no atomics are needed and results do
-// not depend on the thread count. Backward accumulates into dx, dW and db.
+// columns (im2col) and multiplies by the weights, one product per block
+// rather than per sample; backward multiplies again and folds the columns
+// back in gather form (each input plane's taps collected by one thread), so
+// no atomics are needed and results do not depend on the thread count.
+// Backward accumulates into dx, dW and db. Two schedules (ConvSchedule):
+// blocks one after another, each product a KokkosBlas::gemm on the whole
+// execution space (any space), or, on the host, blocks that each thread
+// lowers, multiplies with a one-thread BLAS gemm and folds alone while its
+// columns are in that core's cache (conv2d_schedule chooses).
 // An empty bias (extent 0) means a convolution without one: forward adds
 // nothing and backward computes no bias gradient.
 //
@@ -15,12 +19,14 @@
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/machine.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tessera::kernels {
 
@@ -131,6 +137,64 @@ struct Conv2dGeometry {
   std::int64_t scratch_size(std::int64_t samples) const {
     return scratch_fixed() + samples * scratch_per_sample();
   }
+
+  // ConvSchedule::threads. A thread's block has as many samples as make at
+  // least 256 columns (a gemm wide enough for the BLAS's kernels), as long
+  // as its columns and output stay within thread_block_floats (in a core's
+  // L2 cache); at least one sample, at most the batch.
+  static constexpr std::int64_t thread_block_floats = std::int64_t(192) << 10;
+  std::int64_t thread_block_samples() const {
+    const std::int64_t per_sample = forward_per_sample() > 0 ? forward_per_sample() : 1;
+    const std::int64_t p = positions() > 0 ? positions() : 1;
+    std::int64_t samples = (256 + p - 1) / p;
+    if (samples * per_sample > thread_block_floats) samples = thread_block_floats / per_sample;
+    if (samples > batch) samples = batch;
+    return samples < 1 ? 1 : samples;
+  }
+  std::int64_t thread_blocks() const {
+    const std::int64_t s = thread_block_samples();
+    return (batch + s - 1) / s;
+  }
+  // Backward sums dW over groups of consecutive blocks, each group's blocks
+  // in order into a partial of its own, then the partials in group order:
+  // at most thread_groups_max groups (tasks for as many threads, and
+  // as many partials of the size of W). The groups depend on the geometry
+  // alone, so dW does not depend on the thread count.
+  static constexpr std::int64_t thread_groups_max = 16;
+  std::int64_t thread_group_blocks() const {
+    const std::int64_t per_group = (thread_blocks() + thread_groups_max - 1) / thread_groups_max;
+    return per_group < 1 ? 1 : per_group;
+  }
+  std::int64_t thread_groups() const {
+    const std::int64_t per_group = thread_group_blocks();
+    return (thread_blocks() + per_group - 1) / per_group;
+  }
+  // Scratch floats of ConvSchedule::threads besides the threads' blocks: the
+  // rows' sums for the bias gradient and the groups' dW partials.
+  std::int64_t thread_scratch_fixed() const {
+    return batch * out_channels + thread_groups() * out_channels * patch();
+  }
+  // Scratch floats of ConvSchedule::threads on `threads` threads: each has
+  // its block's columns and output (or output gradient).
+  std::int64_t thread_scratch_size(std::int64_t threads) const {
+    return thread_scratch_fixed() + threads * thread_block_samples() * forward_per_sample();
+  }
+};
+
+// How conv2d_forward and conv2d_backward spread a batch over the execution
+// space. Both give the same values up to rounding; either gives the same
+// bits for any thread count.
+enum class ConvSchedule {
+  // Blocks of samples one after another: each block's copies run on all
+  // threads and its products are one gemm on the whole execution space
+  // (scratch: Conv2dGeometry::scratch_size). Any execution space.
+  blocks,
+  // Each host thread takes whole blocks of samples (thread_block_samples)
+  // and lowers, multiplies with a one-thread BLAS gemm and folds back each
+  // alone, so that a block's columns stay in that core's cache (scratch:
+  // Conv2dGeometry::thread_scratch_size). Host execution spaces with a BLAS
+  // that thread_sgemm() returns.
+  threads
 };
 
 // Samples per block so that the scratch stays within max_bytes (at least one).
@@ -173,60 +237,67 @@ KOKKOS_INLINE_FUNCTION void zero_row(T* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = 0;
 }
 
+// The kernel taps of input plane c of one sample (`in`) as rows of the
+// columns: row (c * kh + ki) * kw + kj of `block`, rows ld apart, one entry
+// per output position. When the output rows are as long as the input rows
+// at stride 1 (the "same" convolutions), a column row is the input plane
+// shifted by a constant offset: one long copy, then zeros where a row
+// wrapped into its neighbour, instead of a short copy per output row.
+template <class S, class T>
+KOKKOS_INLINE_FUNCTION void im2col_plane(const Conv2dGeometry& g, const S* in, T* block,
+                                         std::int64_t c, std::int64_t ld) {
+  const WindowAxis& rows = g.rows;
+  const WindowAxis& cols = g.cols;
+  const std::int64_t positions = std::int64_t(rows.out) * cols.out;
+  const bool flat = rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
+  for (int ki = 0; ki < rows.kernel; ++ki) {
+    int ho_lo, ho_hi;
+    rows.inside(ki, ho_lo, ho_hi);
+    for (int kj = 0; kj < cols.kernel; ++kj) {
+      auto* out = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+      int wo_lo, wo_hi;
+      cols.inside(kj, wo_lo, wo_hi);
+      // Input column of output wo: wo * stride + (kj - pad).
+      const int shift = kj - cols.pad;
+      if (flat) {
+        if (ho_lo >= ho_hi || wo_lo >= wo_hi) {
+          zero_row(out, static_cast<int>(positions));
+          continue;
+        }
+        const int lo = ho_lo * cols.out + wo_lo, hi = (ho_hi - 1) * cols.out + wo_hi;
+        zero_row(out, lo);
+        copy_row(out + lo, in + lo + (ki - rows.pad) * cols.in + shift, hi - lo, 1);
+        zero_row(out + hi, static_cast<int>(positions) - hi);
+        for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)  // the wrapped seams
+          zero_row(out + ho * cols.out + wo_hi, cols.out - wo_hi + wo_lo);
+        continue;
+      }
+      zero_row(out, ho_lo * cols.out);
+      for (int ho = ho_lo; ho < ho_hi; ++ho) {
+        auto* line = out + std::int64_t(ho) * cols.out;
+        const auto* source = in + std::int64_t(rows.start(ho) + ki) * cols.in;
+        zero_row(line, wo_lo);
+        copy_row(line + wo_lo, source + wo_lo * cols.stride + shift, wo_hi - wo_lo, cols.stride);
+        zero_row(line + wo_hi, cols.out - wo_hi);
+      }
+      zero_row(out + std::int64_t(ho_hi) * cols.out, (rows.out - ho_hi) * cols.out);
+    }
+  }
+}
+
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
 // (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread
 // per input plane (n, c) writes that plane's kh * kw rows of P entries.
-// When the output rows are as long as the input rows at stride 1 (the
-// "same" convolutions), a column row is the input plane shifted by a
-// constant offset: one long copy, then zeros where a row wrapped into its
-// neighbour, instead of a short copy per output row.
 template <class ExecSpace, class X, class Col>
 void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int64_t first,
             std::int64_t count, const Col& col) {
-  const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, positions = g.positions();
-  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
-  const bool flat = rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
+  const std::int64_t plane = g.input_positions(), ld = col.stride(0);
   Kokkos::parallel_for(
       "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t n = r / channels, c = r % channels;
-        const auto* in = x.data() + (first * channels + r) * plane;
-        auto* block = col.data() + n * positions;
-        for (int ki = 0; ki < rows.kernel; ++ki) {
-          int ho_lo, ho_hi;
-          rows.inside(ki, ho_lo, ho_hi);
-          for (int kj = 0; kj < cols.kernel; ++kj) {
-            auto* out = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
-            int wo_lo, wo_hi;
-            cols.inside(kj, wo_lo, wo_hi);
-            // Input column of output wo: wo * stride + (kj - pad).
-            const int shift = kj - cols.pad;
-            if (flat) {
-              if (ho_lo >= ho_hi || wo_lo >= wo_hi) {
-                zero_row(out, static_cast<int>(positions));
-                continue;
-              }
-              const int lo = ho_lo * cols.out + wo_lo, hi = (ho_hi - 1) * cols.out + wo_hi;
-              zero_row(out, lo);
-              copy_row(out + lo, in + lo + (ki - rows.pad) * cols.in + shift, hi - lo, 1);
-              zero_row(out + hi, static_cast<int>(positions) - hi);
-              for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)  // the wrapped seams
-                zero_row(out + ho * cols.out + wo_hi, cols.out - wo_hi + wo_lo);
-              continue;
-            }
-            zero_row(out, ho_lo * cols.out);
-            for (int ho = ho_lo; ho < ho_hi; ++ho) {
-              auto* line = out + std::int64_t(ho) * cols.out;
-              const auto* source = in + std::int64_t(rows.start(ho) + ki) * cols.in;
-              zero_row(line, wo_lo);
-              copy_row(line + wo_lo, source + wo_lo * cols.stride + shift, wo_hi - wo_lo,
-                       cols.stride);
-              zero_row(line + wo_hi, cols.out - wo_hi);
-            }
-            zero_row(out + std::int64_t(ho_hi) * cols.out, (rows.out - ho_hi) * cols.out);
-          }
-        }
+        im2col_plane(g, x.data() + (first * channels + r) * plane,
+                     col.data() + (r / channels) * positions, r % channels, ld);
       });
 }
 
@@ -301,6 +372,24 @@ enum class Transfer {
   from_nchw     // block = nchw; bias is not read
 };
 
+// One row of a channel_major transfer: `row` (a channel's positions in the
+// block) and `sample` (the same positions in NCHW), `bias` the channel's
+// bias for to_nchw. from_nchw with row_sum: also *row_sum = the lane_sum of
+// the row.
+template <class T, class S>
+KOKKOS_INLINE_FUNCTION void move_row(T* row, S* sample, T bias, std::int64_t positions,
+                                     Transfer transfer, T* row_sum = nullptr) {
+  if (transfer == Transfer::to_nchw) {
+    using Stored = std::remove_const_t<S>;
+    for (std::int64_t p = 0; p < positions; ++p) sample[p] = narrow<Stored>(row[p] + bias);
+  } else if (transfer == Transfer::add_to_nchw) {
+    add_row(sample, row, static_cast<int>(positions), 1);
+  } else {
+    copy_row(row, sample, static_cast<int>(positions), 1);
+    if (row_sum != nullptr) *row_sum = lane_sum(row, positions);  // in cache now, widened
+  }
+}
+
 // Moves a block of samples between NCHW [count, C, P] (at sample `first` of
 // `nchw`) and the channel-major [C, count * P] that one gemm per block reads
 // and writes. from_nchw with row_sums: also row_sums[n * C + c] = the
@@ -311,24 +400,16 @@ void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, 
                    std::int64_t first, std::int64_t count, std::int64_t channels,
                    std::int64_t positions, Transfer transfer,
                    typename Block::non_const_value_type* row_sums = nullptr) {
+  using T = typename Block::non_const_value_type;
   const std::int64_t ld = block.stride(0);
   Kokkos::parallel_for(
       "tessera::kernels::channel_major", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t c = r % channels, n = r / channels;
-        auto* sample = nchw.data() + ((first + n) * channels + c) * positions;
-        auto* row = block.data() + c * ld + n * positions;
-        if (transfer == Transfer::to_nchw) {
-          using T = typename NCHW::non_const_value_type;
-          const auto b = bias.extent(0) > 0 ? bias(c) : 0;
-          for (std::int64_t p = 0; p < positions; ++p) sample[p] = narrow<T>(row[p] + b);
-        } else if (transfer == Transfer::add_to_nchw) {
-          add_row(sample, row, static_cast<int>(positions), 1);
-        } else {
-          copy_row(row, sample, static_cast<int>(positions), 1);
-          if (row_sums != nullptr)  // the row is in cache now, widened
-            row_sums[(first + n) * channels + c] = lane_sum(row, positions);
-        }
+        const T b = transfer == Transfer::to_nchw && bias.extent(0) > 0 ? T(bias(c)) : T(0);
+        move_row(block.data() + c * ld + n * positions,
+                 nchw.data() + ((first + n) * channels + c) * positions, b, positions, transfer,
+                 row_sums != nullptr ? row_sums + (first + n) * channels + c : nullptr);
       });
 }
 
@@ -395,17 +476,200 @@ void for_each_block(std::int64_t batch, std::int64_t max_block, const F& f) {
     f(first, first + size <= batch ? size : batch - first);
 }
 
+// db(c) += the rows' sums (row_sums[n * channels + c]), samples in order:
+// the same sums in the same order for any block size and thread count.
+template <class ExecSpace, class T, class DB>
+void add_bias_gradient(const ExecSpace& exec, const T* row_sums, std::int64_t batch,
+                       std::int64_t channels, const DB& db) {
+  Kokkos::parallel_for(
+      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        T sum = 0;
+        for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];
+        db(c) += sum;
+      });
+}
+
+template <class ExecSpace>
+constexpr bool host_space_v =
+    std::is_same<typename ExecSpace::memory_space, Kokkos::HostSpace>::value;
+
+// Row-major C = op(A) op(B) + beta C on the calling thread; `gemm` is
+// column-major, so it computes C^T = op(B)^T op(A)^T.
+inline void thread_gemm(HostSgemm* gemm, char trans_a, char trans_b, std::int64_t m, std::int64_t n,
+                        std::int64_t k, const float* a, std::int64_t lda, const float* b,
+                        std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  const int m_ = static_cast<int>(m), n_ = static_cast<int>(n), k_ = static_cast<int>(k);
+  const int lda_ = static_cast<int>(lda), ldb_ = static_cast<int>(ldb);
+  const int ldc_ = static_cast<int>(ldc);
+  const float one = 1;
+  gemm(&trans_b, &trans_a, &n_, &m_, &k_, &one, b, &ldb_, a, &lda_, &beta, c, &ldc_);
+}
+
+// The one-thread gemm for ConvSchedule::threads on exec, after checking that
+// exec runs on the host, that there is one and that the scratch holds a
+// block for each thread.
+template <class ExecSpace, class Scratch>
+HostSgemm* check_threads(const char* fn, const ExecSpace& exec, const Conv2dGeometry& g,
+                         const Scratch& scratch, std::int64_t threads) {
+  HostSgemm* const gemm = host_space_v<ExecSpace> ? thread_sgemm() : nullptr;
+  TESSERA_REQUIRE(gemm != nullptr,
+                  fn << ": ConvSchedule::threads needs a host execution space and a BLAS whose "
+                        "gemm runs on its calling thread inside a parallel region (thread_sgemm); "
+                     << ExecSpace::name() << " with this BLAS has none: use "
+                     << "conv2d_schedule(exec) to choose the schedule");
+  const std::int64_t needed = g.thread_scratch_size(threads);
+  TESSERA_REQUIRE(static_cast<std::int64_t>(scratch.size()) >= needed,
+                  fn << ": scratch of " << scratch.size() << " floats is below the " << needed
+                     << " of ConvSchedule::threads on " << threads
+                     << " threads (Conv2dGeometry::thread_scratch_size(" << threads << "))");
+  (void)exec;
+  return gemm;
+}
+
+// Samples [first, first + count) of block `block` in ConvSchedule::threads.
+struct ThreadBlock {
+  std::int64_t first, count;
+  ThreadBlock(const Conv2dGeometry& g, std::int64_t block) {
+    const std::int64_t samples = g.thread_block_samples();
+    first = block * samples;
+    count = g.batch - first < samples ? g.batch - first : samples;
+  }
+};
+
+// y = conv(x, W) + b, ConvSchedule::threads: each block of samples is
+// lowered, multiplied and stored by the thread that takes it.
+template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
+void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
+                            const B& b, const Y& y, const Scratch& scratch) {
+  if constexpr (host_space_v<ExecSpace>) {
+    Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
+    HostSgemm* const gemm =
+        check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
+    const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
+    const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
+    const std::int64_t per_thread = g.thread_block_samples() * g.forward_per_sample();
+    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    Kokkos::parallel_for(
+        "tessera::kernels::conv2d_forward_threads",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0,
+                                                                          g.thread_blocks()),
+        [=](const std::int64_t block) {
+          const int id = token.acquire();
+          const ThreadBlock s(g, block);
+          const std::int64_t n = s.count * positions;
+          float* const col = slots + id * per_thread;
+          float* const product = col + k * n;
+          for (std::int64_t r = 0; r < s.count * in; ++r)
+            im2col_plane(g, x.data() + (s.first * in + r) * plane, col + (r / in) * positions,
+                         r % in, n);
+          thread_gemm(gemm, 'N', 'N', out, n, k, w.data(), lda, col, n, 0, product, n);
+          for (std::int64_t r = 0; r < s.count * out; ++r) {
+            const std::int64_t c = r % out;
+            move_row(product + c * n + (r / out) * positions,
+                     y.data() + (s.first * out + r) * positions,
+                     b.extent(0) > 0 ? float(b(c)) : 0.0f, positions, Transfer::to_nchw);
+          }
+          token.release(id);
+        });
+  } else {
+    check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, 1);
+    (void)x, (void)w, (void)b, (void)y;
+  }
+}
+
+// dW += dy * cols(x)^T, db += sums of dy, dx += col2im(W^T dy) (when dx is
+// not empty), ConvSchedule::threads: each group of blocks (one task) sums
+// its dW into a partial of its own; the partials are added in group order.
+template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
+void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
+                             const DY& dy, const DX& dx, const DW& dw, const DB& db,
+                             const Scratch& scratch) {
+  if constexpr (host_space_v<ExecSpace>) {
+    Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
+    HostSgemm* const gemm =
+        check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
+    const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
+    const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
+    const std::int64_t per_thread = g.thread_block_samples() * g.forward_per_sample();
+    const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
+    const std::int64_t groups = g.thread_groups();
+    const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
+    float* const row_sums = scratch.data();
+    float* const partials = row_sums + g.batch * out;
+    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    Kokkos::parallel_for(
+        "tessera::kernels::conv2d_backward_threads",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
+        [=](const std::int64_t group) {
+          const int id = token.acquire();
+          float* const partial = partials + group * out * k;
+          const std::int64_t last =
+              (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+          for (std::int64_t block = group * per_group; block < last; ++block) {
+            const ThreadBlock s(g, block);
+            const std::int64_t n = s.count * positions;
+            float* const col = slots + id * per_thread;
+            float* const grad = col + k * n;
+            for (std::int64_t r = 0; r < s.count * in; ++r)
+              im2col_plane(g, x.data() + (s.first * in + r) * plane, col + (r / in) * positions,
+                           r % in, n);
+            for (std::int64_t r = 0; r < s.count * out; ++r)
+              move_row(grad + (r % out) * n + (r / out) * positions,
+                       dy.data() + (s.first * out + r) * positions, 0.0f, positions,
+                       Transfer::from_nchw, with_db ? row_sums + s.first * out + r : nullptr);
+            const float beta = block == group * per_group ? 0.0f : 1.0f;
+            thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
+            if (!with_dx) continue;
+            thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
+            for (std::int64_t r = 0; r < s.count * in; ++r)
+              fold_plane(dx.data() + (s.first * in + r) * plane, col + (r / in) * positions, r % in,
+                         g.rows, g.cols, n);
+          }
+          token.release(id);
+        });
+    Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
+                         Kokkos::RangePolicy<ExecSpace>(exec, 0, out * k),
+                         [=](const std::int64_t i) {
+                           float sum = 0;
+                           for (std::int64_t group = 0; group < groups; ++group)
+                             sum += partials[group * out * k + i];
+                           dw(i / k, i % k) += sum;
+                         });
+    if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
+  } else {
+    check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);
+    (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+  }
+}
+
 }  // namespace impl
 
-// y = conv(x, W) + b. x, y: flat NCHW; W: [out_channels, patch]; scratch: a
-// flat buffer of at least g.scratch_size(1) floats; the batch runs in blocks
-// of as many samples as it holds.
+// The schedule conv2d_forward and conv2d_backward run best on exec:
+// ConvSchedule::threads on the host where thread_sgemm() has a gemm,
+// ConvSchedule::blocks otherwise.
+template <class ExecSpace>
+ConvSchedule conv2d_schedule(const ExecSpace& /*exec*/) {
+  if constexpr (impl::host_space_v<ExecSpace>)
+    return thread_sgemm() != nullptr ? ConvSchedule::threads : ConvSchedule::blocks;
+  return ConvSchedule::blocks;
+}
+
+// y = conv(x, W) + b. x, y: flat NCHW; W: [out_channels, patch]. scratch: a
+// flat buffer of floats; ConvSchedule::blocks: at least g.scratch_size(1),
+// and the batch runs in blocks of as many samples as it holds;
+// ConvSchedule::threads: g.thread_scratch_size(threads of exec).
 template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
 void conv2d_forward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
-                    const B& b, const Y& y, const Scratch& scratch) {
+                    const B& b, const Y& y, const Scratch& scratch,
+                    ConvSchedule schedule = ConvSchedule::blocks) {
   ScopedRegion region("tessera::kernels::conv2d_forward");
   constexpr const char* fn = "tessera::kernels::conv2d_forward";
   impl::check_conv2d(fn, g, x, w, b, y);
+  if (schedule == ConvSchedule::threads) {
+    impl::conv2d_forward_threads(exec, g, x, w, b, y, scratch);
+    return;
+  }
   // Forward needs less scratch per sample than backward may: larger blocks.
   const std::int64_t max_block = impl::check_scratch(fn, g, scratch, g.forward_per_sample());
   using T = typename Scratch::non_const_value_type;
@@ -435,8 +699,8 @@ void conv2d_forward(const Conv2dGeometry& g, const X& x, const W& w, const B& b,
 // db too (no bias).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
-                     const DY& dy, const DX& dx, const DW& dw, const DB& db,
-                     const Scratch& scratch) {
+                     const DY& dy, const DX& dx, const DW& dw, const DB& db, const Scratch& scratch,
+                     ConvSchedule schedule = ConvSchedule::blocks) {
   ScopedRegion region("tessera::kernels::conv2d_backward");
   constexpr const char* fn = "tessera::kernels::conv2d_backward";
   impl::check_conv2d(fn, g, x, w, db, dy);
@@ -446,6 +710,10 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
   const bool with_dx = dx.size() > 0;
   TESSERA_REQUIRE(!with_dx || static_cast<std::int64_t>(dx.size()) == g.input_size(),
                   fn << ": dx has " << dx.size() << " elements, x " << x.size());
+  if (schedule == ConvSchedule::threads) {
+    impl::conv2d_backward_threads(exec, g, x, w, dy, dx, dw, db, scratch);
+    return;
+  }
   const std::int64_t max_block = impl::check_scratch(fn, g, scratch, g.scratch_per_sample());
   using T = typename DW::non_const_value_type;
   using Space = typename Scratch::memory_space;
@@ -485,16 +753,7 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
                         impl::Transfer::add_to_nchw);
   });
 
-  // db(c) += the rows' sums, samples in order: the same sums in the same
-  // order for any block size and thread count.
-  if (row_sums == nullptr) return;
-  Kokkos::parallel_for(
-      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
-      KOKKOS_LAMBDA(const std::int64_t c) {
-        T sum = 0;
-        for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];
-        db(c) += sum;
-      });
+  if (row_sums != nullptr) impl::add_bias_gradient(exec, row_sums, batch, channels, db);
 }
 
 template <class X, class W, class DY, class DX, class DW, class DB, class Scratch>

@@ -1,12 +1,19 @@
 // 2-D convolution over NCHW images: weights [out, in, kh, kw] and a bias per
-// output channel (optional); im2col + gemm over blocks of samples whose scratch is
-// allocated once in allocate(). In bf16 or fp16 the columns are float and
-// the products take a float copy of the weights rounded to the format.
+// output channel (optional); im2col + gemm over blocks of samples whose
+// scratch is allocated once in allocate(). On the host, with a BLAS whose
+// gemm runs on its calling thread, each thread takes whole blocks
+// (kernels::ConvSchedule::threads); elsewhere each block takes all threads
+// in turn. In bf16 or fp16 the columns are float and the products take a
+// float copy of the weights rounded to the format.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
 
 namespace tessera {
+
+namespace kernels {
+enum class ConvSchedule;  // kernels/conv.hpp
+}
 
 // Window sizes along (rows, columns); a single number sets both.
 struct Extent2 {
@@ -18,10 +25,10 @@ struct Extent2 {
 // [N, C, H, W] -> [N, out_channels, (H + 2 p - k) / s + 1, (W + 2 p - k) / s + 1]
 class Conv2D final : public GenericLayer<Conv2D> {
  public:
-  // Scratch ceiling: the batch is lowered to columns in blocks of samples
-  // whose columns fit in this many bytes. Blocks that stay in cache beat
-  // whole-batch blocks: on the reference CNN (batch 128, 2 threads) 4 MiB
-  // ran both convolutions faster than 16 MiB or than one sample at a time.
+  // Scratch ceiling of ConvSchedule::blocks: the batch is lowered to
+  // columns in blocks of samples whose columns fit in this many bytes. Blocks that stay in cache
+  // beat whole-batch blocks: on the reference CNN (batch 128, 2 threads) 4 MiB ran both
+  // convolutions faster than 16 MiB or than one sample at a time.
   static constexpr std::int64_t max_scratch_bytes = std::int64_t(4) << 20;
 
   struct Options {
@@ -65,6 +72,7 @@ class Conv2D final : public GenericLayer<Conv2D> {
   // 16-bit compute: the weights rounded to the format (made by forward,
   // read again by backward).
   Tensor<float> weight_rounded_;
+  kernels::ConvSchedule schedule_{};  // set by allocate()
   Vector<float> scratch_;
 };
 
