@@ -1,7 +1,9 @@
 // Conv2D: kernel values and gradients against naive host loops for several
 // kernel, stride and padding combinations (non-square, several sample
-// blocks), layer gradients by finite differences, shape errors, and a small
-// CNN that must learn to tell horizontal from vertical bars.
+// blocks) on both schedules, the threads schedule's blocks and dW groups,
+// layer gradients by finite differences, shape errors, and a small CNN that
+// must learn to tell horizontal from vertical bars.
+#include <tessera/core/machine.hpp>
 #include <tessera/kernels/conv.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/conv.hpp>
@@ -10,8 +12,6 @@
 #include <tessera/layers/structural.hpp>
 #include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
-
-#include <tessera/core/machine.hpp>
 
 #include <cmath>
 #include <functional>
@@ -99,7 +99,7 @@ V<E> two_sample_scratch(const kernels::Conv2dGeometry& g) {
 }
 
 // The schedules the kernels run on E: blocks everywhere, threads where E is
-// a host space and the BLAS can run on each thread alone.
+// OpenMP or Serial and the BLAS can run on each thread alone.
 template <class E>
 std::vector<kernels::ConvSchedule> schedules() {
   if (kernels::conv2d_schedule(E()) == kernels::ConvSchedule::threads)
@@ -352,6 +352,62 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
   }
 }
 
+// A model allocates its layers' scratch for its largest batch and runs
+// smaller ones too (the last batch of an epoch): ConvSchedule::threads'
+// scratch for a batch holds every smaller batch, although the number of dW
+// groups is not monotonic (7 x 7 outputs, 6 samples a block: 128 samples
+// make 22 blocks in 11 groups, 96 samples 16 blocks in 16 groups).
+TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
+  using E = TypeParam;
+  for (const ConvCase& c :
+       {ConvCase{128, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1}, ConvCase{128, 3, 4, 14, 14, 3, 3, 2, 2, 1, 1},
+        ConvCase{128, 4, 5, 4, 4, 3, 3, 1, 1, 1, 1},
+        ConvCase{100, 1, 8, 28, 28, 5, 5, 1, 1, 2, 2}}) {
+    const auto largest = c.geometry();
+    for (std::int64_t threads : {1, 2, 7})
+      for (int batch = 1; batch <= c.batch; ++batch) {
+        ConvCase smaller = c;
+        smaller.batch = batch;
+        EXPECT_LE(smaller.geometry().thread_scratch_size(threads),
+                  largest.thread_scratch_size(threads))
+            << "batch " << batch << " of " << c.batch << ", " << threads << " threads";
+      }
+  }
+  const ConvCase c{96, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1};
+  auto g = c.geometry();
+  EXPECT_EQ(g.thread_groups(), 16);
+  g.batch = 128;
+  EXPECT_EQ(g.thread_groups(), 11);
+  if (schedules<E>().size() < 2) return;
+  const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::threads);
+  g.batch = c.batch;
+  // Both schedules on the same values, with scratch for 128 samples.
+  V<E> x("x", g.input_size()), b("b", c.out_channels), dy("dy", g.output_size());
+  M<E> w("w", c.out_channels, g.patch());
+  test::from_host(x, test::random_values(x.size(), 31));
+  test::from_host(w, test::random_values(w.size(), 32));
+  test::from_host(b, test::random_values(b.size(), 33));
+  test::from_host(dy, test::random_values(dy.size(), 34));
+  std::vector<std::vector<float>> results;
+  for (const auto schedule : schedules<E>()) {
+    V<E> y("y", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
+    M<E> dw("dw", c.out_channels, g.patch());
+    const auto s =
+        schedule == kernels::ConvSchedule::threads ? scratch : scratch_for<E>(g, schedule);
+    kernels::conv2d_forward(E(), g, x, w, b, y, s, schedule);
+    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, s, schedule);
+    std::vector<float> out;
+    for (const auto& v : {y, dx, V<E>(dw.data(), dw.size()), db}) {
+      const auto h = test::to_host(v);
+      out.insert(out.end(), h.begin(), h.end());
+    }
+    results.push_back(out);
+  }
+  const double tol = 1e-5 * (g.patch() + c.batch * g.positions());
+  for (std::size_t i = 0; i < results[0].size(); ++i)
+    EXPECT_NEAR(results[1][i], results[0][i], tol) << i;
+}
+
 // Conv2D runs ConvSchedule::threads on the host when the BLAS runs on its
 // calling thread inside a parallel region, and blocks when OpenBLAS brings
 // its own pthreads.
@@ -386,7 +442,8 @@ TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
           kernels::conv2d_forward(E(), g, x, w, b, y, two_sample_scratch<E>(g),
                                   kernels::ConvSchedule::threads);
         },
-        "tessera::kernels::conv2d_forward: ConvSchedule::threads needs a host execution space");
+        "tessera::kernels::conv2d_forward: ConvSchedule::threads needs the OpenMP or Serial "
+        "execution space");
     return;
   }
   const std::int64_t threads = Kokkos::Experimental::UniqueToken<E>(E()).size();

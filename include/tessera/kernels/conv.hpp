@@ -170,9 +170,14 @@ struct Conv2dGeometry {
     return (thread_blocks() + per_group - 1) / per_group;
   }
   // Scratch floats of ConvSchedule::threads besides the threads' blocks: the
-  // rows' sums for the bias gradient and the groups' dW partials.
+  // rows' sums for the bias gradient and the groups' dW partials, room for
+  // min(blocks, thread_groups_max) of them. That grows with the batch while
+  // thread_groups() need not (22 blocks make 11 groups of 2, 16 blocks 16
+  // groups of 1), so scratch for a batch holds every smaller batch.
   std::int64_t thread_scratch_fixed() const {
-    return batch * out_channels + thread_groups() * out_channels * patch();
+    const std::int64_t partials =
+        thread_blocks() < thread_groups_max ? thread_blocks() : thread_groups_max;
+    return batch * out_channels + partials * out_channels * patch();
   }
   // Scratch floats of ConvSchedule::threads on `threads` threads: each has
   // its block's columns and output (or output gradient).
@@ -192,8 +197,8 @@ enum class ConvSchedule {
   // Each host thread takes whole blocks of samples (thread_block_samples)
   // and lowers, multiplies with a one-thread BLAS gemm and folds back each
   // alone, so that a block's columns stay in that core's cache (scratch:
-  // Conv2dGeometry::thread_scratch_size). Host execution spaces with a BLAS
-  // that thread_sgemm() returns.
+  // Conv2dGeometry::thread_scratch_size). The OpenMP and Serial spaces,
+  // with a BLAS that thread_sgemm() returns.
   threads
 };
 
@@ -490,9 +495,18 @@ void add_bias_gradient(const ExecSpace& exec, const T* row_sums, std::int64_t ba
       });
 }
 
+// The spaces whose threads may each call thread_sgemm(): OpenMP's threads
+// (inside a parallel region the BLAS runs on the calling thread) and
+// Serial's one (outside any, the BLAS may use its own threads).
 template <class ExecSpace>
-constexpr bool host_space_v =
-    std::is_same<typename ExecSpace::memory_space, Kokkos::HostSpace>::value;
+constexpr bool thread_gemm_space_v =
+#ifdef KOKKOS_ENABLE_OPENMP
+    std::is_same<ExecSpace, Kokkos::OpenMP>::value ||
+#endif
+#ifdef KOKKOS_ENABLE_SERIAL
+    std::is_same<ExecSpace, Kokkos::Serial>::value ||
+#endif
+    false;
 
 // Row-major C = op(A) op(B) + beta C on the calling thread; `gemm` is
 // column-major, so it computes C^T = op(B)^T op(A)^T.
@@ -512,10 +526,11 @@ inline void thread_gemm(HostSgemm* gemm, char trans_a, char trans_b, std::int64_
 template <class ExecSpace, class Scratch>
 HostSgemm* check_threads(const char* fn, const ExecSpace& exec, const Conv2dGeometry& g,
                          const Scratch& scratch, std::int64_t threads) {
-  HostSgemm* const gemm = host_space_v<ExecSpace> ? thread_sgemm() : nullptr;
+  HostSgemm* const gemm = thread_gemm_space_v<ExecSpace> ? thread_sgemm() : nullptr;
   TESSERA_REQUIRE(gemm != nullptr,
-                  fn << ": ConvSchedule::threads needs a host execution space and a BLAS whose "
-                        "gemm runs on its calling thread inside a parallel region (thread_sgemm); "
+                  fn << ": ConvSchedule::threads needs the OpenMP or Serial execution space and a "
+                        "BLAS whose gemm runs on its calling thread inside a parallel region "
+                        "(thread_sgemm); "
                      << ExecSpace::name() << " with this BLAS has none: use "
                      << "conv2d_schedule(exec) to choose the schedule");
   const std::int64_t needed = g.thread_scratch_size(threads);
@@ -542,7 +557,7 @@ struct ThreadBlock {
 template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
 void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                             const B& b, const Y& y, const Scratch& scratch) {
-  if constexpr (host_space_v<ExecSpace>) {
+  if constexpr (thread_gemm_space_v<ExecSpace>) {
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
     HostSgemm* const gemm =
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
@@ -585,7 +600,7 @@ template <class ExecSpace, class X, class W, class DY, class DX, class DW, class
 void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                              const DY& dy, const DX& dx, const DW& dw, const DB& db,
                              const Scratch& scratch) {
-  if constexpr (host_space_v<ExecSpace>) {
+  if constexpr (thread_gemm_space_v<ExecSpace>) {
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
     HostSgemm* const gemm =
         check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
@@ -646,11 +661,11 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
 }  // namespace impl
 
 // The schedule conv2d_forward and conv2d_backward run best on exec:
-// ConvSchedule::threads on the host where thread_sgemm() has a gemm,
-// ConvSchedule::blocks otherwise.
+// ConvSchedule::threads on the OpenMP and Serial spaces where
+// thread_sgemm() has a gemm, ConvSchedule::blocks otherwise.
 template <class ExecSpace>
 ConvSchedule conv2d_schedule(const ExecSpace& /*exec*/) {
-  if constexpr (impl::host_space_v<ExecSpace>)
+  if constexpr (impl::thread_gemm_space_v<ExecSpace>)
     return thread_sgemm() != nullptr ? ConvSchedule::threads : ConvSchedule::blocks;
   return ConvSchedule::blocks;
 }

@@ -1,10 +1,10 @@
 // 2-D convolution over NCHW images: weights [out, in, kh, kw] and a bias per
 // output channel (optional); im2col + gemm over blocks of samples whose
-// scratch is allocated once in allocate(). On the host, with a BLAS whose
-// gemm runs on its calling thread, each thread takes whole blocks
-// (kernels::ConvSchedule::threads); elsewhere each block takes all threads
-// in turn. In bf16 or fp16 the columns are float and the products take a
-// float copy of the weights rounded to the format.
+// scratch is allocated once in allocate(). On the OpenMP and Serial spaces,
+// with a BLAS whose gemm runs on its calling thread, each thread takes whole
+// blocks (kernels::ConvSchedule::threads); elsewhere each block takes all
+// threads in turn. In bf16 or fp16 the columns are float and the products
+// take a float copy of the weights rounded to the format.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
