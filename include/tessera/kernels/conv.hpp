@@ -542,6 +542,16 @@ HostSgemm* check_threads(const char* fn, const ExecSpace& exec, const Conv2dGeom
   return gemm;
 }
 
+// Columns of samples [first, first + count) of x into col (rows ld apart),
+// as im2col lays them out, on the calling thread.
+template <class X, class T>
+void lower_samples(const Conv2dGeometry& g, const X& x, std::int64_t first, std::int64_t count,
+                   T* col, std::int64_t ld) {
+  const std::int64_t in = g.in_channels, plane = g.input_positions(), positions = g.positions();
+  for (std::int64_t r = 0; r < count * in; ++r)
+    im2col_plane(g, x.data() + (first * in + r) * plane, col + (r / in) * positions, r % in, ld);
+}
+
 // Samples [first, first + count) of block `block` in ConvSchedule::threads.
 struct ThreadBlock {
   std::int64_t first, count;
@@ -561,8 +571,8 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
     HostSgemm* const gemm =
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
-    const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
-    const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
+    const std::int64_t k = g.patch(), positions = g.positions();
+    const std::int64_t out = g.out_channels, lda = w.stride(0);
     const std::int64_t per_thread = g.thread_block_samples() * g.forward_per_sample();
     float* const slots = scratch.data() + g.thread_scratch_fixed();
     Kokkos::parallel_for(
@@ -575,9 +585,7 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
           const std::int64_t n = s.count * positions;
           float* const col = slots + id * per_thread;
           float* const product = col + k * n;
-          for (std::int64_t r = 0; r < s.count * in; ++r)
-            im2col_plane(g, x.data() + (s.first * in + r) * plane, col + (r / in) * positions,
-                         r % in, n);
+          lower_samples(g, x, s.first, s.count, col, n);
           thread_gemm(gemm, 'N', 'N', out, n, k, w.data(), lda, col, n, 0, product, n);
           for (std::int64_t r = 0; r < s.count * out; ++r) {
             const std::int64_t c = r % out;
@@ -626,9 +634,7 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
             const std::int64_t n = s.count * positions;
             float* const col = slots + id * per_thread;
             float* const grad = col + k * n;
-            for (std::int64_t r = 0; r < s.count * in; ++r)
-              im2col_plane(g, x.data() + (s.first * in + r) * plane, col + (r / in) * positions,
-                           r % in, n);
+            lower_samples(g, x, s.first, s.count, col, n);
             for (std::int64_t r = 0; r < s.count * out; ++r)
               move_row(grad + (r % out) * n + (r / out) * positions,
                        dy.data() + (s.first * out + r) * positions, 0.0f, positions,
