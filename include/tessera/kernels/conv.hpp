@@ -520,9 +520,9 @@ inline void thread_gemm(HostSgemm* gemm, char trans_a, char trans_b, std::int64_
   gemm(&trans_b, &trans_a, &n_, &m_, &k_, &one, b, &ldb_, a, &lda_, &beta, c, &ldc_);
 }
 
-// The one-thread gemm for ConvSchedule::threads on exec, after checking that
-// exec runs on the host, that there is one and that the scratch holds a
-// block for each thread.
+// The one-thread gemm for ConvSchedule::threads on exec, after checking
+// that exec is an OpenMP or Serial space, that there is such a gemm and
+// that the scratch holds a block for each thread.
 template <class ExecSpace, class Scratch>
 HostSgemm* check_threads(const char* fn, const ExecSpace& exec, const Conv2dGeometry& g,
                          const Scratch& scratch, std::int64_t threads) {
