@@ -308,14 +308,16 @@ void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int
 
 // grad (input plane c) += the taps im2col copied from it, which start at
 // block (one sample's columns, rows ld apart). Float: the taps are added in
-// a fixed order (kernel row, kernel column, output row), a row at a time.
+// a fixed order (kernel row, kernel column, output row), a row at a time;
+// in the "same" convolutions at stride 1 (im2col's flat case) each kernel
+// tap's rows are one long add, after zeroing the taps that read padding
+// where a row wraps into the next (so block is scratch it overwrites).
 // 16 bits: each element gathers its taps in float, in the same order
 // (kernel row, then kernel column: the covering windows from the last to
 // the first), onto its widened value, and is rounded once.
 template <class T, class S>
-KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, const S* block, std::int64_t c,
-                                       const WindowAxis& rows, const WindowAxis& cols,
-                                       std::int64_t ld) {
+KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, S* block, std::int64_t c, const WindowAxis& rows,
+                                       const WindowAxis& cols, std::int64_t ld) {
   if constexpr (is_storage16_v<T>) {
     for (int h = 0; h < rows.in; ++h) {
       int ho_lo, ho_hi;
@@ -336,14 +338,23 @@ KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, const S* block, std::int64_t c,
       }
     }
   } else {
+    const bool flat = rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
     for (int ki = 0; ki < rows.kernel; ++ki) {
       int ho_lo, ho_hi;
       rows.inside(ki, ho_lo, ho_hi);
       for (int kj = 0; kj < cols.kernel; ++kj) {
-        const S* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+        S* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
         int wo_lo, wo_hi;
         cols.inside(kj, wo_lo, wo_hi);
         const int shift = kj - cols.pad;
+        if (flat) {
+          if (ho_lo >= ho_hi || wo_lo >= wo_hi) continue;
+          const int lo = ho_lo * cols.out + wo_lo, hi = (ho_hi - 1) * cols.out + wo_hi;
+          for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)  // the wrapped seams
+            zero_row(taps + ho * cols.out + wo_hi, cols.out - wo_hi + wo_lo);
+          add_row(grad + lo + (ki - rows.pad) * cols.in + shift, taps + lo, hi - lo, 1);
+          continue;
+        }
         for (int ho = ho_lo; ho < ho_hi; ++ho)
           add_row(grad + std::int64_t(rows.start(ho) + ki) * cols.in + wo_lo * cols.stride + shift,
                   taps + std::int64_t(ho) * cols.out + wo_lo, wo_hi - wo_lo, cols.stride);
