@@ -6,9 +6,10 @@
 // no atomics are needed and results do not depend on the thread count.
 // Backward accumulates into dx, dW and db. Two schedules (ConvSchedule):
 // blocks one after another, each product a KokkosBlas::gemm on the whole
-// execution space (any space), or, on the host, blocks that each thread
-// lowers, multiplies with a one-thread BLAS gemm and folds alone while its
-// columns are in that core's cache (conv2d_schedule chooses).
+// execution space (any space), or, on the OpenMP and Serial spaces, blocks
+// that each thread lowers, multiplies with a one-thread BLAS gemm and folds
+// alone while its columns are in that core's cache (conv2d_schedule
+// chooses).
 // An empty bias (extent 0) means a convolution without one: forward adds
 // nothing and backward computes no bias gradient.
 //
