@@ -243,6 +243,39 @@ KOKKOS_INLINE_FUNCTION void zero_row(T* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = 0;
 }
 
+// Kernel tap (ki, kj) of a "same" convolution at stride 1 (output rows as
+// long as the input rows, `flat`): its column row is the input plane
+// shifted by a constant offset, so the outputs [lo, hi) read the inputs
+// [lo + offset, hi + offset) in one run, except where an output row wraps
+// into the next: those outputs (the seams) read padding. lo == hi when the
+// tap reads padding only.
+struct FlatTap {
+  int lo = 0, hi = 0, offset = 0;
+  int ho_lo, ho_hi, wo_lo, wo_hi, width;
+
+  KOKKOS_INLINE_FUNCTION static bool flat(const WindowAxis& rows, const WindowAxis& cols) {
+    return rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
+  }
+  KOKKOS_INLINE_FUNCTION FlatTap(const WindowAxis& rows, const WindowAxis& cols, int ki, int kj)
+      : width(cols.out) {
+    rows.inside(ki, ho_lo, ho_hi);
+    cols.inside(kj, wo_lo, wo_hi);
+    if (ho_lo >= ho_hi || wo_lo >= wo_hi) {
+      ho_hi = ho_lo;  // no seams either
+      return;
+    }
+    lo = ho_lo * width + wo_lo;
+    hi = (ho_hi - 1) * width + wo_hi;
+    offset = (ki - rows.pad) * cols.in + kj - cols.pad;
+  }
+  // Zeroes the seams of a column row.
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void zero_seams(T* row) const {
+    for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)
+      zero_row(row + ho * width + wo_hi, width - wo_hi + wo_lo);
+  }
+};
+
 // The kernel taps of input plane c of one sample (`in`) as rows of the
 // columns: row (c * kh + ki) * kw + kj of `block`, rows ld apart, one entry
 // per output position. When the output rows are as long as the input rows
@@ -255,29 +288,24 @@ KOKKOS_INLINE_FUNCTION void im2col_plane(const Conv2dGeometry& g, const S* in, T
   const WindowAxis& rows = g.rows;
   const WindowAxis& cols = g.cols;
   const std::int64_t positions = std::int64_t(rows.out) * cols.out;
-  const bool flat = rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
+  const bool flat = FlatTap::flat(rows, cols);
   for (int ki = 0; ki < rows.kernel; ++ki) {
     int ho_lo, ho_hi;
     rows.inside(ki, ho_lo, ho_hi);
     for (int kj = 0; kj < cols.kernel; ++kj) {
       auto* out = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+      if (flat) {
+        const FlatTap tap(rows, cols, ki, kj);
+        zero_row(out, tap.lo);
+        copy_row(out + tap.lo, in + tap.lo + tap.offset, tap.hi - tap.lo, 1);
+        zero_row(out + tap.hi, static_cast<int>(positions) - tap.hi);
+        tap.zero_seams(out);
+        continue;
+      }
       int wo_lo, wo_hi;
       cols.inside(kj, wo_lo, wo_hi);
       // Input column of output wo: wo * stride + (kj - pad).
       const int shift = kj - cols.pad;
-      if (flat) {
-        if (ho_lo >= ho_hi || wo_lo >= wo_hi) {
-          zero_row(out, static_cast<int>(positions));
-          continue;
-        }
-        const int lo = ho_lo * cols.out + wo_lo, hi = (ho_hi - 1) * cols.out + wo_hi;
-        zero_row(out, lo);
-        copy_row(out + lo, in + lo + (ki - rows.pad) * cols.in + shift, hi - lo, 1);
-        zero_row(out + hi, static_cast<int>(positions) - hi);
-        for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)  // the wrapped seams
-          zero_row(out + ho * cols.out + wo_hi, cols.out - wo_hi + wo_lo);
-        continue;
-      }
       zero_row(out, ho_lo * cols.out);
       for (int ho = ho_lo; ho < ho_hi; ++ho) {
         auto* line = out + std::int64_t(ho) * cols.out;
@@ -339,23 +367,21 @@ KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, S* block, std::int64_t c, const 
       }
     }
   } else {
-    const bool flat = rows.stride == 1 && cols.stride == 1 && cols.out == cols.in;
+    const bool flat = FlatTap::flat(rows, cols);
     for (int ki = 0; ki < rows.kernel; ++ki) {
       int ho_lo, ho_hi;
       rows.inside(ki, ho_lo, ho_hi);
       for (int kj = 0; kj < cols.kernel; ++kj) {
         S* taps = block + ((c * rows.kernel + ki) * cols.kernel + kj) * ld;
+        if (flat) {
+          const FlatTap tap(rows, cols, ki, kj);
+          tap.zero_seams(taps);
+          add_row(grad + tap.lo + tap.offset, taps + tap.lo, tap.hi - tap.lo, 1);
+          continue;
+        }
         int wo_lo, wo_hi;
         cols.inside(kj, wo_lo, wo_hi);
         const int shift = kj - cols.pad;
-        if (flat) {
-          if (ho_lo >= ho_hi || wo_lo >= wo_hi) continue;
-          const int lo = ho_lo * cols.out + wo_lo, hi = (ho_hi - 1) * cols.out + wo_hi;
-          for (int ho = ho_lo; ho + 1 < ho_hi; ++ho)  // the wrapped seams
-            zero_row(taps + ho * cols.out + wo_hi, cols.out - wo_hi + wo_lo);
-          add_row(grad + lo + (ki - rows.pad) * cols.in + shift, taps + lo, hi - lo, 1);
-          continue;
-        }
         for (int ho = ho_lo; ho < ho_hi; ++ho)
           add_row(grad + std::int64_t(rows.start(ho) + ki) * cols.in + wo_lo * cols.stride + shift,
                   taps + std::int64_t(ho) * cols.out + wo_lo, wo_hi - wo_lo, cols.stride);
