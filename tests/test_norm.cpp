@@ -321,8 +321,9 @@ std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels:
   return out;
 }
 
-// Small layouts (one chunk per group) and layouts whose groups span several
-// chunks: blocks of rows (BatchNorm) and segments of a long row (LayerNorm).
+// Layouts of one chunk per group ({9, 70, 3}) and layouts whose groups
+// span several chunks: blocks of rows (BatchNorm) and segments of a long
+// row (LayerNorm).
 TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
   // {9, 70, 3} and {12, 40, 49}: short rows, summed in blocks of groups
   // whose size follows the thread count, with a partial last block.
@@ -339,13 +340,12 @@ TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
         run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
 }
 
-// A host thread sums the chunks of several groups with short rows
-// together; each group's sums are still the same bits as for that group
-// alone (a layout of one group, whose chunks are the same).
-TYPED_TEST(NormKernels, GroupSumsAreTheSameBitsAloneAndAmongManyGroups) {
-  using E = TypeParam;
+// Each group's sums among many are the same bits as for that group alone
+// (a layout of one group, whose chunks are the same).
+template <class E>
+void expect_group_sums_alone_and_among_many(const kernels::GroupLayout& all) {
   const E exec;
-  const kernels::GroupLayout all{12, 40, 49}, alone{12, 1, 49};
+  const kernels::GroupLayout alone{all.outer, 1, all.inner};
   V<E> x("x", all.size()), dy("dy", all.size()), mean("mean", all.groups),
       invstd("invstd", all.groups), gamma("gamma", all.groups);
   D<E> sums("sums", 2 * all.groups), gradient_sums("gradient_sums", 2 * all.groups);
@@ -360,7 +360,7 @@ TYPED_TEST(NormKernels, GroupSumsAreTheSameBitsAloneAndAmongManyGroups) {
                                gradient_sums);
   const auto s = test::to_host(sums), gs = test::to_host(gradient_sums);
   const auto m = test::to_host(mean), is = test::to_host(invstd);
-  for (const std::int64_t g : {0, 13, 39}) {
+  for (const std::int64_t g : {std::int64_t{0}, std::int64_t{13}, all.groups - 1}) {
     std::vector<float> xg, dyg;
     for (std::int64_t k = 0; k < all.group_size(); ++k) {
       xg.push_back(xh[all.index(g, k)]);
@@ -382,6 +382,15 @@ TYPED_TEST(NormKernels, GroupSumsAreTheSameBitsAloneAndAmongManyGroups) {
     EXPECT_EQ(ga[0], gs[g]) << "sum of dxhat of group " << g;
     EXPECT_EQ(ga[1], gs[all.groups + g]) << "sum of dxhat * xhat of group " << g;
   }
+}
+
+// A host thread sums the same chunk of up to 128 groups together.
+// {40, 130, 16}: more groups than a block holds, and chunks of 32 rows
+// with a short last one.
+TYPED_TEST(NormKernels, GroupSumsAreTheSameBitsAloneAndAmongManyGroups) {
+  for (const kernels::GroupLayout all :
+       {kernels::GroupLayout{12, 40, 49}, kernels::GroupLayout{40, 130, 16}})
+    expect_group_sums_alone_and_among_many<TypeParam>(all);
 }
 
 // The chunked statistics against sums in double, over layouts of one and

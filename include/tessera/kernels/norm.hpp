@@ -9,16 +9,17 @@
 //
 // Every per-group sum is chunked the same way for any thread count and
 // backend: a group's rows of `inner` elements are cut into chunks of about
-// norm_chunk elements (several short rows, or a segment of a long one);
-// one thread sums a chunk in sum_lanes interleaved partial sums, and the
-// chunk sums are then added in chunk order. Threads take the chunks of
-// every group for one block of rows before the next block, so each thread
-// reads NCHW memory front to back; on the host, a thread sums the same
-// chunk of several groups with short rows together (rows side by side in
-// memory), and the eight lanes of a row piece in one vector register. None
-// of this changes which element goes to which lane. The statistics are bitwise
-// identical for any thread count, and a channel is no longer one thread's
-// serial chain (BatchNorm over [128, 32, 28, 28] has 832 chunks, not 32).
+// norm_chunk elements (several short rows, one row, or a segment of a
+// long one); one thread sums a chunk in sum_lanes interleaved partial
+// sums, and the chunk sums are then added in chunk order. Threads take the
+// chunks of every group for one block of rows before the next block, so
+// each thread reads NCHW memory front to back; on the host, a thread sums
+// the same chunk of up to 128 groups together (for BatchNorm's short rows,
+// whole samples), and the eight lanes of a row piece in one vector
+// register. None of this changes which element goes to which lane. The
+// statistics are bitwise identical for any thread count, and a channel is
+// no longer one thread's serial chain (BatchNorm over [128, 32, 28, 28]
+// has 4096 chunks, not 32).
 //
 // x, y and their gradients may be bf16 or fp16; the statistics, gamma,
 // beta and their gradients stay float (double for the sums), every value
@@ -81,8 +82,12 @@ void require_normalization_views(const char* fn, const GroupLayout& layout, Affi
   require_extent(fn, gamma_name, gamma, affine_size(layout, affine), layout);
 }
 
-// Part of the statistics' definition: changing it changes their rounding.
-constexpr std::int64_t norm_chunk = 4096;
+// Part of the statistics' definition: changing either changes their
+// rounding. Rows shorter than norm_chunk elements go norm_chunk / inner
+// rows to a chunk; longer rows one row to a chunk, and rows longer than
+// norm_segment are cut into segments of norm_segment.
+constexpr std::int64_t norm_chunk = 512;
+constexpr std::int64_t norm_segment = 4096;
 
 // How the rows of each group are cut into chunks: a chunk is `rows`
 // consecutive rows of the group (short rows) or one segment of a row (long
@@ -91,7 +96,7 @@ struct GroupChunks {
   std::int64_t rows = 1, segment = 1, segments = 1, per_group = 1;
 
   explicit GroupChunks(const GroupLayout& l) {
-    segment = l.inner < norm_chunk ? l.inner : norm_chunk;
+    segment = l.inner < norm_segment ? l.inner : norm_segment;
     segments = segment > 0 ? (l.inner + segment - 1) / segment : 0;
     rows = l.inner < norm_chunk ? norm_chunk / (l.inner > 0 ? l.inner : 1) : 1;
     per_group = segments * ((l.outer + rows - 1) / rows);
@@ -150,13 +155,13 @@ inline void add_lanes(const Terms& terms, std::int64_t g, std::int64_t i, std::i
 }
 #endif
 
-// Contiguous floats a host task aims to read per row when the groups' rows
-// are short: it then takes the same chunk of several neighbouring groups,
-// whose rows lie side by side, instead of one row here and the next a
-// whole sample further on ([N, 128, 4, 4]: 64 bytes, then a jump of 8 KB,
-// which no prefetcher follows). At most max_group_block groups at a time.
-constexpr std::int64_t group_block_floats = 512;
-constexpr std::int64_t max_group_block = 32;
+// Groups a host task sums together: the same chunk of up to
+// max_group_block neighbouring groups, so that a task whose chunk is a few
+// short rows reads whole samples front to back ([N, 128, 4, 4]: 32 samples
+// of 8 KB) instead of 64 bytes of each, a jump of 8 KB between them, which
+// no prefetcher follows when the tensor has left the caches, as it has in
+// a training step.
+constexpr std::int64_t max_group_block = 128;
 
 // Chunk c of groups [g0, g1) (at most MaxBlock), each summed in lanes held
 // as Lanes (an array of doubles or one vector): the j-th element of a row
@@ -173,7 +178,10 @@ KOKKOS_INLINE_FUNCTION void chunk_pair_sums(const Terms& terms, const GroupLayou
       first_row + chunks.rows < l.outer ? first_row + chunks.rows : l.outer;
   const std::int64_t begin = (c % chunks.segments) * chunks.segment;
   const std::int64_t end = begin + chunks.segment < l.inner ? begin + chunks.segment : l.inner;
-  Lanes first[MaxBlock] = {}, second[MaxBlock] = {};
+  // Only the block's lanes are zeroed: MaxBlock is the largest block.
+  Lanes first[MaxBlock], second[MaxBlock];
+  for (std::int64_t g = 0; g < g1 - g0; ++g)
+    for (int lane = 0; lane < sum_lanes; ++lane) first[g][lane] = second[g][lane] = 0;
   for (std::int64_t o = first_row; o < last_row; ++o)
     for (std::int64_t g = g0; g < g1; ++g) {
       const std::int64_t row = (o * l.groups + g) * l.inner, k = o * l.inner;
@@ -220,12 +228,11 @@ void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayo
             << layout.outer << ", groups " << layout.groups << ", inner " << layout.inner << "]");
   const GroupLayout l = layout;
   constexpr int max_block = runs_on_host<ExecSpace> ? max_group_block : 1;
-  // Groups per task: enough for group_block_floats per row, while leaving
-  // at least two tasks per thread.
-  std::int64_t block = (group_block_floats + l.inner - 1) / (l.inner > 0 ? l.inner : 1);
+  // Groups per task: all of them (up to max_block), while leaving at least
+  // two tasks per thread.
   const std::int64_t per_thread =
       l.groups * chunks.per_group / (2 * static_cast<std::int64_t>(exec.concurrency()));
-  block = block < per_thread ? block : per_thread;
+  std::int64_t block = l.groups < per_thread ? l.groups : per_thread;
   block = block < max_block ? block : max_block;
   block = block > 1 ? block : 1;
   const std::int64_t blocks = (l.groups + block - 1) / block;
