@@ -408,9 +408,9 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
     EXPECT_NEAR(results[1][i], results[0][i], tol) << i;
 }
 
-// Conv2D runs ConvSchedule::threads on the host when the BLAS runs on its
-// calling thread inside a parallel region, and blocks when OpenBLAS brings
-// its own pthreads.
+// Conv2D runs ConvSchedule::threads on the OpenMP and Serial spaces when the
+// BLAS runs on its calling thread inside a parallel region, and blocks when
+// OpenBLAS brings its own pthreads.
 TEST(Conv2dSchedule, ThreadsWhereTheBlasRunsOnItsCallingThread) {
   const BlasInfo blas = blas_info();
   const auto chosen = kernels::conv2d_schedule(Kokkos::DefaultHostExecutionSpace());
