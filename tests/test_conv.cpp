@@ -102,13 +102,16 @@ V<E> two_sample_scratch(const kernels::Conv2dGeometry& g) {
 // OpenMP or Serial and the BLAS can run on each thread alone.
 template <class E>
 std::vector<kernels::ConvSchedule> schedules() {
-  if (kernels::conv2d_schedule(E()) == kernels::ConvSchedule::threads)
-    return {kernels::ConvSchedule::blocks, kernels::ConvSchedule::threads};
+  if (kernels::conv2d_schedule(E()) == kernels::ConvSchedule::winograd)
+    return {kernels::ConvSchedule::blocks, kernels::ConvSchedule::threads,
+            kernels::ConvSchedule::winograd};
   return {kernels::ConvSchedule::blocks};
 }
 
 const char* schedule_name(kernels::ConvSchedule s) {
-  return s == kernels::ConvSchedule::threads ? "threads" : "blocks";
+  return s == kernels::ConvSchedule::threads    ? "threads"
+         : s == kernels::ConvSchedule::winograd ? "winograd"
+                                                : "blocks";
 }
 
 // Scratch for a schedule: two samples a block (blocks), or a block for each
@@ -287,7 +290,7 @@ TYPED_TEST(ConvKernels, WithoutBias) {
 // runs the suite at 1 and 2 threads; the Serial space runs the gemm outside
 // a parallel region, where the BLAS may use all threads).
 template <class E>
-std::vector<float> run_threads_schedule(const ConvCase& c) {
+std::vector<float> run_threads_schedule(const ConvCase& c, kernels::ConvSchedule schedule) {
   const auto g = c.geometry();
   V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size()),
       dy("dy", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
@@ -296,9 +299,9 @@ std::vector<float> run_threads_schedule(const ConvCase& c) {
   test::from_host(w, test::random_values(w.size(), 22));
   test::from_host(b, test::random_values(b.size(), 23));
   test::from_host(dy, test::random_values(dy.size(), 24));
-  const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::threads);
-  kernels::conv2d_forward(E(), g, x, w, b, y, scratch, kernels::ConvSchedule::threads);
-  kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch, kernels::ConvSchedule::threads);
+  const auto scratch = scratch_for<E>(g, schedule);
+  kernels::conv2d_forward(E(), g, x, w, b, y, scratch, schedule);
+  kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch, schedule);
   std::vector<float> out;
   for (const auto& v : {y, dx, V<E>(dw.data(), dw.size()), db}) {
     const auto h = test::to_host(v);
@@ -311,19 +314,31 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
   using E = TypeParam;
   using Default = Kokkos::DefaultExecutionSpace;
   if (schedules<E>().size() < 2) GTEST_SKIP() << "no ConvSchedule::threads on " << E::name();
-  for (const ConvCase& c :
-       {ConvCase{40, 3, 2, 4, 4, 3, 3, 1, 1, 1, 1}, ConvCase{35, 2, 3, 16, 16, 3, 3, 1, 1, 1, 1}}) {
+  using kernels::ConvSchedule;
+  for (const auto& [c, schedule] :
+       {std::pair{ConvCase{40, 3, 2, 4, 4, 3, 3, 1, 1, 1, 1}, ConvSchedule::threads},
+        std::pair{ConvCase{35, 2, 3, 16, 16, 3, 3, 1, 1, 1, 1}, ConvSchedule::threads},
+        std::pair{ConvCase{35, 16, 32, 7, 7, 5, 5, 1, 1, 2, 2}, ConvSchedule::winograd}}) {
     const auto g = c.geometry();
     ASSERT_GT(g.thread_blocks(), 1);
     if (c.height == 4) {
       EXPECT_EQ(g.thread_block_samples(), 16);
       EXPECT_EQ(g.thread_blocks(), 3);
-    } else {
+    } else if (c.height == 16) {
       EXPECT_EQ(g.thread_block_samples(), 1);
       EXPECT_EQ(g.thread_group_blocks(), 3);
       EXPECT_EQ(g.thread_groups(), 12);
+    } else {
+      // Winograd: 4 x 4 tiles a sample, 4 samples a block (9 blocks, the
+      // last of 3); the input gradient in blocks of 4 and 2 within each
+      // block of 6 samples of the weight gradient's columns.
+      ASSERT_TRUE(g.winograd());
+      EXPECT_EQ(g.winograd_block_samples(), 4);
+      EXPECT_EQ(g.winograd_blocks(), 9);
+      EXPECT_EQ(g.transposed().winograd_block_samples(), 4);
+      EXPECT_EQ(g.thread_block_samples(), 6);
     }
-    const std::vector<float> got = run_threads_schedule<E>(c);
+    const std::vector<float> got = run_threads_schedule<E>(c, schedule);
     const NaiveConv ref{c};
     const auto xh = test::random_values(g.input_size(), 21),
                wh = test::random_values(g.out_channels * g.patch(), 22),
@@ -348,7 +363,8 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
     const double tol = 1e-5 * (g.patch() + c.batch * positions);
     for (std::size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], expected[i], tol) << "case " << c.height << "x" << c.width << ", " << i;
-    if (!std::is_same<E, Default>::value) EXPECT_EQ(got, run_threads_schedule<Default>(c));
+    if (!std::is_same<E, Default>::value)
+      EXPECT_EQ(got, run_threads_schedule<Default>(c, schedule));
   }
 }
 
@@ -361,8 +377,9 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
   using E = TypeParam;
   for (const ConvCase& c :
        {ConvCase{128, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1}, ConvCase{128, 3, 4, 14, 14, 3, 3, 2, 2, 1, 1},
-        ConvCase{128, 4, 5, 4, 4, 3, 3, 1, 1, 1, 1},
-        ConvCase{100, 1, 8, 28, 28, 5, 5, 1, 1, 2, 2}}) {
+        ConvCase{128, 4, 5, 4, 4, 3, 3, 1, 1, 1, 1}, ConvCase{100, 1, 8, 28, 28, 5, 5, 1, 1, 2, 2},
+        ConvCase{128, 16, 32, 14, 14, 5, 5, 1, 1, 2, 2},
+        ConvCase{128, 32, 16, 4, 4, 3, 3, 1, 1, 1, 1}}) {
     const auto largest = c.geometry();
     for (std::int64_t threads : {1, 2, 7})
       for (int batch = 1; batch <= c.batch; ++batch) {
@@ -393,7 +410,7 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
     V<E> y("y", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
     M<E> dw("dw", c.out_channels, g.patch());
     const auto s =
-        schedule == kernels::ConvSchedule::threads ? scratch : scratch_for<E>(g, schedule);
+        schedule != kernels::ConvSchedule::blocks ? scratch : scratch_for<E>(g, schedule);
     kernels::conv2d_forward(E(), g, x, w, b, y, s, schedule);
     kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, s, schedule);
     std::vector<float> out;
@@ -404,22 +421,94 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
     results.push_back(out);
   }
   const double tol = 1e-5 * (g.patch() + c.batch * g.positions());
-  for (std::size_t i = 0; i < results[0].size(); ++i)
-    EXPECT_NEAR(results[1][i], results[0][i], tol) << i;
+  for (std::size_t run = 1; run < results.size(); ++run)
+    for (std::size_t i = 0; i < results[0].size(); ++i)
+      EXPECT_NEAR(results[run][i], results[0][i], tol) << schedule_name(schedules<E>()[run]) << i;
 }
 
-// Conv2D runs ConvSchedule::threads on the OpenMP and Serial spaces when the
-// BLAS runs on its calling thread inside a parallel region, and blocks when
+// Winograd's F(2 x 2, r x r) against the naive loops: 3 x 3 and 5 x 5
+// kernels, partial tiles (odd output sizes), no padding, padding of
+// kernel - 1 and different row and column padding, more input than output
+// channels and fewer. Each output and input gradient lies within
+// winograd_rounding units of roundoff of the sum of its terms' magnitudes
+// (at most 23 measured on these cases; the transforms multiply by up to 5
+// and add up to 36 values, so the error is larger than the direct form's,
+// while a wrong coefficient or tile is off by the size of the terms). The
+// weight gradient is the threads schedule's gemm (checked above).
+constexpr double winograd_rounding = 64;
+
+TYPED_TEST(ConvKernels, WinogradMatchesNaiveLoops) {
+  using E = TypeParam;
+  // Geometries that keep the threads schedule's products: channels not
+  // multiples of 16, stride 2, a 1 x 1, 7 x 7 or 3 x 5 kernel, padding of
+  // the kernel's size.
+  for (const ConvCase& c :
+       {ConvCase{2, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1}, ConvCase{2, 16, 24, 8, 8, 3, 3, 1, 1, 1, 1},
+        ConvCase{2, 16, 16, 8, 8, 3, 3, 2, 2, 1, 1}, ConvCase{2, 16, 16, 8, 8, 1, 1, 1, 1, 0, 0},
+        ConvCase{2, 16, 16, 8, 8, 7, 7, 1, 1, 3, 3}, ConvCase{2, 16, 16, 8, 8, 3, 5, 1, 1, 1, 2},
+        ConvCase{2, 16, 16, 8, 8, 3, 3, 1, 1, 3, 3}})
+    EXPECT_FALSE(c.geometry().winograd()) << "k" << c.kernel_h << "x" << c.kernel_w;
+  if (schedules<E>().size() < 3) GTEST_SKIP() << "no ConvSchedule::winograd on " << E::name();
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  for (const ConvCase& c :
+       {ConvCase{3, 16, 32, 7, 6, 3, 3, 1, 1, 1, 1}, ConvCase{2, 32, 16, 9, 7, 5, 5, 1, 1, 2, 2},
+        ConvCase{2, 16, 16, 6, 7, 3, 3, 1, 1, 0, 0}, ConvCase{2, 16, 16, 5, 6, 5, 5, 1, 1, 4, 3}}) {
+    const auto g = c.geometry();
+    ASSERT_TRUE(g.winograd());
+    const NaiveConv ref{c};
+    V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size()),
+        dy("dy", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
+    M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
+    const auto xh = test::random_values(x.size(), 41), wh = test::random_values(w.size(), 42),
+               bh = test::random_values(b.size(), 43), dyh = test::random_values(dy.size(), 44),
+               start = test::random_values(dx.size(), 45);
+    test::from_host(x, xh);
+    test::from_host(w, wh);
+    test::from_host(b, bh);
+    test::from_host(dy, dyh);
+    test::from_host(dx, start);
+    const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::winograd);
+    kernels::conv2d_forward(E(), g, x, w, b, y, scratch, kernels::ConvSchedule::winograd);
+    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch,
+                             kernels::ConvSchedule::winograd);
+    std::vector<double> y_ref(y.size()), y_scale(y.size()), dx_ref(start.begin(), start.end()),
+        dx_scale(dx.size());
+    for (std::size_t i = 0; i < y_ref.size(); ++i) {
+      y_ref[i] = bh[(i / g.positions()) % c.out_channels];
+      y_scale[i] = std::fabs(y_ref[i]);
+    }
+    for (std::size_t i = 0; i < dx_scale.size(); ++i) dx_scale[i] = std::fabs(dx_ref[i]);
+    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+      y_ref[yi] += double(xh[xi]) * wh[wi];
+      y_scale[yi] += std::fabs(double(xh[xi]) * wh[wi]);
+      dx_ref[xi] += double(wh[wi]) * dyh[yi];
+      dx_scale[xi] += std::fabs(double(wh[wi]) * dyh[yi]);
+    });
+    const auto yh = test::to_host(y), dxh = test::to_host(dx);
+    for (std::size_t i = 0; i < yh.size(); ++i) {
+      EXPECT_NEAR(yh[i], y_ref[i], winograd_rounding * u * y_scale[i])
+          << "case k" << c.kernel_h << " p" << c.pad_h << "x" << c.pad_w << ", y " << i;
+    }
+    for (std::size_t i = 0; i < dxh.size(); ++i) {
+      EXPECT_NEAR(dxh[i], dx_ref[i], winograd_rounding * u * dx_scale[i])
+          << "case k" << c.kernel_h << " p" << c.pad_h << "x" << c.pad_w << ", dx " << i;
+    }
+  }
+}
+
+// Conv2D runs ConvSchedule::winograd (threads, with Winograd's products
+// where the geometry allows) on the OpenMP and Serial spaces when the BLAS
+// runs on its calling thread inside a parallel region, and blocks when
 // OpenBLAS brings its own pthreads.
-TEST(Conv2dSchedule, ThreadsWhereTheBlasRunsOnItsCallingThread) {
+TEST(Conv2dSchedule, WinogradWhereTheBlasRunsOnItsCallingThread) {
   const BlasInfo blas = blas_info();
   const auto chosen = kernels::conv2d_schedule(Kokkos::DefaultHostExecutionSpace());
   if (blas.openblas && blas.threading != "pthreads") {
-    EXPECT_EQ(chosen, kernels::ConvSchedule::threads) << blas.library;
+    EXPECT_EQ(chosen, kernels::ConvSchedule::winograd) << blas.library;
   } else if (blas.openblas) {
     EXPECT_EQ(chosen, kernels::ConvSchedule::blocks) << blas.library;
   }
-  EXPECT_EQ(chosen == kernels::ConvSchedule::threads, thread_sgemm() != nullptr);
+  EXPECT_EQ(chosen == kernels::ConvSchedule::winograd, thread_sgemm() != nullptr);
 }
 
 TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
@@ -516,6 +605,13 @@ TEST(Conv2D, GradientsMatchFiniteDifferences) {
   Conv2D narrowing("narrowing", 2, {3, 2}, 1, {1, 0});
   test::LayerHarness ht(narrowing, {Shape{2, 3, 5, 4}}, 4);
   ht.expect_gradients();
+  // 16 channels in and out: Winograd's products on the OpenMP and Serial
+  // spaces (ConvSchedule::winograd), 3 x 3 and 5 x 5, odd output sizes.
+  for (const int kernel : {3, 5}) {
+    Conv2D wide("winograd" + std::to_string(kernel), 16, kernel, 1, kernel / 2);
+    test::LayerHarness hw(wide, {Shape{2, 16, 5, 3}}, 5);
+    hw.expect_gradients();
+  }
 }
 
 TEST(Conv2D, WithoutBiasHasOnlyWeights) {
@@ -578,7 +674,8 @@ TEST(Conv2D, TinyCnnWithAveragePoolingLearnsBarOrientation) {
 // layer on the same rounded values. dx goes both ways: folded back from
 // the columns (col2im, summed per element in float), and as the
 // convolution of dy with the flipped weights (no more output than input
-// channels at stride 1).
+// channels at stride 1), and with 16 channels through Winograd's float
+// transforms and products.
 template <class T>
 void expect_conv_16bit() {
   Conv2D a("same", 3, 3, 1, 1), b("same", 3, 3, 1, 1);
@@ -594,6 +691,9 @@ void expect_conv_16bit() {
   options.bias = false;
   Conv2D g("no_bias", options), h("no_bias", options);
   test::expect_16bit_matches_float<T>(g, h, {Shape{2, 3, 7, 6}});
+  // 16 channels: Winograd's form on the OpenMP and Serial spaces.
+  Conv2D i("winograd", 16, 3, 1, 1), j("winograd", 16, 3, 1, 1);
+  test::expect_16bit_matches_float<T>(i, j, {Shape{2, 16, 5, 6}});
 }
 
 TEST(Conv2D, Bf16AndFp16AreTheFloatResultsRoundedOnce) {

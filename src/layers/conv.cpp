@@ -70,7 +70,7 @@ void Conv2D::allocate(const Shapes& inputs) {
   const ExecSpace exec;
   schedule_ = kernels::conv2d_schedule(exec);
   const std::int64_t size =
-      schedule_ == kernels::ConvSchedule::threads
+      schedule_ != kernels::ConvSchedule::blocks
           ? g.thread_scratch_size(Kokkos::Experimental::UniqueToken<ExecSpace>(exec).size())
           : g.scratch_size(kernels::conv2d_block_samples(g, max_scratch_bytes));
   scratch_ =

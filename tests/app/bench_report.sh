@@ -115,9 +115,11 @@ for i, layer in enumerate(layers):
         check(layer["forward"]["flops"] == fwd, f"{where}.forward.flops {layer['forward']['flops']} != {fwd}")
         check(layer["backward"]["flops"] == bwd, f"{where}.backward.flops {layer['backward']['flops']} != {bwd}")
         # The products: a KokkosBlas::gemm, or inside the convolution's
-        # threads schedule (each thread's one-thread gemm runs in that kernel).
+        # threads or Winograd schedule (each thread's one-thread gemms run in
+        # that kernel).
         names = [k["name"] for k in layer["forward"]["kernels"]]
-        products = ("KokkosBlas::gemm", "tessera::kernels::conv2d_forward_threads")
+        products = ("KokkosBlas::gemm", "tessera::kernels::conv2d_forward_threads",
+                    "tessera::kernels::conv2d_forward_winograd")
         check(any(n.startswith(products) for n in names), f"{where}: no gemm among {names}")
 check(not expected, f"layers missing: {sorted(expected)}")
 step = report["step"]
