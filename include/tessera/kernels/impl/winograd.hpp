@@ -4,8 +4,8 @@
 // A^T [(G g G^T) * (B^T d B)] A, where d is the t x t input tile
 // (t = r + 1) and g the kernel: the t^2 element-wise products of all
 // channels are t^2 matrix products (tiles x in_channels times in_channels x
-// out_channels), 4 r^2 / t^2 times the multiplications of the direct form
-// (2.25x fewer for 3 x 3, 2.78x for 5 x 5).
+// out_channels), t^2 / (4 r^2) times the multiplications of the direct
+// form (2.25x fewer for 3 x 3, 2.78x for 5 x 5).
 //
 // The matrices come from the Toom-Cook interpolation points 0, 1, -1 (and
 // 2, -2 for r = 5) and infinity: G is the evaluation of the kernel at the
@@ -150,6 +150,7 @@ struct WinogradLanes {
   }
 };
 #endif
+
 // V[(i * t + j)][tile][c] = (B^T d B)(i, j) of one tile of `channels`
 // channels, d read channel-last from `in` (rows `row` floats apart,
 // columns `channels`); V's (i, j) blocks are `block` floats apart.
