@@ -363,8 +363,22 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
     const double tol = 1e-5 * (g.patch() + c.batch * positions);
     for (std::size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], expected[i], tol) << "case " << c.height << "x" << c.width << ", " << i;
-    if (!std::is_same<E, Default>::value)
-      EXPECT_EQ(got, run_threads_schedule<Default>(c, schedule));
+    if (std::is_same<E, Default>::value) continue;
+    const std::vector<float> other = run_threads_schedule<Default>(c, schedule);
+    if (schedule != kernels::ConvSchedule::winograd) {
+      EXPECT_EQ(got, other);
+      continue;
+    }
+    // The Winograd case's y and dx are the same bits on every space. Its dW
+    // (the threads schedule's gemm, 16 x 25 rows) is not compared bit for
+    // bit: on the Serial space the gemm runs outside a parallel region,
+    // where OpenBLAS may split it over its own threads, and its AVX2
+    // kernels (Haswell, Zen) then round some elements differently; on
+    // OpenMP each thread's gemm runs alone, so any thread count gives the
+    // same bits. dW was checked against the naive loops above.
+    const std::size_t outputs = g.output_size() + g.input_size();
+    EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + outputs),
+              std::vector<float>(other.begin(), other.begin() + outputs));
   }
 }
 
