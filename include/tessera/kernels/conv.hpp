@@ -195,8 +195,8 @@ struct Conv2dGeometry {
   std::int64_t winograd_floats(std::int64_t samples) const {
     const std::int64_t t = rows.kernel + 1, channels = in_channels + out_channels;
     const std::int64_t widest = in_channels > out_channels ? in_channels : out_channels;
-    const std::int64_t padded = std::int64_t(2 * impl::Winograd::tiles(rows.out) + t - 2) *
-                                (2 * impl::Winograd::tiles(cols.out) + t - 2);
+    const std::int64_t padded = std::int64_t(impl::Winograd::padded(rows.out, rows.kernel)) *
+                                impl::Winograd::padded(cols.out, cols.kernel);
     return (padded + 4 * winograd_tiles()) * widest + t * t * samples * winograd_tiles() * channels;
   }
   // Samples whose tiles go through one set of t^2 products: at least 64
@@ -676,9 +676,8 @@ struct ThreadBlock {
 // g.transposed() for the input gradient: t^2 blocks [in][out] of the
 // transformed kernels, one output channel a task.
 template <class ExecSpace, class W>
-void winograd_weights(const ExecSpace& exec, const Conv2dGeometry& g, const W& w, bool flip,
-                      float* u) {
-  const Winograd wg(g.rows.kernel);
+void winograd_weights(const ExecSpace& exec, const Winograd wg, const Conv2dGeometry& g, const W& w,
+                      bool flip, float* u) {
   const std::int64_t in = flip ? g.out_channels : g.in_channels;
   const std::int64_t out = flip ? g.in_channels : g.out_channels;
   const float* const weights = w.data();
@@ -699,16 +698,17 @@ void winograd_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry&
   const std::int64_t in = g.in_channels, out = g.out_channels;
   const int rows = Winograd::tiles(g.rows.out), cols = Winograd::tiles(g.cols.out);
   const std::int64_t tiles = std::int64_t(rows) * cols, n = count * tiles;
-  const std::int64_t padded_cols = 2 * cols + T - 2;
-  const std::int64_t padded = (2 * rows + T - 2) * padded_cols;
+  const std::int64_t padded_cols = Winograd::padded(g.cols.out, g.cols.kernel);
+  const std::int64_t padded = Winograd::padded(g.rows.out, g.rows.kernel) * padded_cols;
   const std::int64_t widest = in > out ? in : out;
   const std::int64_t plane = g.input_positions(), positions = g.positions();
   float* const laid = work;                        // [padded rows][padded cols][in]
   float* const tile_out = laid + padded * widest;  // [2 rows][2 cols][out]
   float* const v = tile_out + 4 * tiles * widest;  // [t^2][n][in]
   float* const m = v + T * T * n * in;             // [t^2][n][out]
+  // The padding stays zero: each sample overwrites the same interior.
+  zero_row(laid, static_cast<int>(padded * in));
   for (std::int64_t s = 0; s < count; ++s) {
-    zero_row(laid, static_cast<int>(padded * in));
     for (std::int64_t c = 0; c < in; ++c)
       for (int h = 0; h < g.rows.in; ++h) {
         const S* source = x + (s * in + c) * plane + std::int64_t(h) * g.cols.in;
@@ -805,8 +805,8 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
     float* const slots = scratch.data() + g.thread_scratch_fixed();
     float* const u = slots - g.winograd_weights_size();
-    winograd_weights(exec, g, w, false, u);
     const Winograd wg(g.rows.kernel);
+    winograd_weights(exec, wg, g, w, false, u);
     const std::int64_t per_thread = g.thread_slot_size(), samples = g.winograd_block_samples();
     const std::int64_t in = g.in_channels * g.input_positions();
     const std::int64_t out = g.out_channels * g.positions();
@@ -857,7 +857,7 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
     const Conv2dGeometry t = g.transposed();
     const Winograd wg(transform ? g.rows.kernel : 3);
     float* const u = slots - g.winograd_weights_size() / 2;
-    if (transform) winograd_weights(exec, g, w, true, u);
+    if (transform) winograd_weights(exec, wg, g, w, true, u);
     const std::int64_t transformed = t.winograd_block_samples();
     Kokkos::parallel_for(
         "tessera::kernels::conv2d_backward_threads",

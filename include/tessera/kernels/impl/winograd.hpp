@@ -101,6 +101,8 @@ struct Winograd {
 
   // Output tiles of an axis of `out` positions.
   static int tiles(int out) { return (out + 1) / 2; }
+  // Input positions those tiles read along the axis, padding included.
+  static int padded(int out, int kernel) { return 2 * tiles(out) + kernel - 1; }
 
   // u[(i * t + j) * in * out + c * out + o] = (G w(o, c) G^T)(i, j) for
   // output channel o and every input channel c, from the weights
