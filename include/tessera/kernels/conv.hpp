@@ -9,9 +9,9 @@
 // execution space (any space), or, on the OpenMP and Serial spaces, blocks
 // that each thread lowers, multiplies with a one-thread BLAS gemm and folds
 // alone while its columns are in that core's cache, the latter also with
-// Winograd's F(2 x 2, r x r) for the forward and input-gradient products
-// of 3 x 3 and 5 x 5 kernels at stride 1 (impl/winograd.hpp;
-// conv2d_schedule chooses).
+// Winograd's F(2 x 2, r x r) for the forward, input-gradient and
+// weight-gradient products of 3 x 3 and 5 x 5 kernels at stride 1
+// (impl/winograd.hpp; conv2d_schedule chooses).
 // An empty bias (extent 0) means a convolution without one: forward adds
 // nothing and backward computes no bias gradient.
 //
@@ -165,14 +165,16 @@ struct Conv2dGeometry {
   // as many partials of the size of W). The groups depend on the geometry
   // alone, so dW does not depend on the thread count.
   static constexpr std::int64_t thread_groups_max = 16;
-  std::int64_t thread_group_blocks() const {
-    const std::int64_t per_group = (thread_blocks() + thread_groups_max - 1) / thread_groups_max;
+  static std::int64_t group_blocks(std::int64_t blocks) {
+    const std::int64_t per_group = (blocks + thread_groups_max - 1) / thread_groups_max;
     return per_group < 1 ? 1 : per_group;
   }
-  std::int64_t thread_groups() const {
-    const std::int64_t per_group = thread_group_blocks();
-    return (thread_blocks() + per_group - 1) / per_group;
+  static std::int64_t groups(std::int64_t blocks) {
+    const std::int64_t per_group = group_blocks(blocks);
+    return (blocks + per_group - 1) / per_group;
   }
+  std::int64_t thread_group_blocks() const { return group_blocks(thread_blocks()); }
+  std::int64_t thread_groups() const { return groups(thread_blocks()); }
 
   // ConvSchedule::winograd: Winograd's F(2 x 2, r x r) (impl/winograd.hpp)
   // for the forward and input-gradient products of square 3 x 3 and 5 x 5
@@ -213,27 +215,42 @@ struct Conv2dGeometry {
     const std::int64_t s = winograd_block_samples();
     return (batch + s - 1) / s;
   }
+  // Backward sums the weight gradient's transform dU over groups of
+  // consecutive Winograd blocks, as the threads schedule sums dW.
+  std::int64_t winograd_group_blocks() const { return group_blocks(winograd_blocks()); }
+  std::int64_t winograd_groups() const { return groups(winograd_blocks()); }
+  // Floats of one group's dU: t^2 blocks of out_channels x in_channels.
+  std::int64_t winograd_partial_size() const {
+    const std::int64_t t = rows.kernel + 1;
+    return t * t * in_channels * out_channels;
+  }
   // Floats of the transformed weights: t^2 in_channels x out_channels for
   // the forward and as many for the input gradient (0 without Winograd).
   std::int64_t winograd_weights_size() const {
-    const std::int64_t t = rows.kernel + 1;
-    return winograd() ? 2 * t * t * in_channels * out_channels : 0;
+    return winograd() ? 2 * winograd_partial_size() : 0;
   }
 
   // Scratch floats of ConvSchedule::threads and ::winograd besides the
   // threads' blocks: the rows' sums for the bias gradient and the groups'
-  // dW partials, room for min(blocks, thread_groups_max) of them, then
-  // the transformed weights. That grows with the batch while
-  // thread_groups() need not (22 blocks make 11 groups of 2, 16 blocks 16
-  // groups of 1), so scratch for a batch holds every smaller batch.
+  // dW partials (or dU partials, with Winograd), room for
+  // min(blocks, thread_groups_max) of them, then the transformed weights.
+  // That grows with the batch while the number of groups need not (22
+  // blocks make 11 groups of 2, 16 blocks 16 groups of 1), so scratch for a
+  // batch holds every smaller batch.
   std::int64_t thread_scratch_fixed() const {
-    const std::int64_t partials =
-        thread_blocks() < thread_groups_max ? thread_blocks() : thread_groups_max;
-    return batch * out_channels + partials * out_channels * patch() + winograd_weights_size();
+    const auto room = [](std::int64_t blocks) {
+      return blocks < thread_groups_max ? blocks : thread_groups_max;
+    };
+    std::int64_t partials = room(thread_blocks()) * out_channels * patch();
+    if (winograd()) {
+      const std::int64_t transformed = room(winograd_blocks()) * winograd_partial_size();
+      partials = partials > transformed ? partials : transformed;
+    }
+    return batch * out_channels + partials + winograd_weights_size();
   }
   // Scratch floats of one thread: its block's columns and output (or output
-  // gradient), or Winograd's work for the forward or the input gradient,
-  // whichever is larger.
+  // gradient), or Winograd's work for the forward (which the weight
+  // gradient's takes too) or the input gradient, whichever is larger.
   std::int64_t thread_slot_size() const {
     std::int64_t floats = thread_block_samples() * forward_per_sample();
     if (winograd()) {
@@ -266,12 +283,12 @@ enum class ConvSchedule {
   // Conv2dGeometry::thread_scratch_size). The OpenMP and Serial spaces,
   // with a BLAS that thread_sgemm() returns.
   threads,
-  // ConvSchedule::threads, with the forward's and the input gradient's
-  // products in Winograd's form where Conv2dGeometry::winograd() holds
-  // (2.25x fewer multiplications for 3 x 3 kernels, 2.78x for 5 x 5): each
-  // thread transforms the tiles of a block of samples, multiplies them
-  // with t^2 one-thread gemms and transforms the products back. The same
-  // scratch and spaces as threads.
+  // ConvSchedule::threads, with all three products (forward, input
+  // gradient, weight gradient) in Winograd's form where
+  // Conv2dGeometry::winograd() holds (2.25x fewer multiplications for
+  // 3 x 3 kernels, 2.78x for 5 x 5): each thread transforms the tiles of a
+  // block of samples, multiplies them with t^2 one-thread gemms and
+  // transforms the products back. The same scratch and spaces as threads.
   winograd
 };
 
@@ -674,17 +691,64 @@ struct ThreadBlock {
 
 // Winograd's weights of g for the forward (u) or, with `flip`, of
 // g.transposed() for the input gradient: t^2 blocks [in][out] of the
-// transformed kernels, one output channel a task.
+// transformed kernels, one input channel and winograd_lanes output
+// channels a task.
 template <class ExecSpace, class W>
 void winograd_weights(const ExecSpace& exec, const Winograd wg, const Conv2dGeometry& g, const W& w,
                       bool flip, float* u) {
   const std::int64_t in = flip ? g.out_channels : g.in_channels;
   const std::int64_t out = flip ? g.in_channels : g.out_channels;
+  const std::int64_t lanes = winograd_lanes, runs = (out + lanes - 1) / lanes;
   const float* const weights = w.data();
-  Kokkos::parallel_for(
-      "tessera::kernels::winograd_weights", Kokkos::RangePolicy<ExecSpace>(exec, 0, out),
-      [=](const std::int64_t o) { wg.transform_weights(weights, in, out, flip, o, u); });
+  Kokkos::parallel_for("tessera::kernels::winograd_weights",
+                       Kokkos::RangePolicy<ExecSpace>(exec, 0, in * runs),
+                       [=](const std::int64_t task) {
+                         const std::int64_t o0 = (task % runs) * lanes;
+                         const int count = static_cast<int>(out - o0 < lanes ? out - o0 : lanes);
+                         wg.transform_weights(weights, in, out, flip, task / runs, o0, count, u);
+                       });
 }
+
+// A sample's `channels` planes of rows x cols (NCHW) channel-last into
+// laid [row][column][channel] (rows padded_cols columns long) from row
+// `top` and column `left`; the rest of laid is left as it is.
+template <class S>
+void lay_out_channel_last(const S* x, std::int64_t channels, int rows, int cols, int top, int left,
+                          std::int64_t padded_cols, float* laid) {
+  for (std::int64_t c = 0; c < channels; ++c)
+    for (int h = 0; h < rows; ++h) {
+      const S* source = x + (c * rows + h) * cols;
+      float* line = laid + ((h + top) * padded_cols + left) * channels + c;
+      for (int w = 0; w < cols; ++w) line[w * channels] = widen(source[w]);
+    }
+}
+
+// One block's Winograd work in a thread's scratch
+// (Conv2dGeometry::winograd_floats): the input laid out channel-last and
+// padded to whole tiles, the output (or output gradient) tiles
+// channel-last, one sample at a time; the t^2 transformed inputs and
+// products of all the block's tiles.
+struct WinogradWork {
+  int rows, cols;  // output tiles along each axis
+  std::int64_t tiles, n, padded_cols, padded;
+  float* laid;      // [padded rows][padded cols][in]
+  float* tile_out;  // [2 rows][2 cols][out]
+  float* v;         // [t^2][n][in]
+  float* m;         // [t^2][n][out]
+  WinogradWork(const Conv2dGeometry& g, std::int64_t count, float* work)
+      : rows(Winograd::tiles(g.rows.out)), cols(Winograd::tiles(g.cols.out)) {
+    const std::int64_t in = g.in_channels, out = g.out_channels, t = g.rows.kernel + 1;
+    const std::int64_t widest = in > out ? in : out;
+    tiles = std::int64_t(rows) * cols;
+    n = count * tiles;
+    padded_cols = Winograd::padded(g.cols.out, g.cols.kernel);
+    padded = Winograd::padded(g.rows.out, g.rows.kernel) * padded_cols;
+    laid = work;
+    tile_out = laid + padded * widest;
+    v = tile_out + 4 * tiles * widest;
+    m = v + t * t * n * in;
+  }
+};
 
 // y (+)= conv(x, W) (+ bias) for `count` samples by Winograd's F(2 x 2,
 // r x r), t = r + 1, on the calling thread: x and y point at the first
@@ -696,25 +760,16 @@ void winograd_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry&
                       std::int64_t count, const float* u, const float* bias, D* y, bool add,
                       float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels;
-  const int rows = Winograd::tiles(g.rows.out), cols = Winograd::tiles(g.cols.out);
-  const std::int64_t tiles = std::int64_t(rows) * cols, n = count * tiles;
-  const std::int64_t padded_cols = Winograd::padded(g.cols.out, g.cols.kernel);
-  const std::int64_t padded = Winograd::padded(g.rows.out, g.rows.kernel) * padded_cols;
-  const std::int64_t widest = in > out ? in : out;
   const std::int64_t plane = g.input_positions(), positions = g.positions();
-  float* const laid = work;                        // [padded rows][padded cols][in]
-  float* const tile_out = laid + padded * widest;  // [2 rows][2 cols][out]
-  float* const v = tile_out + 4 * tiles * widest;  // [t^2][n][in]
-  float* const m = v + T * T * n * in;             // [t^2][n][out]
+  const WinogradWork b(g, count, work);
+  const int rows = b.rows, cols = b.cols;
+  const std::int64_t tiles = b.tiles, n = b.n, padded_cols = b.padded_cols, padded = b.padded;
+  float *const laid = b.laid, *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
   // The padding stays zero: each sample overwrites the same interior.
   zero_row(laid, static_cast<int>(padded * in));
   for (std::int64_t s = 0; s < count; ++s) {
-    for (std::int64_t c = 0; c < in; ++c)
-      for (int h = 0; h < g.rows.in; ++h) {
-        const S* source = x + (s * in + c) * plane + std::int64_t(h) * g.cols.in;
-        float* line = laid + ((h + g.rows.pad) * padded_cols + g.cols.pad) * in + c;
-        for (int w = 0; w < g.cols.in; ++w) line[w * in] = widen(source[w]);
-      }
+    lay_out_channel_last(x + s * in * plane, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad,
+                         padded_cols, laid);
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
         winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
@@ -752,6 +807,59 @@ void winograd_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g
     winograd_samples<4>(gemm, wg, g, x, count, u, bias, y, add, work);
   else
     winograd_samples<6>(gemm, wg, g, x, count, u, bias, y, add, work);
+}
+
+// du (+)= dL/dU, the gradient of the transformed weights, from `count`
+// samples by Winograd's F(2 x 2, r x r), t = r + 1, on the calling thread
+// (beta 0 stores, 1 adds): x and dy point at the first sample's NCHW
+// planes, du holds t^2 blocks [out][in]. With row_sums, also
+// row_sums[s * out + o] = the lane_sum of sample s's plane o of dy (the
+// bias gradient's terms). `work` holds g.winograd_floats(count).
+template <int T, class S, class G>
+void winograd_weight_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g,
+                             const S* x, const G* dy, std::int64_t count, float beta, float* du,
+                             float* row_sums, float* work) {
+  const std::int64_t in = g.in_channels, out = g.out_channels;
+  const std::int64_t plane = g.input_positions(), positions = g.positions();
+  const WinogradWork b(g, count, work);
+  const int rows = b.rows, cols = b.cols;
+  const std::int64_t tiles = b.tiles, n = b.n, padded_cols = b.padded_cols, padded = b.padded;
+  // grad holds the output gradient's tiles channel-last.
+  float *const laid = b.laid, *const grad = b.tile_out, *const v = b.v, *const m = b.m;
+  // The padding (and dy's beyond odd output sizes) stays zero.
+  zero_row(laid, static_cast<int>(padded * in));
+  zero_row(grad, static_cast<int>(4 * tiles * out));
+  for (std::int64_t s = 0; s < count; ++s) {
+    lay_out_channel_last(x + s * in * plane, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad,
+                         padded_cols, laid);
+    const G* const sample = dy + s * out * positions;
+    lay_out_channel_last(sample, out, g.rows.out, g.cols.out, 0, 0, 2 * cols, grad);
+    if (row_sums != nullptr)
+      for (std::int64_t o = 0; o < out; ++o)
+        row_sums[s * out + o] = lane_sum(sample + o * positions, positions);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        const std::int64_t tile = s * tiles + i * cols + j;
+        winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
+                               v + tile * in, n * in);
+        winograd_gradient_tile<T>(wg, grad + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out, out,
+                                  m + tile * out, n * out);
+      }
+  }
+  for (int k = 0; k < T * T; ++k)
+    thread_gemm(gemm, 'T', 'N', out, in, n, m + k * n * out, out, v + k * n * in, in, beta,
+                du + k * out * in, in);
+}
+
+// winograd_weight_samples for g's kernel size.
+template <class S, class G>
+void winograd_weight_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
+                           const G* dy, std::int64_t count, float beta, float* du, float* row_sums,
+                           float* work) {
+  if (wg.t == 4)
+    winograd_weight_samples<4>(gemm, wg, g, x, dy, count, beta, du, row_sums, work);
+  else
+    winograd_weight_samples<6>(gemm, wg, g, x, dy, count, beta, du, row_sums, work);
 }
 
 // y = conv(x, W) + b, ConvSchedule::threads: each block of samples is
@@ -830,9 +938,13 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
 }
 
 // dW += dy * cols(x)^T, db += sums of dy, dx += col2im(W^T dy) (when dx is
-// not empty; with `winograd`, dx += conv(dy, flipped W) in Winograd's
-// form), ConvSchedule::threads: each group of blocks (one task) sums its dW
-// into a partial of its own; the partials are added in group order.
+// not empty), ConvSchedule::threads: each group of blocks (one task) sums
+// its dW into a partial of its own; the partials are added in group order.
+// With `winograd` (ConvSchedule::winograd where g.winograd() holds), the
+// groups are of Winograd blocks and sum dU (winograd_weight_samples), the
+// partials' sum is transformed into dW, and dx += conv(dy, flipped W)
+// (Conv2dGeometry::transposed) in Winograd's form too, in blocks of
+// t.winograd_block_samples() within each block.
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                              const DY& dy, const DX& dx, const DW& dw, const DB& db,
@@ -844,21 +956,79 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
     const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
     const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
     const std::int64_t per_thread = g.thread_slot_size();
-    const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
-    const std::int64_t groups = g.thread_groups();
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
     float* const row_sums = scratch.data();
     float* const partials = row_sums + g.batch * out;
     float* const slots = scratch.data() + g.thread_scratch_fixed();
-    // ConvSchedule::winograd: dx += conv(dy, flipped W) (Conv2dGeometry::
-    // transposed) by Winograd's form, in blocks of t.winograd_block_samples()
-    // within each block of samples, instead of W^T dy and the fold.
-    const bool transform = winograd && with_dx;
-    const Conv2dGeometry t = g.transposed();
-    const Winograd wg(transform ? g.rows.kernel : 3);
-    float* const u = slots - g.winograd_weights_size() / 2;
-    if (transform) winograd_weights(exec, wg, g, w, true, u);
-    const std::int64_t transformed = t.winograd_block_samples();
+    if (winograd) {
+      const Conv2dGeometry t = g.transposed();
+      const Winograd wg(g.rows.kernel);
+      float* const u = slots - g.winograd_weights_size() / 2;
+      if (with_dx) winograd_weights(exec, wg, g, w, true, u);
+      const std::int64_t samples = g.winograd_block_samples(), blocks = g.winograd_blocks();
+      const std::int64_t per_group = g.winograd_group_blocks(), groups = g.winograd_groups();
+      const std::int64_t size = g.winograd_partial_size(), transformed = t.winograd_block_samples();
+      Kokkos::parallel_for(
+          "tessera::kernels::conv2d_backward_winograd",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
+          [=](const std::int64_t group) {
+            const int id = token.acquire();
+            float* const work = slots + id * per_thread;
+            const std::int64_t last =
+                (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+            for (std::int64_t block = group * per_group; block < last; ++block) {
+              const std::int64_t first = block * samples;
+              const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
+              winograd_weight_block(
+                  gemm, wg, g, x.data() + first * in * plane, dy.data() + first * out * positions,
+                  end - first, block == group * per_group ? 0.0f : 1.0f, partials + group * size,
+                  with_db ? row_sums + first * out : nullptr, work);
+              if (!with_dx) continue;
+              for (std::int64_t from = first; from < end; from += transformed)
+                winograd_block(gemm, wg, t, dy.data() + from * out * positions,
+                               end - from < transformed ? end - from : transformed, u, nullptr,
+                               dx.data() + from * in * plane, true, work);
+            }
+            token.release(id);
+          });
+      // The groups' dU summed into the first group's partial, each value's
+      // terms in group order, in one pass over long runs (reading the t^2
+      // blocks of every group at once, out * in floats apart, had the
+      // cache evict its own lines).
+      const std::int64_t run = 1024, runs = (size + run - 1) / run;
+      if (groups > 1)
+        Kokkos::parallel_for(
+            "tessera::kernels::conv2d_weight_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, runs),
+            [=](const std::int64_t r) {
+              const std::int64_t begin = r * run;
+              const int count = static_cast<int>(size - begin < run ? size - begin : run);
+              float* const sum = partials + begin;
+              for (std::int64_t group = 1; group < groups; ++group)
+                add_row(sum, partials + group * size + begin, count, 1);
+            });
+      // dW(o, c) += G^T dU(o, c) G, winograd_lanes (o, c) pairs a task.
+      const std::int64_t pairs = out * in, tt = std::int64_t(wg.t) * wg.t, rr = k / in;
+      Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
+                           Kokkos::RangePolicy<ExecSpace>(exec, 0, pairs / winograd_lanes),
+                           [=](const std::int64_t task) {
+                             const std::int64_t first = task * winograd_lanes;
+                             double du[Winograd::max_t * Winograd::max_t][winograd_lanes],
+                                 d[25][winograd_lanes];
+                             for (std::int64_t j = 0; j < tt; ++j)
+                               for (int l = 0; l < winograd_lanes; ++l)
+                                 du[j][l] = partials[j * pairs + first + l];
+                             wg.transform_weight_gradient(du, d);
+                             for (int l = 0; l < winograd_lanes; ++l) {
+                               const std::int64_t i = first + l;
+                               for (std::int64_t j = 0; j < rr; ++j)
+                                 dw(i / in, (i % in) * rr + j) += static_cast<float>(d[j][l]);
+                             }
+                           });
+      if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
+      return;
+    }
+    const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
+    const std::int64_t groups = g.thread_groups();
     Kokkos::parallel_for(
         "tessera::kernels::conv2d_backward_threads",
         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
@@ -880,14 +1050,6 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
             const float beta = block == group * per_group ? 0.0f : 1.0f;
             thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
             if (!with_dx) continue;
-            if (transform) {
-              const std::int64_t end = s.first + s.count;
-              for (std::int64_t first = s.first; first < end; first += transformed)
-                winograd_block(gemm, wg, t, dy.data() + first * out * positions,
-                               end - first < transformed ? end - first : transformed, u, nullptr,
-                               dx.data() + first * in * plane, true, col);
-              continue;
-            }
             thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
             for (std::int64_t r = 0; r < s.count * in; ++r)
               fold_plane(dx.data() + (s.first * in + r) * plane, col + (r / in) * positions, r % in,
@@ -906,7 +1068,7 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
     if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
   } else {
     check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);
-    (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+    (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db, (void)winograd;
   }
 }
 
@@ -967,8 +1129,9 @@ void conv2d_forward(const Conv2dGeometry& g, const X& x, const W& w, const B& b,
 
 // dW += dy * cols(x)^T, db += sum of dy over samples and positions,
 // dx += conv(dy, flipped W) at stride 1 (Conv2dGeometry::transposed), else
-// col2im(W^T dy); dx may be empty (the model input needs no gradient), and
-// db too (no bias).
+// col2im(W^T dy), each in Winograd's form with ConvSchedule::winograd where
+// g.winograd() holds; dx may be empty (the model input needs no gradient),
+// and db too (no bias).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                      const DY& dy, const DX& dx, const DW& dw, const DB& db, const Scratch& scratch,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
@@ -26,14 +27,15 @@ constexpr int sum_lanes = 8;
 // element i goes to partial sum i % sum_lanes, and the partial sums are
 // added pairwise at the end. The adds vectorise, and the result is the same
 // for any thread count and backend (a serial sum of a long row is bound by
-// the latency of one add after another).
+// the latency of one add after another). 16-bit values are summed widened
+// (accumulator_t), as the same values copied into a float row would be.
 template <class T>
-KOKKOS_INLINE_FUNCTION T lane_sum(const T* v, std::int64_t n) {
-  T lane[sum_lanes] = {};
+KOKKOS_INLINE_FUNCTION accumulator_t<T> lane_sum(const T* v, std::int64_t n) {
+  accumulator_t<T> lane[sum_lanes] = {};
   std::int64_t i = 0;
   for (; i + sum_lanes <= n; i += sum_lanes)
-    for (int l = 0; l < sum_lanes; ++l) lane[l] += v[i + l];
-  for (int l = 0; i + l < n; ++l) lane[l] += v[i + l];
+    for (int l = 0; l < sum_lanes; ++l) lane[l] += widen(v[i + l]);
+  for (int l = 0; i + l < n; ++l) lane[l] += widen(v[i + l]);
   for (int width = sum_lanes / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
   return lane[0];

@@ -3,10 +3,11 @@
 // scratch is allocated once in allocate(). On the OpenMP and Serial spaces,
 // with a BLAS whose gemm runs on its calling thread, each thread takes whole
 // blocks, and 3 x 3 and 5 x 5 kernels at stride 1 with channel counts that
-// are multiples of 16 take Winograd's F(2 x 2, r x r) for the forward and
-// the input gradient (kernels::ConvSchedule::winograd); elsewhere each
-// block takes all threads in turn. In bf16 or fp16 the columns are float and the products
-// take a float copy of the weights rounded to the format.
+// are multiples of 16 take Winograd's F(2 x 2, r x r) for the forward, the
+// input gradient and the weight gradient (kernels::ConvSchedule::winograd);
+// elsewhere each block takes all threads in turn. In bf16 or fp16 the
+// columns are float and the products take a float copy of the weights
+// rounded to the format.
 #pragma once
 
 #include <tessera/layers/layer.hpp>

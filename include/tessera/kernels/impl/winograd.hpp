@@ -5,7 +5,10 @@
 // (t = r + 1) and g the kernel: the t^2 element-wise products of all
 // channels are t^2 matrix products (tiles x in_channels times in_channels x
 // out_channels), t^2 / (4 r^2) times the multiplications of the direct
-// form (2.25x fewer for 3 x 3, 2.78x for 5 x 5).
+// form (2.25x fewer for 3 x 3, 2.78x for 5 x 5). The weight gradient is
+// that computation's transpose: dU = the sum over tiles of
+// (A dy A^T) * (B^T d B), again t^2 products (out_channels x tiles times
+// tiles x in_channels), and dW = G^T dU G.
 //
 // The matrices come from the Toom-Cook interpolation points 0, 1, -1 (and
 // 2, -2 for r = 5) and infinity: G is the evaluation of the kernel at the
@@ -29,6 +32,10 @@
 #include <cstring>
 
 namespace tessera::kernels::impl {
+
+// Channels a transform step handles at once (one AVX-512 vector, two AVX2
+// ones): the transforms need channel counts that are multiples of it.
+constexpr int winograd_lanes = 16;
 
 struct Winograd {
   static constexpr int max_t = 6;
@@ -105,36 +112,66 @@ struct Winograd {
   static int padded(int out, int kernel) { return 2 * tiles(out) + kernel - 1; }
 
   // u[(i * t + j) * in * out + c * out + o] = (G w(o, c) G^T)(i, j) for
-  // output channel o and every input channel c, from the weights
-  // [out, in, r, r]; with `flip`, w is [in, out, r, r] and is read as the
-  // weights of the transposed convolution (flipped in space, in and out
-  // swapped), for the input gradient.
+  // input channel c and output channels [o0, o0 + count), count at most
+  // winograd_lanes, from the weights [out, in, r, r]; with `flip`, w is [in, out, r, r]
+  // and is read as the weights of the transposed convolution (flipped in
+  // space, in and out swapped), for the input gradient. Each of the t^2
+  // blocks gets one run of `count` floats (the blocks lie in*out floats
+  // apart, often a multiple of the cache's way size: value by value, their
+  // t^2 lines would evict each other).
   void transform_weights(const float* w, std::int64_t in, std::int64_t out, bool flip,
-                         std::int64_t o, float* u) const {
-    const std::int64_t plane = in * out;
-    for (std::int64_t c = 0; c < in; ++c) {
-      const float* k = flip ? w + (c * out + o) * r * r : w + (o * in + c) * r * r;
-      double tmp[max_t][5];  // G g
-      for (int i = 0; i < t; ++i)
-        for (int b = 0; b < r; ++b) {
-          double s = 0;
-          for (int a = 0; a < r; ++a)
-            s += double(g[i][a]) * (flip ? k[(r - 1 - a) * r + r - 1 - b] : k[a * r + b]);
-          tmp[i][b] = s;
-        }
-      for (int i = 0; i < t; ++i)
-        for (int j = 0; j < t; ++j) {
-          double s = 0;
-          for (int b = 0; b < r; ++b) s += tmp[i][b] * g[j][b];
-          u[(i * t + j) * plane + c * out + o] = static_cast<float>(s);
-        }
+                         std::int64_t c, std::int64_t o0, int count, float* u) const {
+    constexpr int L = winograd_lanes;  // each step runs over the lanes at once
+    double k[5][5][L] = {}, tmp[max_t][5][L], s[L];
+    for (int l = 0; l < count; ++l) {
+      const std::int64_t o = o0 + l;
+      const float* kernel = flip ? w + (c * out + o) * r * r : w + (o * in + c) * r * r;
+      for (int a = 0; a < r; ++a)
+        for (int b = 0; b < r; ++b)
+          k[a][b][l] = flip ? kernel[(r - 1 - a) * r + r - 1 - b] : kernel[a * r + b];
     }
+    for (int i = 0; i < t; ++i)  // G g
+      for (int b = 0; b < r; ++b) {
+        for (int l = 0; l < L; ++l) s[l] = 0;
+        for (int a = 0; a < r; ++a)
+          for (int l = 0; l < L; ++l) s[l] += double(g[i][a]) * k[a][b][l];
+        for (int l = 0; l < L; ++l) tmp[i][b][l] = s[l];
+      }
+    const std::int64_t plane = in * out;
+    for (int i = 0; i < t; ++i)
+      for (int j = 0; j < t; ++j) {
+        for (int l = 0; l < L; ++l) s[l] = 0;
+        for (int b = 0; b < r; ++b)
+          for (int l = 0; l < L; ++l) s[l] += tmp[i][b][l] * double(g[j][b]);
+        float* const row = u + (i * t + j) * plane + c * out + o0;
+        for (int l = 0; l < count; ++l) row[l] = static_cast<float>(s[l]);
+      }
+  }
+
+  // The weight gradient of winograd_lanes (output, input) channel pairs
+  // from that of their transformed weights, du[i * t + j][l] = dL/dU(i, j)
+  // of pair l: dw[a * r + b][l] = (G^T dU G)(a, b), the transpose of the
+  // weights' transform.
+  void transform_weight_gradient(const double (*du)[winograd_lanes],
+                                 double (*dw)[winograd_lanes]) const {
+    constexpr int L = winograd_lanes;
+    double tmp[max_t][5][L];  // dU G
+    for (int i = 0; i < t; ++i)
+      for (int b = 0; b < r; ++b) {
+        double* const s = tmp[i][b];
+        for (int l = 0; l < L; ++l) s[l] = 0;
+        for (int j = 0; j < t; ++j)
+          for (int l = 0; l < L; ++l) s[l] += du[i * t + j][l] * double(g[j][b]);
+      }
+    for (int a = 0; a < r; ++a)
+      for (int b = 0; b < r; ++b) {
+        double* const s = dw[a * r + b];
+        for (int l = 0; l < L; ++l) s[l] = 0;
+        for (int i = 0; i < t; ++i)
+          for (int l = 0; l < L; ++l) s[l] += double(g[i][a]) * tmp[i][b][l];
+      }
   }
 };
-
-// Channels a transform step handles at once (one AVX-512 vector, two AVX2
-// ones): the transforms need channel counts that are multiples of it.
-constexpr int winograd_lanes = 16;
 
 #ifdef TESSERA_HOST_VECTORS
 typedef float WinogradLanes __attribute__((vector_size(winograd_lanes * sizeof(float))));
@@ -176,6 +213,35 @@ inline void winograd_input_tile(const Winograd& w, const float* in, std::int64_t
         WinogradLanes s = w.bt[j][0] * tmp[i][0];
         for (int b = 1; b < T; ++b) s += w.bt[j][b] * tmp[i][b];
         std::memcpy(v + (i * T + j) * block + c0, &s, sizeof s);
+      }
+  }
+}
+
+// The output transform's transpose, for the weight gradient:
+// m[(i * t + j)][tile][o] = (A d A^T)(i, j) of the 2 x 2 output-gradient
+// tile d of `channels` channels read channel-last from `in` (rows `row`
+// floats apart, columns `channels`); m's (i, j) blocks are `block` floats
+// apart.
+template <int T>
+inline void winograd_gradient_tile(const Winograd& w, const float* in, std::int64_t row,
+                                   std::int64_t channels, float* m, std::int64_t block) {
+  for (std::int64_t o0 = 0; o0 < channels; o0 += winograd_lanes) {
+    WinogradLanes d[2][2];
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b)
+        std::memcpy(&d[a][b], in + a * row + b * channels + o0, sizeof(WinogradLanes));
+    WinogradLanes tmp[T][2];  // tmp[i][b] = sum_a at[a][i] d[a][b]
+    for (int i = 0; i < T; ++i)
+      for (int b = 0; b < 2; ++b) {
+        WinogradLanes s = w.at[0][i] * d[0][b];
+        s += w.at[1][i] * d[1][b];
+        tmp[i][b] = s;
+      }
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) {
+        WinogradLanes s = w.at[0][j] * tmp[i][0];
+        s += w.at[1][j] * tmp[i][1];
+        std::memcpy(m + (i * T + j) * block + o0, &s, sizeof s);
       }
   }
 }
