@@ -193,14 +193,8 @@ struct Conv2dGeometry {
   // Floats of one pass's work for `samples` samples: the input laid out
   // channel-last and padded to whole tiles, and the output tiles
   // channel-last (one sample at a time); the t^2 transformed inputs and
-  // products of every tile of the samples.
-  std::int64_t winograd_floats(std::int64_t samples) const {
-    const std::int64_t t = rows.kernel + 1, channels = in_channels + out_channels;
-    const std::int64_t widest = in_channels > out_channels ? in_channels : out_channels;
-    const std::int64_t padded = std::int64_t(impl::Winograd::padded(rows.out, rows.kernel)) *
-                                impl::Winograd::padded(cols.out, cols.kernel);
-    return (padded + 4 * winograd_tiles()) * widest + t * t * samples * winograd_tiles() * channels;
-  }
+  // products of every tile of the samples (impl::WinogradWork, below).
+  std::int64_t winograd_floats(std::int64_t samples) const;
   // Samples whose tiles go through one set of t^2 products: at least 64
   // tiles (the BLAS's kernels want that many rows), as long as the work
   // stays within thread_block_floats; at least one, at most the batch.
@@ -723,18 +717,18 @@ void lay_out_channel_last(const S* x, std::int64_t channels, int rows, int cols,
     }
 }
 
-// One block's Winograd work in a thread's scratch
-// (Conv2dGeometry::winograd_floats): the input laid out channel-last and
-// padded to whole tiles, the output (or output gradient) tiles
-// channel-last, one sample at a time; the t^2 transformed inputs and
-// products of all the block's tiles.
+// One block's Winograd work in a thread's scratch: the input laid out
+// channel-last and padded to whole tiles, the output (or output gradient)
+// tiles channel-last, one sample at a time; the t^2 transformed inputs and
+// products of all the block's tiles. `floats` is their size
+// (Conv2dGeometry::winograd_floats); without `work`, the pointers are null.
 struct WinogradWork {
   int rows, cols;  // output tiles along each axis
-  std::int64_t tiles, n, padded_cols, padded;
-  float* laid;      // [padded rows][padded cols][in]
-  float* tile_out;  // [2 rows][2 cols][out]
-  float* v;         // [t^2][n][in]
-  float* m;         // [t^2][n][out]
+  std::int64_t tiles, n, padded_cols, padded, floats;
+  float* laid = nullptr;      // [padded rows][padded cols][in]
+  float* tile_out = nullptr;  // [2 rows][2 cols][out]
+  float* v = nullptr;         // [t^2][n][in]
+  float* m = nullptr;         // [t^2][n][out]
   WinogradWork(const Conv2dGeometry& g, std::int64_t count, float* work)
       : rows(Winograd::tiles(g.rows.out)), cols(Winograd::tiles(g.cols.out)) {
     const std::int64_t in = g.in_channels, out = g.out_channels, t = g.rows.kernel + 1;
@@ -743,12 +737,36 @@ struct WinogradWork {
     n = count * tiles;
     padded_cols = Winograd::padded(g.cols.out, g.cols.kernel);
     padded = Winograd::padded(g.rows.out, g.rows.kernel) * padded_cols;
+    const std::int64_t tile_out_at = padded * widest, v_at = tile_out_at + 4 * tiles * widest;
+    const std::int64_t m_at = v_at + t * t * n * in;
+    floats = m_at + t * t * n * out;
+    if (work == nullptr) return;
     laid = work;
-    tile_out = laid + padded * widest;
-    v = tile_out + 4 * tiles * widest;
-    m = v + t * t * n * in;
+    tile_out = work + tile_out_at;
+    v = work + v_at;
+    m = work + m_at;
+  }
+  // Lays sample s of the block (x: its NCHW planes) out in laid, whose
+  // padding must be zero, and transforms its tiles into v.
+  template <int T, class S>
+  void transform_input(const Winograd& wg, const Conv2dGeometry& g, const S* x,
+                       std::int64_t s) const {
+    const std::int64_t in = g.in_channels;
+    lay_out_channel_last(x, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad, padded_cols, laid);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j)
+        winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
+                               v + (s * tiles + i * cols + j) * in, n * in);
   }
 };
+
+}  // namespace impl
+
+inline std::int64_t Conv2dGeometry::winograd_floats(std::int64_t samples) const {
+  return impl::WinogradWork(*this, samples, nullptr).floats;
+}
+
+namespace impl {
 
 // y (+)= conv(x, W) (+ bias) for `count` samples by Winograd's F(2 x 2,
 // r x r), t = r + 1, on the calling thread: x and y point at the first
@@ -763,18 +781,11 @@ void winograd_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry&
   const std::int64_t plane = g.input_positions(), positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
-  const std::int64_t tiles = b.tiles, n = b.n, padded_cols = b.padded_cols, padded = b.padded;
-  float *const laid = b.laid, *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
+  const std::int64_t tiles = b.tiles, n = b.n;
+  float *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
   // The padding stays zero: each sample overwrites the same interior.
-  zero_row(laid, static_cast<int>(padded * in));
-  for (std::int64_t s = 0; s < count; ++s) {
-    lay_out_channel_last(x + s * in * plane, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad,
-                         padded_cols, laid);
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j)
-        winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
-                               v + (s * tiles + i * cols + j) * in, n * in);
-  }
+  zero_row(b.laid, static_cast<int>(b.padded * in));
+  for (std::int64_t s = 0; s < count; ++s) b.transform_input<T>(wg, g, x + s * in * plane, s);
   for (int k = 0; k < T * T; ++k)
     thread_gemm(gemm, 'N', 'N', n, out, in, v + k * n * in, in, u + k * in * out, out, 0,
                 m + k * n * out, out);
@@ -823,28 +834,23 @@ void winograd_weight_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGe
   const std::int64_t plane = g.input_positions(), positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
-  const std::int64_t tiles = b.tiles, n = b.n, padded_cols = b.padded_cols, padded = b.padded;
+  const std::int64_t tiles = b.tiles, n = b.n;
   // grad holds the output gradient's tiles channel-last.
-  float *const laid = b.laid, *const grad = b.tile_out, *const v = b.v, *const m = b.m;
+  float *const grad = b.tile_out, *const v = b.v, *const m = b.m;
   // The padding (and dy's beyond odd output sizes) stays zero.
-  zero_row(laid, static_cast<int>(padded * in));
+  zero_row(b.laid, static_cast<int>(b.padded * in));
   zero_row(grad, static_cast<int>(4 * tiles * out));
   for (std::int64_t s = 0; s < count; ++s) {
-    lay_out_channel_last(x + s * in * plane, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad,
-                         padded_cols, laid);
+    b.transform_input<T>(wg, g, x + s * in * plane, s);
     const G* const sample = dy + s * out * positions;
     lay_out_channel_last(sample, out, g.rows.out, g.cols.out, 0, 0, 2 * cols, grad);
     if (row_sums != nullptr)
       for (std::int64_t o = 0; o < out; ++o)
         row_sums[s * out + o] = lane_sum(sample + o * positions, positions);
     for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) {
-        const std::int64_t tile = s * tiles + i * cols + j;
-        winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
-                               v + tile * in, n * in);
+      for (int j = 0; j < cols; ++j)
         winograd_gradient_tile<T>(wg, grad + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out, out,
-                                  m + tile * out, n * out);
-      }
+                                  m + (s * tiles + i * cols + j) * out, n * out);
   }
   for (int k = 0; k < T * T; ++k)
     thread_gemm(gemm, 'T', 'N', out, in, n, m + k * n * out, out, v + k * n * in, in, beta,
