@@ -160,6 +160,14 @@ TEST(Dropout, Bf16AndFp16AreTheFloatResultsRoundedOnce) {
   test::expect_16bit_matches_float<fp16>(c, d, {Shape{4, 50}}, {}, 1e-5, 1.0, ctx);
 }
 
+// The benchmark's traffic: the mask is recomputed, so backward reads the
+// output gradient and adds to the input gradient only.
+TEST(Dropout, CostCountsWhatTheKernelsTouch) {
+  const LayerCost c = Dropout("drop", 0.5f).cost({Shape{4, 10}}, true);
+  EXPECT_EQ(c.forward.bytes, 4.0 * (40 + 40));
+  EXPECT_EQ(c.backward.bytes, 4.0 * (40 + 2 * 40));
+}
+
 TEST(Dropout, RejectsRatesOutsideZeroToOne) {
   for (const float rate : {1.0f, -0.1f, 1.5f}) {
     try {

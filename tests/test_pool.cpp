@@ -279,6 +279,24 @@ TEST(GlobalAvgPool, ValuesAndGradients) {
   h.expect_gradients();
 }
 
+// The benchmark's traffic: pooling's backward reads the output gradient and
+// adds to the input gradient, never x or y; max pooling also writes one
+// int per output forward and reads it backward. Without an input gradient
+// backward does nothing.
+TEST(Pooling, CostCountsWhatTheKernelsTouch) {
+  const Shapes in{Shape{2, 3, 4, 6}};  // 144 values in, 36 out
+  const LayerCost max = MaxPool2D("max", 2).cost(in, true);
+  EXPECT_EQ(max.forward.bytes, 4.0 * (144 + 36) + 4.0 * 36);
+  EXPECT_EQ(max.backward.bytes, 4.0 * (36 + 2 * 144) + 4.0 * 36);
+  EXPECT_EQ(MaxPool2D("max", 2).cost(in, false).backward.bytes, 0.0);
+  const LayerCost avg = AvgPool2D("avg", 2).cost(in, true);
+  EXPECT_EQ(avg.forward.bytes, 4.0 * (144 + 36));
+  EXPECT_EQ(avg.backward.bytes, 4.0 * (36 + 2 * 144));
+  const LayerCost global = GlobalAvgPool("gap").cost(in, true);
+  EXPECT_EQ(global.forward.bytes, 4.0 * (144 + 6));
+  EXPECT_EQ(global.backward.bytes, 4.0 * (6 + 2 * 144));
+}
+
 TEST(Pooling, ErrorsNameLayerAndShape) {
   MaxPool2D pool("p1", 3);
   test::expect_error(

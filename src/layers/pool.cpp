@@ -60,6 +60,15 @@ std::int64_t Pool2D::flops_per_sample(const Shapes& inputs) const {
   return output_shape(inputs).inner() * kernel_.h * kernel_.w;
 }
 
+LayerCost Pool2D::cost(const Shapes& inputs, bool input_gradient) const {
+  return gradient_routing_cost(inputs, input_gradient, 0);
+}
+
+LayerCost MaxPool2D::cost(const Shapes& inputs, bool input_gradient) const {
+  return gradient_routing_cost(inputs, input_gradient,
+                               sizeof(int) * static_cast<double>(output_shape(inputs).numel()));
+}
+
 namespace {
 // The keys both windowed pools take.
 template <class L>

@@ -150,6 +150,16 @@ void Model::infer(std::int64_t max_batch) {
     TESSERA_REQUIRE(node_of.count(target) && target != "input",
                     "tessera::Model::compile: an initializer names layer '"
                         << target << "', which is not in the model");
+  // Backward zeroes node k's gradient just before the first layer that adds
+  // to it, its last consumer (or, with none, before its own layer reads it
+  // as the output gradient), while those bytes are still in cache.
+  zero_before_.assign(layers_.size(), {});
+  std::vector<std::size_t> last_consumer(sample_shapes_.size());
+  for (std::size_t k = 1; k < sample_shapes_.size(); ++k) last_consumer[k] = k - 1;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    for (auto node : layer_inputs_[i]) last_consumer[node] = std::max(last_consumer[node], i);
+  for (std::size_t k = 1; k + 1 < sample_shapes_.size(); ++k)
+    zero_before_[last_consumer[k]].push_back(k);
   inferred_ = true;
 }
 
@@ -226,8 +236,8 @@ void Model::allocate_nodes(const std::vector<bool>& held, bool boundary_only) {
     return held[k] &&
            (!boundary_only || k == 0 || k == last || k == workspace_.first || k == workspace_.last);
   };
-  // Activation gradients live in one buffer so backward() zeroes them at
-  // once; the output's comes last (zero_activation_gradients leaves it).
+  // Activation gradients live in one buffer, the output's last, so
+  // zero_activation_gradients() zeroes all the others in one fill.
   std::int64_t grad_elements = 0;
   for (std::size_t k = 1; k <= last; ++k)
     if (keep(k)) grad_elements += max_batch_ * sample_shapes_[k].numel();
@@ -469,12 +479,14 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx,
   Nodes<T>& n = nodes<T>();
   constexpr bool narrow = !std::is_same<T, float>::value;
   const ExecSpace exec;
-  if (range.last == layers_.size()) zero_activation_gradients();
   // The float output gradient (the loss's, or a later stage's) rounded to T.
   if (narrow)
     kernels::copy_into(exec, f32_.grads[range.last].leading(batch).flat(),
                        n.grads[range.last].leading(batch).flat(), false);
   for (std::size_t i = range.last; i-- > range.first;) {
+    for (auto k : zero_before_[i])
+      if (n.grads[k].numel() > 0)
+        Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),
                    gather(n.grads, i, batch), ctx);

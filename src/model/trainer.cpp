@@ -408,7 +408,6 @@ void Trainer::pipeline_batch(const Dataset& data, const Vector<std::int64_t>& or
       continue;
     }
     if (!pipe.last_stage()) {
-      model.zero_activation_gradients();
       pipe.receive_backward(model.activation_gradient(range.last - 1, batch));
       clock.stop(time_.communication);
     }

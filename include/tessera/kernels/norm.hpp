@@ -310,11 +310,29 @@ GradientTerms<T, Mean, InvStd> gradient_terms(const T* x, const T* dy, const flo
 
 // body(g, k0, begin, end) over each row of each group: flat elements
 // [begin, end) of group g, the first at position k0 within the group; rows
-// longer than a host span are split.
+// longer than a host span are split. A host task of short rows steps from
+// row to row and group to group rather than dividing a row's index by the
+// groups ([N, 128, 4, 4] has 16 values a row: the division cost as much).
 template <class ExecSpace, class Body>
 void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLayout& layout,
                         const Body& body) {
   const GroupLayout l = layout;
+  if (runs_on_host<ExecSpace> && l.inner > 0 && l.inner < host_span) {
+    for_each_span(
+        exec, label, l.outer * l.groups,
+        KOKKOS_LAMBDA(const std::int64_t first, const std::int64_t last) {
+          std::int64_t o = first / l.groups, g = first % l.groups;
+          for (std::int64_t r = first; r < last; ++r) {
+            body(g, o * l.inner, r * l.inner, (r + 1) * l.inner);
+            if (++g == l.groups) {
+              g = 0;
+              ++o;
+            }
+          }
+        },
+        host_span / l.inner);
+    return;
+  }
   for_each_row_span(
       exec, label, l.outer * l.groups, l.inner,
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t begin, const std::int64_t end) {

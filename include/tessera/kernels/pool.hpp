@@ -153,6 +153,14 @@ struct MaxWindow {
                                        int /*w_hi*/) const {
     add_rounded(plane[argmax(out)], g);
   }
+  // backward() of count <= Block whole-plane windows: the gradients g of
+  // outputs first.. to the planes at dx.
+  template <int Block, class T>
+  KOKKOS_INLINE_FUNCTION void backward_planes(const T* g, T* dx, int plane_size, std::int64_t first,
+                                              int count) const {
+    for (int p = 0; p < count; ++p)
+      add_rounded(dx[std::int64_t(p) * plane_size + argmax(first + p)], widen(g[p]));
+  }
 };
 
 // count_include_pad = true: every window divides by kernel_h * kernel_w.
@@ -216,6 +224,17 @@ struct AvgWindow {
     for (int h = h_lo; h < h_hi; ++h)
       for (int w = w_lo; w < w_hi; ++w) add_rounded(plane[h * width + w], share);
   }
+  // backward() of count <= Block whole-plane windows, one plane after the
+  // other: the same sums, without the window set-up of each plane.
+  template <int Block, class T>
+  KOKKOS_INLINE_FUNCTION void backward_planes(const T* g, T* dx, int plane_size,
+                                              std::int64_t /*first*/, int count) const {
+    for (int p = 0; p < count; ++p) {
+      const accumulator_t<T> share = widen(g[p]) * scale;
+      T* plane = dx + std::int64_t(p) * plane_size;
+      for (int i = 0; i < plane_size; ++i) add_rounded(plane[i], share);
+    }
+  }
 };
 
 namespace impl {
@@ -236,12 +255,36 @@ void check_pool2d(const char* fn, const Pool2dGeometry& g, const In& in, const O
 }
 
 // Host tasks of at least this many outputs in pooling's backward: short
-// rows (7 outputs after a second 2 x 2 pooling, one in a global pooling)
+// rows (7 outputs after a second 2 x 2 pooling)
 // cost more to set up than to compute, so a host thread takes a span of them.
 constexpr std::int64_t pool_outputs_per_task = 256;
 
 // Planes a host thread pools at once when each window is a whole plane.
 constexpr int pool_planes_per_task = 16;
+
+// Whether each window is a whole plane (global pooling).
+inline bool whole_planes(const Pool2dGeometry& g) {
+  return g.rows.out == 1 && g.cols.out == 1 && g.rows.pad == 0 && g.cols.pad == 0 &&
+         g.rows.kernel == g.rows.in && g.cols.kernel == g.cols.in;
+}
+
+// Planes a task of global pooling takes: a plane of 16 values is less work
+// than a host task's set-up; a GPU thread takes one.
+template <class ExecSpace>
+constexpr int plane_block = runs_on_host<ExecSpace> ? pool_planes_per_task : 1;
+
+// body(p0, count) over blocks of `count` <= plane_block planes from plane p0 on.
+template <class ExecSpace, class Body>
+void for_each_plane_block(const ExecSpace& exec, const char* fn, std::int64_t planes,
+                          const Body& body) {
+  constexpr int block = plane_block<ExecSpace>;
+  Kokkos::parallel_for(
+      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, (planes + block - 1) / block),
+      KOKKOS_LAMBDA(const std::int64_t b) {
+        const std::int64_t p0 = b * block;
+        body(p0, static_cast<int>(planes - p0 < block ? planes - p0 : block));
+      });
+}
 
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
@@ -253,18 +296,12 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
                   const X& x, const Y& y) {
   check_pool2d(fn, g, x, y);
   const WindowAxis rows = g.rows, cols = g.cols;
-  if (rows.out == 1 && cols.out == 1 && rows.pad == 0 && cols.pad == 0 && rows.kernel == rows.in &&
-      cols.kernel == cols.in) {
-    constexpr int block = runs_on_host<ExecSpace> ? pool_planes_per_task : 1;
+  if (whole_planes(g)) {
     const int plane_size = rows.in * cols.in;
-    const std::int64_t planes = g.planes;
-    Kokkos::parallel_for(
-        fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, (planes + block - 1) / block),
-        KOKKOS_LAMBDA(const std::int64_t b) {
-          const std::int64_t p0 = b * block;
-          const int count = static_cast<int>(planes - p0 < block ? planes - p0 : block);
-          op.template forward_planes<block>(x.data() + p0 * plane_size, plane_size, y.data() + p0,
-                                            p0, count);
+    for_each_plane_block(
+        exec, fn, g.planes, KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
+          op.template forward_planes<plane_block<ExecSpace>>(x.data() + p0 * plane_size, plane_size,
+                                                             y.data() + p0, p0, count);
         });
     return;
   }
@@ -295,15 +332,25 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
 }
 
 // dx += each window's gradient (op.backward) over the input it covers.
-// Windows that do not overlap vertically (stride >= kernel) reach disjoint
-// bands of input rows, so each output row is a task of its own; otherwise
-// each plane is. Within a task the windows go in output order; a host
+// Whole-plane windows (global pooling) go a block of planes to a task
+// (op.backward_planes). Windows that do not overlap vertically (stride >=
+// kernel) reach disjoint bands of input rows, so each output row is a task
+// of its own; otherwise each plane is. Within a task the windows go in output order; a host
 // thread takes a span of consecutive tasks.
 template <class ExecSpace, class Op, class DY, class DX>
 void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                    const DY& dy, const DX& dx) {
   check_pool2d(fn, g, dx, dy);
   const WindowAxis rows = g.rows, cols = g.cols;
+  if (whole_planes(g)) {
+    const int plane_size = rows.in * cols.in;
+    for_each_plane_block(
+        exec, fn, g.planes, KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
+          op.template backward_planes<plane_block<ExecSpace>>(
+              dy.data() + p0, dx.data() + p0 * plane_size, plane_size, p0, count);
+        });
+    return;
+  }
   const int rows_per_task = rows.stride >= rows.kernel ? 1 : rows.out;
   const int tasks_per_plane = rows.out / rows_per_task;
   const std::int64_t outputs_per_task = std::int64_t(rows_per_task) * cols.out;

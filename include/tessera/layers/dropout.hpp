@@ -25,6 +25,10 @@ class Dropout final : public GenericLayer<Dropout> {
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();
   }
+  // Backward reads the output gradient only: the mask is recomputed.
+  LayerCost cost(const Shapes& inputs, bool input_gradient) const override {
+    return gradient_routing_cost(inputs, input_gradient, 0);
+  }
 
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);

@@ -117,6 +117,23 @@ class Layer {
                                 (input_gradient ? 2 * input_elements : 0.0));
     return c;
   }
+  // cost() for a layer without parameters whose backward reads only its
+  // output gradient, and `saved_bytes` its forward wrote for it (max
+  // pooling's argmax), to add to the input gradient: the default's flops;
+  // traffic forward inputs + output + saved, backward (which does nothing
+  // without an input gradient) output gradient + saved + input gradients
+  // (read and written).
+  LayerCost gradient_routing_cost(const Shapes& inputs, bool input_gradient,
+                                  double saved_bytes) const {
+    LayerCost c = Layer::cost(inputs, input_gradient);
+    double input_elements = 0;
+    for (const auto& s : inputs) input_elements += static_cast<double>(s.numel());
+    const double output = static_cast<double>(output_shape(inputs).numel());
+    const double bytes = sizeof(float);
+    c.forward.bytes = bytes * (input_elements + output) + saved_bytes;
+    c.backward.bytes = input_gradient ? bytes * (output + 2 * input_elements) + saved_bytes : 0.0;
+    return c;
+  }
 
   // The formats the inputs, output and their gradients may have: float for
   // every layer, bf16 and fp16 for a GenericLayer.

@@ -29,6 +29,8 @@ class Pool2D : public Layer {
   Shape output_shape(const Shapes& inputs) const override;
   // One operation per window tap.
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
+  // Backward reads the output gradient only (and max pooling's argmax).
+  LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
  private:
   const char* type_;
@@ -44,6 +46,8 @@ class MaxPool2D final : public GenericLayer<MaxPool2D, Pool2D> {
             std::vector<std::string> inputs = {})
       : MaxPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void allocate(const Shapes& inputs) override;
+  // Pooling's, with the argmax written forward and read backward.
+  LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
   template <class T>
@@ -77,6 +81,9 @@ class GlobalAvgPool final : public GenericLayer<GlobalAvgPool> {
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();
+  }
+  LayerCost cost(const Shapes& inputs, bool input_gradient) const override {
+    return gradient_routing_cost(inputs, input_gradient, 0);
   }
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);

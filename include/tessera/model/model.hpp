@@ -102,15 +102,18 @@ class Model {
   // backward passes whose gradients it sums.
   void zero_gradients();
   // Back-propagates through the layers of `range` in reverse order, adding
-  // to the parameter gradients. A range that ends with the model's last
-  // layer starts a pass: it first zeroes every activation gradient but
-  // output_gradient(). A range below it continues that pass with the
-  // gradient the layers above left (a pipeline stage that receives the
-  // gradient of its output from elsewhere calls zero_activation_gradients()
-  // first and writes it into activation_gradient()). after_layer(i), when
-  // set, runs once layer i's backward has been launched.
+  // to the parameter gradients. Every activation gradient but
+  // output_gradient() is zeroed in the pass just before the first layer
+  // that adds to it (its last consumer), so a pass may be split into ranges
+  // run from the last layer down: a range continues the pass with the
+  // gradients the layers above left. A pipeline stage that receives the
+  // gradient of its output from elsewhere writes it into
+  // activation_gradient() first. after_layer(i), when set, runs once layer
+  // i's backward has been launched.
   void backward(std::int64_t batch, const StepContext& ctx,
                 const std::function<void(std::size_t)>& after_layer = {}, LayerRange range = {});
+  // Zeroes every activation gradient but output_gradient() at once; a
+  // backward pass needs no call to it.
   void zero_activation_gradients();
   // Output and output gradient of layer i (node i + 1), for `batch` samples;
   // in a 16-bit format only the float ones (the last layer's, and the
@@ -191,7 +194,9 @@ class Model {
   // Node 0 is the input, node i + 1 the output of layer i.
   std::vector<Shape> sample_shapes_;
   std::vector<std::vector<std::size_t>> layer_inputs_;  // node indices per layer
-  std::vector<Shapes> input_shapes_;                    // per layer, for max_batch
+  // Per layer: the nodes whose gradient backward zeroes just before it.
+  std::vector<std::vector<std::size_t>> zero_before_;
+  std::vector<Shapes> input_shapes_;  // per layer, for max_batch
   std::vector<std::vector<std::size_t>> param_slots_, state_slots_;
   FloatFormat compute_ = FloatFormat::fp32;
   Nodes<float> f32_;
