@@ -746,17 +746,21 @@ struct WinogradWork {
     v = work + v_at;
     m = work + m_at;
   }
-  // Lays sample s of the block (x: its NCHW planes) out in laid, whose
-  // padding must be zero, and transforms its tiles into v.
+  // Lays each sample of the block (x: the first one's NCHW planes) out in
+  // laid and transforms its tiles into v. The padding is zeroed once: each
+  // sample overwrites the same interior.
   template <int T, class S>
-  void transform_input(const Winograd& wg, const Conv2dGeometry& g, const S* x,
-                       std::int64_t s) const {
-    const std::int64_t in = g.in_channels;
-    lay_out_channel_last(x, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad, padded_cols, laid);
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j)
-        winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
-                               v + (s * tiles + i * cols + j) * in, n * in);
+  void transform_inputs(const Winograd& wg, const Conv2dGeometry& g, const S* x) const {
+    const std::int64_t in = g.in_channels, plane = g.input_positions();
+    zero_row(laid, static_cast<int>(padded * in));
+    for (std::int64_t s = 0; s < n / tiles; ++s) {
+      lay_out_channel_last(x + s * in * plane, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad,
+                           padded_cols, laid);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j)
+          winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in,
+                                 in, v + (s * tiles + i * cols + j) * in, n * in);
+    }
   }
 };
 
@@ -777,15 +781,12 @@ template <int T, class S, class D>
 void winograd_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
                       std::int64_t count, const float* u, const float* bias, D* y, bool add,
                       float* work) {
-  const std::int64_t in = g.in_channels, out = g.out_channels;
-  const std::int64_t plane = g.input_positions(), positions = g.positions();
+  const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
   const std::int64_t tiles = b.tiles, n = b.n;
   float *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
-  // The padding stays zero: each sample overwrites the same interior.
-  zero_row(b.laid, static_cast<int>(b.padded * in));
-  for (std::int64_t s = 0; s < count; ++s) b.transform_input<T>(wg, g, x + s * in * plane, s);
+  b.transform_inputs<T>(wg, g, x);
   for (int k = 0; k < T * T; ++k)
     thread_gemm(gemm, 'N', 'N', n, out, in, v + k * n * in, in, u + k * in * out, out, 0,
                 m + k * n * out, out);
@@ -830,18 +831,16 @@ template <int T, class S, class G>
 void winograd_weight_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g,
                              const S* x, const G* dy, std::int64_t count, float beta, float* du,
                              float* row_sums, float* work) {
-  const std::int64_t in = g.in_channels, out = g.out_channels;
-  const std::int64_t plane = g.input_positions(), positions = g.positions();
+  const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
   const std::int64_t tiles = b.tiles, n = b.n;
   // grad holds the output gradient's tiles channel-last.
   float *const grad = b.tile_out, *const v = b.v, *const m = b.m;
-  // The padding (and dy's beyond odd output sizes) stays zero.
-  zero_row(b.laid, static_cast<int>(b.padded * in));
+  b.transform_inputs<T>(wg, g, x);
+  // dy's tiles beyond odd output sizes stay zero.
   zero_row(grad, static_cast<int>(4 * tiles * out));
   for (std::int64_t s = 0; s < count; ++s) {
-    b.transform_input<T>(wg, g, x + s * in * plane, s);
     const G* const sample = dy + s * out * positions;
     lay_out_channel_last(sample, out, g.rows.out, g.cols.out, 0, 0, 2 * cols, grad);
     if (row_sums != nullptr)
