@@ -418,6 +418,52 @@ TYPED_TEST(NormKernels, ChunkedSumsMatchDoubleSums) {
   }
 }
 
+// group_moments (the statistics, moments and running update in one pass)
+// against the three separate kernels: the same bits, with and without the
+// running update, over layouts of one and of many chunks per group, short
+// rows in blocks of groups with a partial last block ({40, 130, 16}),
+// segments of a long row, and one element per group (no unbiased variance).
+TYPED_TEST(NormKernels, GroupMomentsAreTheSeparateKernelsBits) {
+  using E = TypeParam;
+  const E exec;
+  for (const kernels::GroupLayout l :
+       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 130, 16},
+        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
+        kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{1, 6, 1}}) {
+    V<E> x("x", l.size()), mean("mean", l.groups), invstd("invstd", l.groups),
+        running_mean("running_mean", l.groups), running_var("running_var", l.groups),
+        fused_mean("fused_mean", l.groups), fused_invstd("fused_invstd", l.groups),
+        fused_running_mean("fused_running_mean", l.groups),
+        fused_running_var("fused_running_var", l.groups), plain_mean("plain_mean", l.groups),
+        plain_invstd("plain_invstd", l.groups), none("none", 0);
+    D<E> sums("sums", 2 * l.groups), partials("partials", kernels::group_partials_size(l));
+    test::from_host(x, test::random_values(l.size(), 69, -1.0f, 3.0f));
+    const auto running = test::random_values(2 * l.groups, 70, 0.5f, 1.5f);
+    for (const auto& v : {running_mean, fused_running_mean})
+      test::from_host(v, std::vector<float>(running.begin(), running.begin() + l.groups));
+    for (const auto& v : {running_var, fused_running_var})
+      test::from_host(v, std::vector<float>(running.begin() + l.groups, running.end()));
+    kernels::group_sums(exec, l, x, sums);
+    kernels::update_running_moments(exec, sums, l.group_size(), 0.3f, running_mean, running_var);
+    kernels::moments_from_sums(exec, sums, l.group_size(), 1e-3f, mean, invstd);
+    kernels::group_moments(exec, l, x, 1e-3f, fused_mean, fused_invstd, 0.3f, fused_running_mean,
+                           fused_running_var, partials);
+    kernels::group_moments(exec, l, x, 1e-3f, plain_mean, plain_invstd, 0.3f, none, none, partials);
+    const std::string where = "layout [" + std::to_string(l.outer) + ", " +
+                              std::to_string(l.groups) + ", " + std::to_string(l.inner) + "]";
+    EXPECT_EQ(test::to_host(fused_mean), test::to_host(mean)) << where;
+    EXPECT_EQ(test::to_host(fused_invstd), test::to_host(invstd)) << where;
+    EXPECT_EQ(test::to_host(fused_running_mean), test::to_host(running_mean)) << where;
+    EXPECT_EQ(test::to_host(fused_running_var), test::to_host(running_var)) << where;
+    EXPECT_EQ(test::to_host(plain_mean), test::to_host(mean)) << where;
+    EXPECT_EQ(test::to_host(plain_invstd), test::to_host(invstd)) << where;
+    // The running statistics moved: the update ran.
+    EXPECT_NE(test::to_host(fused_running_var),
+              std::vector<float>(running.begin() + l.groups, running.end()))
+        << where;
+  }
+}
+
 // Every step of forward and backward against double loops over the
 // definition, with the kernels' own mean and invstd, for both affine modes,
 // batch and running statistics, and layouts of one and of many chunks per

@@ -34,6 +34,15 @@ Vector<double> GroupNormalizer::sums(std::int64_t groups) const {
 }
 
 template <class T>
+void GroupNormalizer::local_moments(const kernels::GroupLayout& layout, const Tensor<T>& x,
+                                    float eps, float momentum, const Tensor<float>& running_mean,
+                                    const Tensor<float>& running_var) {
+  kernels::group_moments(ExecSpace(), layout, x.flat(), eps, mean(layout.groups),
+                         invstd(layout.groups), momentum, running_mean.flat(), running_var.flat(),
+                         partials_);
+}
+
+template <class T>
 Vector<double> GroupNormalizer::batch_sums(const kernels::GroupLayout& layout, const Tensor<T>& x) {
   kernels::group_sums(ExecSpace(), layout, x.flat(), sums(layout.groups), partials_);
   return sums(layout.groups);
@@ -178,9 +187,12 @@ template <class T>
 void BatchNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::BatchNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  if (ctx.training) {
+  if (ctx.training && ctx.sync == nullptr) {
+    normalizer_.local_moments(l, x[0], eps_, momentum_, running_mean_, running_var_);
+  } else if (ctx.training) {
+    // The sums of every rank's shard, summed between the two steps.
     const Vector<double> sums = normalizer_.batch_sums(l, x[0]);
-    if (ctx.sync != nullptr) ctx.sync->sum(sums);
+    ctx.sync->sum(sums);
     const std::int64_t count = statistics_count(l, ctx);
     kernels::update_running_moments(ExecSpace(), sums, count, momentum_, running_mean_.flat(),
                                     running_var_.flat());
@@ -244,8 +256,7 @@ template <class T>
 void LayerNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
   ScopedRegion region("tessera::LayerNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  normalizer_.batch_sums(l, x[0]);
-  normalizer_.batch_moments(l.groups, l.group_size(), eps_);
+  normalizer_.local_moments(l, x[0], eps_);
   normalizer_.normalize(l, x[0], y);
 }
 

@@ -5,7 +5,8 @@
 // Statistics are sums of x and x^2 (summable across ranks) accumulated in
 // double, so the one-pass variance keeps its precision when the mean is far
 // from zero. They are a separate step from the normalisation so that a
-// distributed BatchNorm can allreduce them between.
+// distributed BatchNorm can allreduce them between; group_moments takes
+// them and the moments in one step when nothing sits between.
 //
 // Every per-group sum is chunked the same way for any thread count and
 // backend: a group's rows of `inner` elements are cut into chunks of about
@@ -341,6 +342,38 @@ void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLay
       });
 }
 
+// The per-group arithmetic of the moments from a group's sum and sum of
+// squares over n elements, shared by the kernels that take the sums from
+// memory and by group_moments, which has them in registers.
+//
+// mean and 1 / sqrt(biased variance + eps).
+KOKKOS_INLINE_FUNCTION void batch_moments(double sum, double squares, double n, float eps,
+                                          float& mean, float& invstd) {
+  const double m = sum / n;
+  const double var = squares / n - m * m;
+  mean = static_cast<float>(m);
+  invstd = static_cast<float>(1.0 / compat::sqrt((var > 0 ? var : 0.0) + eps));
+}
+
+// n / (n - 1): the unbiased variance's factor. A single element has no
+// unbiased variance; its biased one (zero) stands in.
+inline double bessel_factor(std::int64_t count) {
+  const double n = static_cast<double>(count);
+  return count > 1 ? n / (n - 1) : 1.0;
+}
+
+// running = (1 - momentum) * running + momentum * batch, with the unbiased
+// batch variance (as PyTorch).
+KOKKOS_INLINE_FUNCTION void update_running(double sum, double squares, double n, double bessel,
+                                           float momentum, float& running_mean,
+                                           float& running_var) {
+  const double m = sum / n;
+  const double var = squares / n - m * m;
+  const float unbiased = static_cast<float>((var > 0 ? var : 0.0) * bessel);
+  running_mean = (1.0f - momentum) * running_mean + momentum * static_cast<float>(m);
+  running_var = (1.0f - momentum) * running_var + momentum * unbiased;
+}
+
 // A scratch buffer of `size` doubles for calls outside a hot loop.
 template <class ExecSpace>
 Kokkos::View<double*, typename ExecSpace::memory_space> partials_scratch(std::int64_t size) {
@@ -394,10 +427,7 @@ void moments_from_sums(const ExecSpace& exec, const Sums& sums, std::int64_t cou
   Kokkos::parallel_for(
       "tessera::kernels::moments_from_sums", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
       KOKKOS_LAMBDA(const std::int64_t g) {
-        const double m = sums(g) / n;
-        const double var = sums(groups + g) / n - m * m;
-        mean(g) = static_cast<float>(m);
-        invstd(g) = static_cast<float>(1.0 / compat::sqrt((var > 0 ? var : 0.0) + eps));
+        impl::batch_moments(sums(g), sums(groups + g), n, eps, mean(g), invstd(g));
       });
 }
 
@@ -416,16 +446,48 @@ void update_running_moments(const ExecSpace& exec, const Sums& sums, std::int64_
                       << "; expected sums of 2 * groups and a positive count");
   const std::int64_t groups = running_mean.size();
   const double n = static_cast<double>(count);
-  // A single sample has no unbiased variance; its biased one (zero) stands in.
-  const double bessel = count > 1 ? n / (n - 1) : 1.0;
+  const double bessel = impl::bessel_factor(count);
   Kokkos::parallel_for(
       "tessera::kernels::update_running_moments", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
       KOKKOS_LAMBDA(const std::int64_t g) {
-        const double m = sums(g) / n;
-        const double var = sums(groups + g) / n - m * m;
-        const float unbiased = static_cast<float>((var > 0 ? var : 0.0) * bessel);
-        running_mean(g) = (1.0f - momentum) * running_mean(g) + momentum * static_cast<float>(m);
-        running_var(g) = (1.0f - momentum) * running_var(g) + momentum * unbiased;
+        impl::update_running(sums(g), sums(groups + g), n, bessel, momentum, running_mean(g),
+                             running_var(g));
+      });
+}
+
+// The statistics of x alone, in one pass: group_sums, then moments_from_sums
+// over layout.group_size() elements and, when running_mean is not empty,
+// update_running_moments with `momentum`, both in the sums' last kernel
+// rather than two more launches. The same bits as the three calls; for
+// statistics with no sum across ranks between (a distributed BatchNorm
+// calls the three).
+template <class ExecSpace, class X, class Mean, class InvStd, class RunningMean, class RunningVar,
+          class Partials>
+void group_moments(const ExecSpace& exec, const GroupLayout& layout, const X& x, float eps,
+                   const Mean& mean, const InvStd& invstd, float momentum,
+                   const RunningMean& running_mean, const RunningVar& running_var,
+                   const Partials& partials) {
+  ScopedRegion region("tessera::kernels::group_moments");
+  constexpr const char* fn = "tessera::kernels::group_moments";
+  impl::require_extent(fn, "x", x, layout.size(), layout);
+  impl::require_extent(fn, "mean", mean, layout.groups, layout);
+  impl::require_extent(fn, "invstd", invstd, layout.groups, layout);
+  const bool running = running_mean.size() > 0;
+  if (running) {
+    impl::require_extent(fn, "running mean", running_mean, layout.groups, layout);
+    impl::require_extent(fn, "running var", running_var, layout.groups, layout);
+  }
+  TESSERA_REQUIRE(layout.group_size() > 0, fn << ": groups of layout [outer " << layout.outer
+                                              << ", groups " << layout.groups << ", inner "
+                                              << layout.inner << "] have no elements");
+  const double n = static_cast<double>(layout.group_size());
+  const double bessel = impl::bessel_factor(layout.group_size());
+  impl::chunked_pair_sums(
+      exec, fn, layout, partials, impl::SquareTerms<typename X::non_const_value_type>{x.data()},
+      KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double squares) {
+        if (running)
+          impl::update_running(sum, squares, n, bessel, momentum, running_mean(g), running_var(g));
+        impl::batch_moments(sum, squares, n, eps, mean(g), invstd(g));
       });
 }
 

@@ -20,10 +20,16 @@ class GroupNormalizer {
   // Scratch for layouts up to `largest` (the largest batch).
   void allocate(const kernels::GroupLayout& largest, const std::string& label);
 
-  // batch_sums, normalize and backward take x, y and their gradients in
-  // float, bf16 or fp16 (defined next to the layers that call them, in
-  // norm.cpp).
+  // local_moments, batch_sums, normalize and backward take x, y and their
+  // gradients in float, bf16 or fp16 (defined next to the layers that call
+  // them, in norm.cpp).
   //
+  // mean/invstd of x's own groups in one pass over x; with running
+  // statistics (not empty), also their update with `momentum`.
+  template <class T>
+  void local_moments(const kernels::GroupLayout& layout, const Tensor<T>& x, float eps,
+                     float momentum = 0, const Tensor<float>& running_mean = {},
+                     const Tensor<float>& running_var = {});
   // Per-group sum and sum of squares of x (2 * groups values): a
   // synchronised BatchNorm sums them over the ranks before batch_moments().
   template <class T>
