@@ -255,8 +255,8 @@ void check_pool2d(const char* fn, const Pool2dGeometry& g, const In& in, const O
 }
 
 // Host tasks of at least this many outputs in pooling's backward: short
-// rows (7 outputs after a second 2 x 2 pooling)
-// cost more to set up than to compute, so a host thread takes a span of them.
+// rows (7 outputs after a second 2 x 2 pooling) cost more to set up than
+// to compute, so a host thread takes a span of them.
 constexpr std::int64_t pool_outputs_per_task = 256;
 
 // Planes a host thread pools at once when each window is a whole plane.
@@ -335,8 +335,8 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
 // Whole-plane windows (global pooling) go a block of planes to a task
 // (op.backward_planes). Windows that do not overlap vertically (stride >=
 // kernel) reach disjoint bands of input rows, so each output row is a task
-// of its own; otherwise each plane is. Within a task the windows go in output order; a host
-// thread takes a span of consecutive tasks.
+// of its own; otherwise each plane is. Within a task the windows go in
+// output order; a host thread takes a span of consecutive tasks.
 template <class ExecSpace, class Op, class DY, class DX>
 void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                    const DY& dy, const DX& dx) {
