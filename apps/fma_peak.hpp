@@ -6,6 +6,11 @@
 // that of the instructions Tessera's own kernels were compiled for (a
 // generic x86-64 build has SSE2 and no FMA: half or less of it). GPUs run
 // scalar fmaf chains in many threads.
+//
+// A measured peak can be wrong (another load on the machine, a throttled
+// clock, vCPUs that share a core), and every fraction of it then reads
+// high, so the peaks are also judged against what the CPU's vector width,
+// FMA ports, clock and cores allow (judge_peaks, below).
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -14,7 +19,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(KOKKOS_ENABLE_CUDA) && \
@@ -79,6 +90,20 @@ inline float fma_chains_sse(std::int64_t steps) {
   }
   return sum;
 }
+
+// The widest chains the CPU runs: their function, floats per vector,
+// chains and name.
+struct HostChains {
+  float (*run)(std::int64_t);
+  int lanes, chains;
+  const char* isa;
+};
+inline HostChains host_chains() {
+  if (__builtin_cpu_supports("avx512f")) return {fma_chains_avx512, 16, chains_512, "AVX-512 FMA"};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {fma_chains_avx2, 8, chains_256, "AVX2 FMA"};
+  return {fma_chains_sse, 4, chains_128, "SSE (multiply + add)"};
+}
 #endif
 
 }  // namespace impl
@@ -92,14 +117,10 @@ inline FmaPeak measure_fma_peak(int repetitions) {
   // Host threads, one work item each; the widest FMA the CPU runs.
   using Host = Kokkos::DefaultHostExecutionSpace;
   const int threads = Host::concurrency();
-  int lanes = 4, chains = impl::chains_128;
-  float (*run)(std::int64_t) = impl::fma_chains_sse;
-  peak.isa = "SSE (multiply + add)";
-  if (__builtin_cpu_supports("avx512f")) {
-    run = impl::fma_chains_avx512, lanes = 16, chains = impl::chains_512, peak.isa = "AVX-512 FMA";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    run = impl::fma_chains_avx2, lanes = 8, chains = impl::chains_256, peak.isa = "AVX2 FMA";
-  }
+  const impl::HostChains host = impl::host_chains();
+  const int lanes = host.lanes, chains = host.chains;
+  float (*const run)(std::int64_t) = host.run;
+  peak.isa = host.isa;
   const std::int64_t steps = std::int64_t(1) << 22;
   Kokkos::View<float*, Kokkos::HostSpace> sink("bench::fma_sink", threads);
   for (int r = -1; r < repetitions; ++r) {
@@ -141,6 +162,186 @@ inline FmaPeak measure_fma_peak(int repetitions) {
   std::sort(rates.begin(), rates.end());
   peak.gflops = rates.empty() ? 0 : rates[rates.size() / 2];
   return peak;
+}
+
+// ---------------------------------------------------------------------------
+// What the FMA peak should be: floats per vector x FMA instructions per
+// cycle and core x clock x cores x 2 flops (an FMA is a multiply and an
+// add). The facts come from the OS; the rule is a pure function of them,
+// so that a test can give it any values (tessera-bench --peaks-override).
+
+// Floats per vector of the chains measure_fma_peak runs (0: scalar chains
+// on a device, which no CPU facts bound).
+inline int fma_vector_floats() {
+#ifdef TESSERA_FMA_PEAK_X86
+  return impl::host_chains().lanes;
+#else
+  return 0;
+#endif
+}
+
+// The host CPU as /proc/cpuinfo and sysfs state it.
+struct CpuFacts {
+  std::string vendor;      // vendor_id: GenuineIntel, AuthenticAMD, ...
+  std::string model_name;  // model name
+  double clock_mhz = 0;    // 0: stated nowhere
+  std::string clock_source;
+  int cores = 0;  // physical cores; 0: unknown
+};
+
+// The highest `cpu MHz` (on virtual machines the nominal clock, on bare
+// metal the current one: the lower reading, so the expectation stays low),
+// else the cpufreq maximum; and the physical cores (distinct physical id
+// and core id), so that two hyperthreads of one core count once. Of the
+// whole machine: with OMP_PROC_BIND the calling thread's affinity is one
+// CPU.
+inline CpuFacts read_cpu_facts() {
+  CpuFacts facts;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, physical;
+  int logical = 0;
+  std::set<std::pair<std::string, std::string>> cores;
+  const auto value = [&line]() {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) return std::string();
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
+  while (std::getline(in, line)) {
+    const std::string key = line.substr(0, line.find_first_of("\t:"));
+    if (key == "processor") {
+      ++logical;
+      physical.clear();
+    } else if (key == "vendor_id") {
+      facts.vendor = value();
+    } else if (key == "model name") {
+      facts.model_name = value();
+    } else if (key == "cpu MHz") {
+      facts.clock_mhz = std::max(facts.clock_mhz, std::atof(value().c_str()));
+    } else if (key == "physical id") {
+      physical = value();
+    } else if (key == "core id") {
+      cores.insert({physical, value()});
+    }
+  }
+  facts.cores = cores.empty() ? logical : static_cast<int>(cores.size());
+  if (facts.clock_mhz > 0) {
+    facts.clock_source = "/proc/cpuinfo cpu MHz";
+  } else {
+    const char* path = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq";
+    std::ifstream max(path);
+    double khz = 0;
+    if (max >> khz && khz > 0) {
+      facts.clock_mhz = khz / 1000;
+      facts.clock_source = path;
+    }
+  }
+  return facts;
+}
+
+// FMA instructions of `vector_floats` floats a core retires per cycle, and
+// the row of this table that gives it: conservative (where parts of one
+// kind differ, the lower count), so that a real machine is not flagged; a
+// CPU that retires more only measures further above the threshold.
+//   AVX-512, Intel Xeon: 2 (ports 0+1 fused and port 5, Skylake-SP onwards;
+//     Xeon Bronze and Silver of Skylake-SP and Cascade Lake have 1)
+//   AVX-512, other Intel: 1 (client cores: ports 0+1 fused only)
+//   AVX-512, AMD: 1 (Zen 4 runs a 512-bit FMA as two 256-bit halves; Zen 5
+//     with a full 512-bit path retires 2)
+//   AVX2, Intel Xeon: 2 (Haswell onwards); other Intel: 1 (E-cores split a
+//     256-bit FMA)
+//   AVX2, AMD: 1 (Zen 1 split a 256-bit FMA; Zen 2 onwards retire 2)
+//   anything else, SSE included (a multiply and an add): 1
+struct FmaIssue {
+  int per_cycle;
+  std::string row;
+};
+inline FmaIssue fma_per_cycle(int vector_floats, const CpuFacts& cpu) {
+  const std::string isa = vector_floats == 16  ? "AVX-512"
+                          : vector_floats == 8 ? "AVX2"
+                                               : std::to_string(vector_floats) + " floats";
+  const bool intel = cpu.vendor == "GenuineIntel";
+  const bool xeon = intel && cpu.model_name.find("Xeon") != std::string::npos;
+  const std::string maker = xeon                           ? "Intel Xeon"
+                            : intel                        ? "Intel, not Xeon"
+                            : cpu.vendor == "AuthenticAMD" ? "AMD"
+                            : cpu.vendor.empty()           ? "unknown vendor"
+                                                           : cpu.vendor;
+  const int per_cycle = (vector_floats == 16 || vector_floats == 8) && xeon ? 2 : 1;
+  return {per_cycle, isa + ", " + maker};
+}
+
+// The FMA peak the CPU should reach with chains of `vector_floats` floats
+// on `threads` threads (0: no expectation, with the reason in derivation).
+struct FmaExpectation {
+  int vector_floats = 0, fma_per_cycle = 0, cores = 0;
+  double clock_mhz = 0;
+  std::string clock_source;
+  double gflops = 0;
+  std::string derivation;
+};
+
+inline FmaExpectation expect_fma_peak(int vector_floats, int threads, const CpuFacts& cpu) {
+  FmaExpectation e;
+  e.vector_floats = vector_floats;
+  const FmaIssue issue = fma_per_cycle(vector_floats, cpu);
+  e.fma_per_cycle = issue.per_cycle;
+  e.cores = cpu.cores > 0 && cpu.cores < threads ? cpu.cores : threads;
+  e.clock_mhz = cpu.clock_mhz;
+  e.clock_source = cpu.clock_source;
+  std::ostringstream text;
+  if (vector_floats <= 0) {
+    text << "no expectation: the FMA chains do not run on host vector units";
+  } else if (cpu.clock_mhz <= 0) {
+    text << "no expectation: no clock in /proc/cpuinfo (cpu MHz) or sysfs (cpufreq)";
+  } else {
+    e.gflops = 2.0 * vector_floats * e.fma_per_cycle * cpu.clock_mhz * 1e-3 * e.cores;
+    text << vector_floats << " floats x " << e.fma_per_cycle << " FMA/cycle (" << issue.row
+         << ") x " << cpu.clock_mhz << " MHz (" << cpu.clock_source << ") x " << e.cores
+         << (e.cores == 1 ? " core (" : " cores (") << threads << " threads, "
+         << (cpu.cores > 0 ? std::to_string(cpu.cores) : std::string("unknown"))
+         << " physical) x 2 flops = " << e.gflops << " GFLOP/s";
+  }
+  e.derivation = text.str();
+  return e;
+}
+
+// Whether each peak is plausible (empty: not measured, or no rule), and a
+// warning per implausible one: an FMA peak below half of the expectation
+// (the half leaves room for clocks that drop under wide vectors), or an
+// sgemm peak above the FMA peak, which bounds it.
+struct PeakVerdict {
+  std::optional<bool> fma_plausible, sgemm_plausible;
+  std::vector<std::string> warnings;
+};
+
+inline PeakVerdict judge_peaks(double fma_gflops, double sgemm_gflops,
+                               const FmaExpectation& expected) {
+  PeakVerdict v;
+  std::ostringstream text;
+  text.setf(std::ios::fixed);
+  text.precision(1);
+  if (fma_gflops > 0 && expected.gflops > 0) {
+    v.fma_plausible = fma_gflops >= 0.5 * expected.gflops;
+    if (!*v.fma_plausible) {
+      text << "the FMA peak, " << fma_gflops << " GFLOP/s, is below half of the " << expected.gflops
+           << " GFLOP/s this CPU should reach (" << expected.derivation
+           << "): the machine was busy, its clock was throttled or its vCPUs share cores; "
+           << "fractions of the FMA peak read high";
+      v.warnings.push_back(text.str());
+      text.str("");
+    }
+  }
+  if (fma_gflops > 0 && sgemm_gflops > 0) {
+    v.sgemm_plausible = sgemm_gflops <= fma_gflops;
+    if (!*v.sgemm_plausible) {
+      text << "the sgemm peak, " << sgemm_gflops << " GFLOP/s, is above the FMA peak, "
+           << fma_gflops << " GFLOP/s, which bounds it: the FMA peak was measured low (a busy "
+           << "machine, a lower clock); fractions of the FMA peak read high";
+      v.warnings.push_back(text.str());
+    }
+  }
+  return v;
 }
 
 }  // namespace tessera::bench

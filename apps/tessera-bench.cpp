@@ -2,7 +2,11 @@
 // by layer and kernel by kernel, against the device's own measured peaks
 // (FMA throughput with a Kokkos kernel, sgemm through KokkosBlas and a
 // stream triad), name the BLAS and the kernels it runs, and write a table
-// and a JSON report (schema in docs/benchmarks.md).
+// and a JSON report (schema in docs/benchmarks.md). Rates come on two FLOP
+// bases, always named: the model's (the direct form, the same on every
+// backend) and the operations the kernels execute (Winograd's convolutions
+// execute fewer), so that a fraction of a peak is not mistaken for
+// hardware efficiency; peaks the CPU's facts make implausible are flagged.
 #include <tessera/core/compat.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/core/precision.hpp>
@@ -37,7 +41,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr int schema_version = 2;
+constexpr int schema_version = 3;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -67,7 +71,32 @@ struct Peaks {
   std::int64_t triad_elements = 0;
   double triad_gbs = 0;
   std::vector<MixedGemmFigure> mixed_gemm;
+  tessera::bench::FmaExpectation fma_expected;
+  tessera::bench::PeakVerdict verdict;
+  std::map<std::string, double> overrides;  // --peaks-override, applied
 };
+
+// --peaks-override KEY=VALUE: replaces a measured figure or a machine fact,
+// so that a test can give the plausibility rule values it knows the verdict
+// on.
+const std::vector<std::string> peaks_override_keys{"fma_gflops", "sgemm_gflops", "clock_mhz",
+                                                   "cores"};
+
+std::string peaks_override_error(const std::string& text) {
+  const auto eq = text.find('=');
+  const std::string key = text.substr(0, eq);
+  if (eq == std::string::npos || std::find(peaks_override_keys.begin(), peaks_override_keys.end(),
+                                           key) == peaks_override_keys.end()) {
+    std::string keys;
+    for (const auto& k : peaks_override_keys) keys += (keys.empty() ? "" : ", ") + k;
+    return "--peaks-override " + text + ": expected KEY=VALUE with KEY one of " + keys;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str() + eq + 1, &end);
+  if (end == text.c_str() + eq + 1 || *end != '\0' || !(value >= 0))
+    return "--peaks-override " + text + ": the value is not a number >= 0";
+  return "";
+}
 
 // Seeded values in [-0.5, 0.5) for the operands of a timed product. (Not in
 // measure_product: nvcc allows no device lambda in a function whose template
@@ -382,26 +411,54 @@ std::string hostname() {
   return name;
 }
 
+// `flops` over `seconds` in GFLOP/s, and as a fraction of `peak` (0 when
+// either is not measured).
+double rate(double flops, double seconds) { return seconds > 0 ? flops / seconds * 1e-9 : 0; }
+double fraction(double gflops, double peak) { return peak > 0 ? gflops / peak : 0; }
+
+// The model's and the executed FLOPs of `cost` in `seconds`, each with its
+// rate and that rate's fraction of the peak named `peak_name`.
+void add_flops(json& figures, const tessera::PassCost& cost, double seconds, double peak,
+               const std::string& peak_name) {
+  const double model = rate(cost.flops, seconds), executed = rate(cost.executed_flops(), seconds);
+  figures["model_flops"] = cost.flops;
+  figures["executed_flops"] = cost.executed_flops();
+  figures["model_gflops"] = model;
+  figures["executed_gflops"] = executed;
+  figures["model_flops_" + peak_name + "_fraction"] = fraction(model, peak);
+  figures["executed_flops_" + peak_name + "_fraction"] = fraction(executed, peak);
+}
+
 json pass_json(const tessera::PassCost& cost, double seconds, const Peaks& peaks) {
-  const double gflops = seconds > 0 ? cost.flops / seconds * 1e-9 : 0;
   const double gbs = seconds > 0 ? cost.bytes / seconds * 1e-9 : 0;
-  return {{"seconds", seconds},
-          {"flops", cost.flops},
-          {"bytes", cost.bytes},
-          {"gflops", gflops},
-          {"gbs", gbs},
-          {"flops_fraction", peaks.gemm_gflops > 0 ? gflops / peaks.gemm_gflops : 0},
-          {"bandwidth_fraction", peaks.triad_gbs > 0 ? gbs / peaks.triad_gbs : 0}};
+  json pass = {{"seconds", seconds}, {"bytes", cost.bytes}, {"gbs", gbs}};
+  add_flops(pass, cost, seconds, peaks.gemm_gflops, "sgemm");
+  pass["bandwidth_fraction"] = fraction(gbs, peaks.triad_gbs);
+  return pass;
 }
 
 struct Options {
   std::string deck_path, json_path, platform;
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, peaks_overrides;
   std::int64_t batch = 0;
   int steps = 20, repetitions = 5, peak_repetitions = 5;
   std::int64_t gemm_size = 0, triad_elements = std::int64_t(1) << 25;
   bool skip_peaks = false, mixed_gemm = false;
 };
+
+// "38.1 GFLOP/s executed (61.2 % of the FMA peak), 95.4 GFLOP/s model FLOPs
+// (direct form, 153.2 %)" from figures with add_flops()'s keys.
+std::string both_bases(const json& figures, const std::string& peak_name,
+                       const std::string& of_peak) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1) << figures["executed_gflops"].get<double>()
+       << " GFLOP/s executed ("
+       << 100 * figures["executed_flops_" + peak_name + "_fraction"].get<double>() << " % "
+       << of_peak << "), " << figures["model_gflops"].get<double>()
+       << " GFLOP/s model FLOPs (direct form, "
+       << 100 * figures["model_flops_" + peak_name + "_fraction"].get<double>() << " %)";
+  return text.str();
+}
 
 void print_table(std::ostream& os, const json& report) {
   const auto& peaks = report["peaks"];
@@ -422,6 +479,15 @@ void print_table(std::ostream& os, const json& report) {
      << " threads), sgemm " << sgemm << " GFLOP/s (n = " << peaks["sgemm"]["size"];
   if (fma > 0) os << ", " << 100 * sgemm / fma << "% of FMA";
   os << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n";
+  const auto& expected = peaks["fma"]["expected"];
+  os << "FMA peak expected: " << expected["derivation"].get<std::string>() << "\n";
+  if (!peaks["overrides"].empty()) {
+    os << "peaks overridden (--peaks-override):";
+    for (const auto& [key, value] : peaks["overrides"].items()) os << " " << key << "=" << value;
+    os << "\n";
+  }
+  for (const auto& warning : peaks["warnings"])
+    os << "warning: " << warning.get<std::string>() << "\n";
   if (peaks.contains("mixed_gemm")) {
     os << "16-bit products (n = " << peaks["sgemm"]["size"] << ", float accumulation):";
     for (const auto& f : peaks["mixed_gemm"]) {
@@ -433,19 +499,25 @@ void print_table(std::ostream& os, const json& report) {
     }
     os << "\n";
   }
-  os << "\n";
+  os << "\nexec: GFLOP/s executed (the kernels' operations: Winograd's products and "
+        "transforms where it runs); model: GFLOP/s of the model's FLOPs (direct form); "
+        "%sgemm of each; GB/s of the compulsory traffic, %triad of it\n";
   os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
-     << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s" << std::setw(8) << "%peak"
-     << std::setw(9) << "GB/s" << std::setw(8) << "%peak"
+     << std::right << std::setw(10) << "ms" << std::setw(10) << "exec" << std::setw(8) << "%sgemm"
+     << std::setw(10) << "model" << std::setw(8) << "%sgemm" << std::setw(9) << "GB/s"
+     << std::setw(8) << "%triad"
      << "\n";
   const auto row = [&](const std::string& name, const std::string& type, const std::string& pass,
                        const json& p) {
     os << std::left << std::setw(12) << name.substr(0, 11) << std::setw(12) << type.substr(0, 11)
        << std::setw(6) << pass << std::right << std::setprecision(3) << std::setw(10)
        << p["seconds"].get<double>() * 1e3 << std::setprecision(1) << std::setw(10)
-       << p["gflops"].get<double>() << std::setw(8) << 100 * p["flops_fraction"].get<double>()
-       << std::setw(9) << p["gbs"].get<double>() << std::setw(8)
-       << 100 * p["bandwidth_fraction"].get<double>() << "\n";
+       << p["executed_gflops"].get<double>() << std::setw(8)
+       << 100 * p["executed_flops_sgemm_fraction"].get<double>() << std::setw(10)
+       << p["model_gflops"].get<double>() << std::setw(8)
+       << 100 * p["model_flops_sgemm_fraction"].get<double>() << std::setw(9)
+       << p["gbs"].get<double>() << std::setw(8) << 100 * p["bandwidth_fraction"].get<double>()
+       << "\n";
   };
   for (const auto& layer : report["layers"]) {
     for (const char* pass : {"forward", "backward", "step"}) {
@@ -465,12 +537,11 @@ void print_table(std::ostream& os, const json& report) {
      << " ms (median), " << std::setprecision(0) << step["samples_per_second"].get<double>()
      << " samples/s at batch " << report["batch_size"] << "; layers forward + backward "
      << std::setprecision(3) << step["layers_seconds"].get<double>() * 1e3 << " ms\n"
-     << "training step: " << std::setprecision(1) << step["gflops"].get<double>()
-     << " GFLOP/s = " << 100 * step["fma_fraction"].get<double>() << "% of the FMA peak\n";
+     << "training step: " << both_bases(step, "fma", "of the FMA peak") << "\n";
   const auto& dense = report["dense"];
   if (dense["layers"].get<int>() > 0)
-    os << "dense layers, training step: " << std::setprecision(1) << dense["gflops"].get<double>()
-       << " GFLOP/s = " << 100 * dense["flops_fraction"].get<double>() << "% of sgemm\n";
+    os << "dense layers, training step: " << both_bases(dense, "sgemm", "of the sgemm peak")
+       << "\n";
   const auto& memory = report["memory_bound"];
   if (memory["layers"].get<int>() > 0)
     os << "other layers (no matrix products), training step: " << std::setprecision(3)
@@ -549,6 +620,24 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
     peaks.triad_gbs = measure_triad(peaks.triad_elements, opt.peak_repetitions);
   }
   if (opt.mixed_gemm) peaks.mixed_gemm = measure_mixed_gemms(peaks.gemm_size, opt.peak_repetitions);
+  tessera::bench::CpuFacts cpu = tessera::bench::read_cpu_facts();
+  for (const auto& text : opt.peaks_overrides) {
+    const auto eq = text.find('=');
+    const double value = std::strtod(text.c_str() + eq + 1, nullptr);
+    const std::string key = text.substr(0, eq);
+    peaks.overrides[key] = value;
+    if (key == "fma_gflops") peaks.fma.gflops = value;
+    if (key == "sgemm_gflops") peaks.gemm_gflops = value;
+    if (key == "clock_mhz") {
+      cpu.clock_mhz = value;
+      cpu.clock_source = "--peaks-override";
+    }
+    if (key == "cores") cpu.cores = static_cast<int>(value);
+  }
+  peaks.fma_expected = tessera::bench::expect_fma_peak(
+      tessera::bench::fma_vector_floats(), Kokkos::DefaultHostExecutionSpace::concurrency(), cpu);
+  peaks.verdict =
+      tessera::bench::judge_peaks(peaks.fma.gflops, peaks.gemm_gflops, peaks.fma_expected);
 
   // One dataset of `steps` batches: a repetition is one epoch over it.
   const bool tokens = deck.data_format == "tokens";
@@ -606,11 +695,30 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
                       {"steps", opt.steps},
                       {"repetitions", opt.repetitions},
                       {"statistic", "median over repetitions of the mean step"}};
+  const auto& expected = peaks.fma_expected;
+  const auto maybe = [](const std::optional<bool>& b) { return b ? json(*b) : json(nullptr); };
   report["peaks"] = {
       {"fma",
-       {{"gflops", peaks.fma.gflops}, {"isa", peaks.fma.isa}, {"threads", peaks.fma.threads}}},
-      {"sgemm", {{"size", peaks.gemm_size}, {"gflops", peaks.gemm_gflops}}},
-      {"stream_triad", {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}}},
+       {{"gflops", peaks.fma.gflops},
+        {"isa", peaks.fma.isa},
+        {"threads", peaks.fma.threads},
+        {"expected_gflops", expected.gflops > 0 ? json(expected.gflops) : json(nullptr)},
+        {"expected",
+         {{"vector_floats", expected.vector_floats},
+          {"fma_per_cycle", expected.fma_per_cycle},
+          {"clock_mhz", expected.clock_mhz},
+          {"clock_source", expected.clock_source},
+          {"cores", expected.cores},
+          {"derivation", expected.derivation}}},
+        {"plausible", maybe(peaks.verdict.fma_plausible)}}},
+      {"sgemm",
+       {{"size", peaks.gemm_size},
+        {"gflops", peaks.gemm_gflops},
+        {"plausible", maybe(peaks.verdict.sgemm_plausible)}}},
+      {"stream_triad",
+       {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}, {"plausible", nullptr}}},
+      {"warnings", peaks.verdict.warnings},
+      {"overrides", peaks.overrides},
       {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
   if (opt.mixed_gemm) {
     json figures = json::array();
@@ -620,7 +728,8 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   }
 
   json rows = json::array();
-  double layers_total = 0, step_flops = 0, dense_flops = 0, dense_seconds = 0;
+  double layers_total = 0, dense_seconds = 0;
+  tessera::PassCost step_work, dense_work;  // flops and executed flops summed
   int dense_layers = 0;
   // Layers without matrix products: bound by memory traffic.
   double memory_bytes = 0, memory_seconds = 0;
@@ -655,14 +764,19 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
       pass["kernels"] = kernels;
       row[p ? "backward" : "forward"] = pass;
     }
-    const tessera::PassCost step_cost{cost.forward.flops + cost.backward.flops,
-                                      cost.forward.bytes + cost.backward.bytes};
+    const tessera::PassCost step_cost{
+        cost.forward.flops + cost.backward.flops, cost.forward.bytes + cost.backward.bytes,
+        cost.forward.executed_flops() + cost.backward.executed_flops()};
     row["step"] = pass_json(step_cost, both, peaks);
     layers_total += both;
-    step_flops += step_cost.flops;
+    const auto add_to = [&step_cost](tessera::PassCost& sum) {
+      sum.executed = sum.executed_flops() + step_cost.executed_flops();
+      sum.flops += step_cost.flops;
+    };
+    add_to(step_work);
     if (layer.type() == std::string("Dense")) {
       ++dense_layers;
-      dense_flops += step_cost.flops;
+      add_to(dense_work);
       dense_seconds += both;
     } else if (layer.type() != std::string("Conv2D")) {
       ++memory_layers;
@@ -673,25 +787,17 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   }
   report["layers"] = rows;
   const double step = median(step_seconds);
-  report["step"] = {
-      {"seconds", step},
-      {"samples_per_second", step > 0 ? double(batch) / step : 0},
-      {"layers_seconds", layers_total},
-      {"phases",
-       {{"data", median(phase[0])},
-        {"forward", median(phase[1])},
-        {"backward", median(phase[2])},
-        {"optimizer", median(phase[3])}}},
-      {"flops", step_flops},
-      {"gflops", step > 0 ? step_flops / step * 1e-9 : 0},
-      {"fma_fraction",
-       step > 0 && peaks.fma.gflops > 0 ? step_flops / step * 1e-9 / peaks.fma.gflops : 0}};
-  const double dense_gflops = dense_seconds > 0 ? dense_flops / dense_seconds * 1e-9 : 0;
-  report["dense"] = {
-      {"layers", dense_layers},
-      {"seconds", dense_seconds},
-      {"gflops", dense_gflops},
-      {"flops_fraction", peaks.gemm_gflops > 0 ? dense_gflops / peaks.gemm_gflops : 0}};
+  report["step"] = {{"seconds", step},
+                    {"samples_per_second", step > 0 ? double(batch) / step : 0},
+                    {"layers_seconds", layers_total},
+                    {"phases",
+                     {{"data", median(phase[0])},
+                      {"forward", median(phase[1])},
+                      {"backward", median(phase[2])},
+                      {"optimizer", median(phase[3])}}}};
+  add_flops(report["step"], step_work, step, peaks.fma.gflops, "fma");
+  report["dense"] = {{"layers", dense_layers}, {"seconds", dense_seconds}};
+  add_flops(report["dense"], dense_work, dense_seconds, peaks.gemm_gflops, "sgemm");
   const double memory_gbs = memory_seconds > 0 ? memory_bytes / memory_seconds * 1e-9 : 0;
   report["memory_bound"] = {
       {"layers", memory_layers},
@@ -783,6 +889,14 @@ int main(int argc, char** argv) {
   app.add_option("--peak-repetitions", opt.peak_repetitions, "repetitions of each peak (default 5)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--skip-peaks", opt.skip_peaks, "do not measure the peaks (fractions become 0)");
+  // Hidden (no group): for tests of the plausibility rule.
+  app.add_option("--peaks-override", opt.peaks_overrides,
+                 "KEY=VALUE replacing a measured peak or a machine fact before the peaks are "
+                 "judged (fma_gflops, sgemm_gflops, clock_mhz, cores)")
+      ->check(CLI::Validator(peaks_override_error, "KEY=VALUE", "peaks override"))
+      ->take_all()
+      ->allow_extra_args(false)
+      ->group("");
   app.add_flag(
       "--mixed-gemm", opt.mixed_gemm,
       "also time the 16-bit products (bf16, fp16; every method) on the sgemm peak's shape");

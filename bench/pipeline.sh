@@ -43,7 +43,8 @@ for name in cnn resnet; do
     declare -A best=() bubble=() peak=()
     for ((r = 0; r < repetitions; ++r)); do
       for layout in "1 1" "2 1" "2 2"; do
-        set -- $layout
+        read -r -a split <<<"$layout"
+        set -- "${split[@]}"
         read -r rate fraction mib < <(measure "$1" "$micro" "$2")
         key="$1x$2"
         if [ -z "${best[$key]:-}" ] || awk "BEGIN{exit !($rate > ${best[$key]})}"; then

@@ -1,23 +1,39 @@
 #!/usr/bin/env python3
-"""PyTorch reference for tessera-bench: builds the model a Tessera deck
-describes, trains it on the same synthetic data shapes with the deck's
-optimizer, and prints the median training-step throughput as one JSON line.
+"""PyTorch twin of a Tessera deck for bench/side_by_side.sh: builds the
+model the deck describes, trains it on synthetic data of the deck's shapes
+with the deck's optimizer, and prints JSON lines: first the BLAS the
+process runs, read from the process itself, then each variant's median
+training-step throughput (eager; torch.compile; channels_last for decks
+with convolutions).
 
-Thread settings are the caller's: --threads sets torch.set_num_threads, and
-OPENBLAS_NUM_THREADS / OMP_NUM_THREADS must be set in the environment before
-Python starts (bench/side_by_side.sh tries several and keeps the best).
+Thread settings are the caller's: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
+must be set in the environment before Python starts (bench/side_by_side.sh
+tries several and keeps the best). With --serve the warmed-up variants stay
+and one is measured on each `measure VARIANT` line of stdin, so that the
+interleaved rounds of the benchmark protocol compile once. --parameters
+prints the model's parameter count as tessera-train --check does and exits
+(tests/app/pytorch_twin.sh compares the two).
 """
 import argparse
+import ctypes
 import json
 import math
 import os
+import re
+import signal
 import statistics
 import sys
 import time
 import tomllib
+import traceback
+import warnings
 
-import torch
-from torch import nn
+# PyPI's torch warns at import when NumPy is absent; nothing here uses it.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+VARIANTS = ("eager", "compiled", "eager+channels_last", "compiled+channels_last")
 
 
 def fail(message):
@@ -207,6 +223,97 @@ def make_optimizer(deck, parameters):
     fail(f"optimizer.type '{kind}' is not known")
 
 
+class DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def defining_library(handle, symbol):
+    """The file that defines `symbol` as the dynamic linker binds it for
+    the library behind `handle`: the global scope first, then the library
+    and its dependencies in load order. None if nothing defines it."""
+    libc = ctypes.CDLL(None)
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    for scope in (libc, handle):
+        try:
+            address = ctypes.cast(getattr(scope, symbol), ctypes.c_void_p)
+        except AttributeError:
+            continue
+        info = DlInfo()
+        if libc.dladdr(address, ctypes.byref(info)) and info.dli_fname:
+            return info.dli_fname.decode()
+    return None
+
+
+def c_string(library, symbol, *args):
+    try:
+        function = getattr(library, symbol)
+    except AttributeError:
+        return None
+    if args:  # MKL_Get_Version_String(buffer, length)
+        buffer = ctypes.create_string_buffer(256)
+        function(buffer, len(buffer) - 1)
+        return buffer.value.decode(errors="replace")
+    function.restype = ctypes.c_char_p
+    return function().decode(errors="replace")
+
+
+def blas_in_process():
+    """The BLAS this process runs, read from the process after a matrix
+    product: the library that defines the sgemm_ libtorch_cpu calls, what
+    that library says it is, every BLAS library mapped, and the build
+    settings torch reports."""
+    a = torch.rand(64, 64)
+    (a @ a).sum().item()
+    mapped = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5].startswith("/") and fields[5] not in mapped:
+                mapped.append(fields[5])
+    blas_name = re.compile(r"^lib(open)?blas|^libmkl_|^libblis|^libflexiblas|^libcblas|^libatlas")
+    blas_files = sorted({os.path.realpath(p) for p in mapped if blas_name.search(os.path.basename(p))})
+    config = torch.__config__.show()
+    settings = dict(re.findall(r"\b(BLAS_INFO|LAPACK_INFO)=([^,\s]*)", config))
+    capability = re.search(r"CPU capability usage: (\S+)", config)
+    info = {"mapped": blas_files, "torch_blas_info": settings.get("BLAS_INFO", ""),
+            "cpu_capability": capability.group(1) if capability else "", "sgemm": "", "library": "",
+            "threading": "", "warning": ""}
+    torch_cpu = next((p for p in mapped if "libtorch_cpu" in os.path.basename(p)), None)
+    provider = defining_library(ctypes.CDLL(torch_cpu), "sgemm_") if torch_cpu else None
+    if provider:
+        info["sgemm"] = os.path.realpath(provider)
+        library = ctypes.CDLL(provider)
+        openblas = c_string(library, "openblas_get_config")
+        mkl = c_string(library, "MKL_Get_Version_String", True)
+        blis = c_string(library, "bli_info_get_version_str")
+        if openblas:
+            info["library"] = openblas
+            core = c_string(library, "openblas_get_corename")
+            if core and core not in openblas:
+                info["library"] += f" ({core})"
+            parallel = getattr(library, "openblas_get_parallel", None)
+            if parallel:
+                info["threading"] = {0: "sequential", 1: "pthreads", 2: "OpenMP"}.get(parallel(), "")
+        elif mkl:
+            info["library"] = mkl.strip()
+        elif blis:
+            info["library"] = f"BLIS {blis}"
+        else:
+            info["library"] = "a BLAS that is not OpenBLAS, MKL or BLIS"
+    if len({os.path.dirname(p) for p in blas_files}) > 1:
+        info["warning"] = "BLAS libraries of more than one build are mapped: " + ", ".join(blas_files)
+    return info
+
+
+def emit(record):
+    print(json.dumps(record), flush=True)
+
+
+class CompileTimeout(Exception):
+    pass
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("deck")
@@ -215,7 +322,17 @@ def main():
     parser.add_argument("--batch", type=int, help="batch size (default: training.batch_size)")
     parser.add_argument("--steps", type=int, default=20, help="training steps per repetition")
     parser.add_argument("--repetitions", type=int, default=5, help="timed repetitions (median)")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: PyTorch's)")
+    parser.add_argument("--variants", default="auto",
+                        help="comma-separated, of " + ", ".join(VARIANTS) + "; auto (default): eager, "
+                        "compiled where torch has torch.compile, and both with channels_last when "
+                        "the model has a Conv2D")
+    parser.add_argument("--compile-timeout", type=float, default=1200,
+                        help="seconds a variant's warm-up (compilation included) may take")
+    parser.add_argument("--serve", action="store_true",
+                        help="warm up, print a ready line, then measure on each 'measure VARIANT' "
+                        "line of stdin until 'quit' or end of input")
+    parser.add_argument("--parameters", action="store_true",
+                        help="print the parameter count ('total parameters: N') and exit")
     args = parser.parse_args()
 
     try:
@@ -225,58 +342,140 @@ def main():
         fail(f"{args.deck}: {e}")
     for override in args.overrides:
         apply_override(deck, override)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    batch = args.batch or deck.get("training", {}).get("batch_size", 128)
     seed = deck.get("run", {}).get("seed", 0)
+    torch.manual_seed(seed)
+    if args.parameters:
+        # Tied weights are one tensor: parameters() yields it once.
+        print(f"total parameters: {sum(p.numel() for p in DeckModel(deck).parameters())}")
+        return
+    if args.steps < 1 or args.repetitions < 1:
+        fail("--steps and --repetitions must be at least 1")
+    batch = args.batch or deck.get("training", {}).get("batch_size", 128)
     clip_norm = deck.get("training", {}).get("clip_norm", 0.0)
 
-    torch.manual_seed(seed)
-    model = DeckModel(deck)
-    model.train()
-    optimizer = make_optimizer(deck, model.parameters())
+    emit({"kind": "process", "framework": f"PyTorch {torch.__version__.split('+')[0]}",
+          "torch_version": torch.__version__, "python": sys.executable,
+          "torch_threads": torch.get_num_threads(),
+          "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", ""),
+          "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
+          "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", ""),
+          "blas": blas_in_process()})
+
+    probe = DeckModel(deck)
+    has_conv = any(isinstance(m, nn.Conv2d) for m in probe.modules())
+    can_compile = hasattr(torch, "compile")
+    if args.variants == "auto":
+        names = ["eager"] + (["compiled"] if can_compile else [])
+        if has_conv:
+            names += [f"{n}+channels_last" for n in names]
+    else:
+        names = args.variants.split(",")
+        for name in names:
+            if name not in VARIANTS:
+                fail(f"--variants: '{name}' is not one of {', '.join(VARIANTS)}")
+
     loss_fn = nn.CrossEntropyLoss()
     # The same data tessera-bench uses in kind: inputs in [-1, 1), random
     # labels, one epoch = `steps` batches gathered through a permutation; for
     # a language model, windows of random token ids with a label per position.
     samples = batch * args.steps
     generator = torch.Generator().manual_seed(seed)
-    classes = model.output_shape[-1]
+    classes = probe.output_shape[-1]
     if deck.get("data", {}).get("format") == "tokens":
-        x = torch.randint(0, classes, (samples,) + model.input_shape, generator=generator).float()
-        y = torch.randint(0, classes, (samples,) + model.input_shape, generator=generator)
+        x = torch.randint(0, classes, (samples,) + probe.input_shape, generator=generator).float()
+        y = torch.randint(0, classes, (samples,) + probe.input_shape, generator=generator)
     else:
-        x = torch.rand((samples,) + model.input_shape, generator=generator) * 2 - 1
+        x = torch.rand((samples,) + probe.input_shape, generator=generator) * 2 - 1
         y = torch.randint(0, classes, (samples,), generator=generator)
+    del probe
 
-    def epoch():
-        order = torch.randperm(samples, generator=generator)
+    class Variant:
+        """One way to run the model: its own copy (same seed), optimizer
+        and step function."""
+
+        def __init__(self, name):
+            self.name = name
+            self.channels_last = name.endswith("+channels_last")
+            if self.channels_last and len(x.shape) != 4:
+                raise ValueError("channels_last needs 4-d inputs (images)")
+            if name.startswith("compiled") and not can_compile:
+                raise RuntimeError(f"PyTorch {torch.__version__} has no torch.compile")
+            torch.manual_seed(seed)
+            self.model = DeckModel(deck)
+            if self.channels_last:
+                self.model = self.model.to(memory_format=torch.channels_last)
+            self.model.train()
+            self.optimizer = make_optimizer(deck, self.model.parameters())
+            model = self.model
+
+            def forward_loss(inputs, labels):
+                return loss_fn(model(inputs).reshape(-1, classes), labels.reshape(-1))
+
+            # The model and the loss in one graph (inductor); the optimizer runs eagerly.
+            self.forward_loss = torch.compile(forward_loss) if name.startswith("compiled") else forward_loss
+
+        def epoch(self):
+            order = torch.randperm(samples, generator=generator)
+            start = time.perf_counter()
+            for s in range(args.steps):
+                index = order[s * batch:(s + 1) * batch]
+                inputs, labels = x.index_select(0, index), y.index_select(0, index)
+                if self.channels_last:
+                    inputs = inputs.contiguous(memory_format=torch.channels_last)
+                self.optimizer.zero_grad(set_to_none=False)
+                loss = self.forward_loss(inputs, labels)
+                loss.backward()
+                if clip_norm > 0:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), clip_norm)
+                self.optimizer.step()
+            loss.item()
+            return (time.perf_counter() - start) / args.steps
+
+        def measure(self):
+            self.epoch()  # untimed, as tessera-bench warms up in every run
+            step = statistics.median(self.epoch() for _ in range(args.repetitions))
+            return {"kind": "variant", "variant": self.name, "status": "ok", "batch_size": batch,
+                    "step_seconds": step, "samples_per_second": batch / step}
+
+    def timed_out(signum, frame):
+        raise CompileTimeout(f"warm-up (compilation included) took over {args.compile_timeout:g} s")
+
+    signal.signal(signal.SIGALRM, timed_out)
+    ready = {}
+    for name in names:
+        # A variant that fails or times out is reported and left out; the others go on.
         start = time.perf_counter()
-        for s in range(args.steps):
-            index = order[s * batch:(s + 1) * batch]
-            inputs, labels = x.index_select(0, index), y.index_select(0, index)
-            optimizer.zero_grad(set_to_none=False)
-            loss = loss_fn(model(inputs).reshape(-1, classes), labels.reshape(-1))
-            loss.backward()
-            if clip_norm > 0:
-                nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-            optimizer.step()
-        loss.item()
-        return (time.perf_counter() - start) / args.steps
-
-    epoch()  # warm-up
-    step = statistics.median(epoch() for _ in range(args.repetitions))
-    print(json.dumps({
-        "framework": f"PyTorch {torch.__version__}",
-        "deck": args.deck,
-        "overrides": args.overrides,
-        "batch_size": batch,
-        "torch_threads": torch.get_num_threads(),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", ""),
-        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
-        "step_seconds": step,
-        "samples_per_second": batch / step,
-    }))
+        try:
+            signal.setitimer(signal.ITIMER_REAL, args.compile_timeout)
+            try:
+                variant = Variant(name)
+                variant.epoch()  # warm-up: torch.compile compiles here
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            warmup = time.perf_counter() - start
+            if not args.serve:
+                emit(dict(variant.measure(), warmup_seconds=warmup))
+                del variant
+            else:
+                ready[name] = variant
+        except Exception as e:  # noqa: BLE001 - any failure of one variant is its row's result
+            traceback.print_exc(file=sys.stderr)
+            message = str(e).strip().splitlines()
+            emit({"kind": "variant", "variant": name, "status": "failed",
+                  "error": f"{type(e).__name__}: {message[0] if message else ''}"[:300],
+                  "warmup_seconds": time.perf_counter() - start})
+    if not args.serve:
+        return
+    emit({"kind": "ready", "variants": list(ready)})
+    for line in sys.stdin:
+        command = line.split()
+        if command == ["quit"]:
+            break
+        if len(command) == 2 and command[0] == "measure" and command[1] in ready:
+            emit(ready[command[1]].measure())
+        else:
+            emit({"kind": "error", "error": f"unknown command '{line.strip()}'; "
+                  f"expected 'measure VARIANT' (one of {', '.join(ready)}) or 'quit'"})
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
+# shellcheck shell=bash
 # Shared helpers for Tessera's setup scripts: named steps that fail loudly,
 # and the locations of cached dependency prefixes.
 # Sourced, not executed.
 
 set -Eeuo pipefail
 
+# Used by the scripts that source this file:
+# shellcheck disable=SC2034
 TESSERA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Dependency prefixes live outside the clone so a fresh clone reuses them.
 TESSERA_DEPS_DIR="${TESSERA_DEPS_DIR:-/opt/tessera-deps}"
@@ -113,4 +116,21 @@ apply_openblas_coretype() {
   else
     note "OpenBLAS's kernels use the CPU's widest vectors"
   fi
+}
+
+# run_ctest <ctest arguments...>: ctest that fails when it finds no test
+# (--no-tests=error) and when it reports a test Skipped or Not Run. Inside a
+# test binary each skipped case is checked against tests/expected_skips.txt;
+# a whole ctest entry skipped is never expected in the project's scripts.
+run_ctest() {
+  local log rc=0
+  log=$(mktemp)
+  ctest --no-tests=error "$@" 2>&1 | tee "$log" || rc=$?
+  if grep -q "The following tests did not run:" "$log"; then
+    sed -n '/The following tests did not run:/,/^$/p' "$log" >&2
+    rm -f "$log"
+    die "ctest skipped the tests listed above; a test the suite registers must run"
+  fi
+  rm -f "$log"
+  [ "$rc" -eq 0 ] || die "ctest $* failed (exit ${rc})"
 }

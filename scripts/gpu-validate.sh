@@ -93,7 +93,7 @@ cmake --build "$build" -j "$TESSERA_JOBS" > "$out/logs/build.log" 2>&1 \
 record "build" "$("${build}/apps/tessera-train" --version | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
 
 step "test suite on the GPU (ctest)"
-if ctest --test-dir "$build" --output-on-failure -j "$TESSERA_JOBS" > "$out/logs/ctest.log" 2>&1; then
+if ctest --no-tests=error --test-dir "$build" --output-on-failure -j "$TESSERA_JOBS" > "$out/logs/ctest.log" 2>&1; then
   record "test suite" "$(grep -E 'tests passed' "$out/logs/ctest.log" | tail -1)"
 else
   record "test suite" "FAILED: $(grep -E 'tests passed' "$out/logs/ctest.log" | tail -1) (logs/ctest.log)"

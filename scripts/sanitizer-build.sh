@@ -12,6 +12,9 @@ step "Debian packages"
 apt_install clang libomp-dev libclang-rt-dev cmake make pkg-config libopenblas-dev \
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+# The tests of the threads and Winograd convolution schedules need a gemm
+# that runs on its calling thread: the OpenMP OpenBLAS (as scripts/setup.sh).
+select_openblas_openmp
 bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" clang
 kokkos_prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix clang)
 
@@ -23,6 +26,7 @@ cmake -S "$TESSERA_ROOT" -B "$sanitize_build_dir" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_UNITY_BUILD=ON \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_FLAGS_DEBUG="-O2 -gline-tables-only" \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_ENABLE_APPS=OFF \
+  -DTessera_HOST_ARCH=native -DTessera_TEST_CONFIGURATION=sanitizers \
   -DTessera_ENABLE_SANITIZERS="address;undefined" -DTessera_ENABLE_FUZZING=ON \
   > "${sanitize_build_dir}.configure.log" 2>&1 \
   || { cat "${sanitize_build_dir}.configure.log"; die "CMake configure failed"; }
@@ -40,4 +44,6 @@ cmake --build "$sanitize_build_dir" -j "$TESSERA_JOBS" --target tessera_unit_tes
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:detect_stack_use_after_return=1:strict_string_checks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=${TESSERA_ROOT}/tests/sanitizer/lsan.supp:print_suppressions=0"
+# Used by the scripts that source this file:
+# shellcheck disable=SC2034
 sanitizer_preload="${sanitize_build_dir}/tests/libtessera_keep_plugins.so"

@@ -4,7 +4,8 @@
 #   scripts/setup.sh train [deck]  packages, Kokkos, build, then train the default deck
 #   scripts/setup.sh test          packages, Kokkos, build, then the whole test suite (ctest)
 #   scripts/setup.sh build         packages, Kokkos, build only
-#   scripts/setup.sh bench         packages (with python3-torch), Kokkos, build, then
+#   scripts/setup.sh bench         packages (with python3-torch), PyTorch 2.x from PyPI in a
+#                                  virtual environment (bench/venv.sh), Kokkos, build, then
 #                                  bench/side_by_side.sh (Tessera against PyTorch)
 #
 # Every step is idempotent: a second run skips what is finished. Environment:
@@ -26,9 +27,21 @@ apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
   dataset-fashion-mnist dict-devil python3 python3-matplotlib
+if [ "$action" = test ]; then
+  # The style tests (clang-format 14, shellcheck) and the check of the
+  # side-by-side PyTorch twins (Debian's PyTorch) fail without them.
+  step "Debian packages for the test suite"
+  apt_install clang-format shellcheck python3-torch
+fi
 if [ "$action" = bench ]; then
-  step "Debian packages for the PyTorch reference"
-  apt_install python3-torch
+  # Debian's PyTorch 1.13 is the second reference; PyTorch 2.x from PyPI the
+  # first, in a virtual environment of Debian's Python, whose headers
+  # torch.compile compiles against.
+  step "Debian packages for the PyTorch references"
+  apt_install python3-torch python3-venv python3-dev
+  step "PyTorch 2.x from PyPI (bench/requirements.txt; several GB the first time)"
+  venv_dir=$(bash "${TESSERA_ROOT}/bench/venv.sh" --create)
+  note "virtual environment: ${venv_dir}"
 fi
 select_openblas_openmp
 
@@ -40,6 +53,7 @@ step "Tessera: configure (${build_dir})"
 # AVX-512): the build and the runs happen here (README, "CMake options").
 cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
+  -DTessera_TEST_CONFIGURATION=setup \
   > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"
@@ -73,6 +87,6 @@ case "$action" in
     ;;
   test)
     step "test suite (ctest)"
-    ctest --test-dir "$build_dir" --output-on-failure -j "$TESSERA_JOBS"
+    run_ctest --test-dir "$build_dir" --output-on-failure -j "$TESSERA_JOBS"
     ;;
 esac

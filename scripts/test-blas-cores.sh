@@ -44,7 +44,7 @@ for core in "${cores[@]}"; do
            "${build_dir}/tests/test_dense" --gtest_filter=none 2>&1 | sed -n 's/^Core: //p')
   [ "$used" = "$core" ] || die "OPENBLAS_CORETYPE=${core}: OpenBLAS uses '${used}' instead"
   started=$(date +%s)
-  if OPENBLAS_CORETYPE="$core" ctest --test-dir "$build_dir" -L blas --output-on-failure -j "$TESSERA_JOBS"; then
+  if OPENBLAS_CORETYPE="$core" ctest --no-tests=error --test-dir "$build_dir" -L blas --output-on-failure -j "$TESSERA_JOBS"; then
     results+=("${core}: passed in $(( $(date +%s) - started )) s")
   else
     results+=("${core}: FAILED after $(( $(date +%s) - started )) s")

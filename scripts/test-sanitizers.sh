@@ -11,6 +11,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/sanitizer-build.sh"
 
 step "unit tests under ASan + UBSan (ctest -L unit -E '^test_.*_threads1\$')"
 started=$(date +%s)
-LD_PRELOAD="$sanitizer_preload" ctest --test-dir "$sanitize_build_dir" -L unit -E '^test_.*_threads1$' \
+LD_PRELOAD="$sanitizer_preload" run_ctest --test-dir "$sanitize_build_dir" -L unit -E '^test_.*_threads1$' \
   --output-on-failure -j "$TESSERA_JOBS"
 note "passed in $(( $(date +%s) - started )) s"

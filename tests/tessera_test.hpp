@@ -8,6 +8,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/data/dataset.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -148,5 +149,37 @@ inline std::string replace_once(std::string text, const std::string& from, const
   if (at == std::string::npos) return text;
   return text.replace(at, from.size(), to);
 }
+
+// Records the labels of the parallel_for kernels launched while it lives
+// (Kokkos Tools' callback), so that a test can tell which code path ran.
+class LaunchedKernels {
+ public:
+  LaunchedKernels() {
+    labels().clear();
+    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(
+        [](const char* name, std::uint32_t, std::uint64_t*) { labels().emplace_back(name); });
+  }
+  ~LaunchedKernels() { Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr); }
+  LaunchedKernels(const LaunchedKernels&) = delete;
+  LaunchedKernels& operator=(const LaunchedKernels&) = delete;
+
+  bool launched(const std::string& label) const {
+    return std::find(labels().begin(), labels().end(), label) != labels().end();
+  }
+  // The distinct labels, in order of first launch, for failure messages.
+  std::string list() const {
+    std::string out;
+    for (std::size_t i = 0; i < labels().size(); ++i)
+      if (std::find(labels().begin(), labels().begin() + i, labels()[i]) == labels().begin() + i)
+        out += (out.empty() ? "" : ", ") + labels()[i];
+    return out;
+  }
+
+ private:
+  static std::vector<std::string>& labels() {
+    static std::vector<std::string> names;
+    return names;
+  }
+};
 
 }  // namespace tessera::test

@@ -339,7 +339,16 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
       EXPECT_EQ(g.winograd_groups(), 9);
       EXPECT_EQ(g.transposed().winograd_block_samples(), 4);
     }
-    const std::vector<float> got = run_threads_schedule<E>(c, schedule);
+    std::vector<float> got;
+    {
+      const test::LaunchedKernels kernels;
+      got = run_threads_schedule<E>(c, schedule);
+      const std::string ran = schedule_name(schedule);
+      for (const char* pass : {"forward", "backward"}) {
+        const std::string label = std::string("tessera::kernels::conv2d_") + pass + "_" + ran;
+        EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
+      }
+    }
     const NaiveConv ref{c};
     const auto xh = test::random_values(g.input_size(), 21),
                wh = test::random_values(g.out_channels * g.patch(), 22),
@@ -401,7 +410,8 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
   EXPECT_EQ(g.thread_groups(), 16);
   g.batch = 128;
   EXPECT_EQ(g.thread_groups(), 11);
-  if (schedules<E>().size() < 2) return;
+  if (schedules<E>().size() < 2)
+    GTEST_SKIP() << "no ConvSchedule::threads on " << E::name() << " (the geometry checks ran)";
   const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::threads);
   g.batch = c.batch;
   // Both schedules on the same values, with scratch for 128 samples.
@@ -417,8 +427,16 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
     M<E> dw("dw", c.out_channels, g.patch());
     const auto s =
         schedule != kernels::ConvSchedule::blocks ? scratch : scratch_for<E>(g, schedule);
+    const test::LaunchedKernels kernels;
     kernels::conv2d_forward(E(), g, x, w, b, y, s, schedule);
     kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, s, schedule);
+    // Two and three channels keep the threads schedule's products under
+    // ConvSchedule::winograd.
+    ASSERT_FALSE(g.winograd());
+    const std::string ran = schedule == kernels::ConvSchedule::blocks
+                                ? "tessera::kernels::im2col"
+                                : "tessera::kernels::conv2d_forward_threads";
+    EXPECT_TRUE(kernels.launched(ran)) << ran << " not launched; ran " << kernels.list();
     std::vector<float> out;
     for (const auto& v : {y, dx, V<E>(dw.data(), dw.size()), db}) {
       const auto h = test::to_host(v);
@@ -481,9 +499,15 @@ TYPED_TEST(ConvKernels, WinogradMatchesNaiveLoops) {
     test::from_host(dy, dyh);
     test::from_host(dx, start);
     const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::winograd);
-    kernels::conv2d_forward(E(), g, x, w, b, y, scratch, kernels::ConvSchedule::winograd);
-    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch,
-                             kernels::ConvSchedule::winograd);
+    {
+      const test::LaunchedKernels kernels;
+      kernels::conv2d_forward(E(), g, x, w, b, y, scratch, kernels::ConvSchedule::winograd);
+      kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch,
+                               kernels::ConvSchedule::winograd);
+      for (const char* label : {"tessera::kernels::conv2d_forward_winograd",
+                                "tessera::kernels::conv2d_backward_winograd"})
+        EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
+    }
     std::vector<double> y_ref(y.size()), y_scale(y.size()), dx_ref(start.begin(), start.end()),
         dx_scale(dx.size()), dw_ref(dw.size()), dw_scale(dw.size());
     for (std::size_t i = 0; i < y_ref.size(); ++i) {
@@ -534,6 +558,18 @@ TEST(Conv2dSchedule, WinogradWhereTheBlasRunsOnItsCallingThread) {
     EXPECT_EQ(chosen, kernels::ConvSchedule::blocks) << blas.library;
   }
   EXPECT_EQ(chosen == kernels::ConvSchedule::winograd, thread_sgemm() != nullptr);
+}
+
+// The kernel tests above loop over schedules<E>(), which holds only
+// ConvSchedule::blocks where the BLAS has no gemm for each thread alone:
+// such a build tests less, and says so here, once, as a skip that the
+// expected-skip list must name (tests/expected_skips.txt).
+TEST(Conv2dSchedule, ThreadsAndWinogradAreTestedHere) {
+  if (thread_sgemm() == nullptr)
+    GTEST_SKIP() << "the BLAS (" << blas_info().library
+                 << ") has no sgemm that runs on its calling thread: the kernel tests cover "
+                    "ConvSchedule::blocks only";
+  EXPECT_EQ(schedules<Kokkos::DefaultHostExecutionSpace>().size(), 3u);
 }
 
 TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
@@ -630,12 +666,22 @@ TEST(Conv2D, GradientsMatchFiniteDifferences) {
   Conv2D narrowing("narrowing", 2, {3, 2}, 1, {1, 0});
   test::LayerHarness ht(narrowing, {Shape{2, 3, 5, 4}}, 4);
   ht.expect_gradients();
-  // 16 channels in and out: Winograd's products on the OpenMP and Serial
-  // spaces (ConvSchedule::winograd), 3 x 3 and 5 x 5, odd output sizes.
+}
+
+// 16 channels in and out: Winograd's products on the OpenMP and Serial
+// spaces (ConvSchedule::winograd), 3 x 3 and 5 x 5, odd output sizes.
+TEST(Conv2D, WinogradGradientsMatchFiniteDifferences) {
+  if (kernels::conv2d_schedule(ExecSpace()) != kernels::ConvSchedule::winograd)
+    GTEST_SKIP() << "Conv2D does not run ConvSchedule::winograd on " << ExecSpace::name()
+                 << " with this BLAS";
   for (const int kernel : {3, 5}) {
     Conv2D wide("winograd" + std::to_string(kernel), 16, kernel, 1, kernel / 2);
+    const test::LaunchedKernels kernels;
     test::LayerHarness hw(wide, {Shape{2, 16, 5, 3}}, 5);
     hw.expect_gradients();
+    for (const char* label : {"tessera::kernels::conv2d_forward_winograd",
+                              "tessera::kernels::conv2d_backward_winograd"})
+      EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
   }
 }
 

@@ -4,6 +4,12 @@
 // this machine's BLAS and flags are read.
 #include <tessera/core/machine.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include "tessera_test.hpp"
 
 namespace {
@@ -73,19 +79,73 @@ TEST(Machine, SilentWhenKernelsMatchOrNothingIsKnown) {
   EXPECT_EQ(blas_vector_warning(zen5_flags, BlasInfo{"BLIS 0.9.0", "", "", false}, ""), "");
 }
 
-// This machine: the flags and the BLAS are read, and the verdict for them
-// is the one the functions above give.
+// This machine, against what the test reads itself: the flags are those of
+// /proc/cpuinfo's first `flags` line; the library was compiled for the
+// vector set this file was compiled for (the same flags), which the CPU
+// runs; the BLAS named is the one mapped into this process, its threading
+// that of the Debian flavour mapped (openblas-openmp, -pthread, -serial),
+// its core type the one OPENBLAS_CORETYPE asks for when set, and the
+// per-thread gemm the convolution uses exists exactly when the BLAS runs
+// each call on its calling thread.
 TEST(Machine, ReadsThisMachine) {
   const BlasInfo blas = blas_info();
   EXPECT_FALSE(blas.library.empty());
+  std::string mapped;
+  {
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);)
+      if (line.find("libopenblas") != std::string::npos) mapped = line.substr(line.find('/'));
+  }
+  EXPECT_EQ(blas.openblas, !mapped.empty()) << blas.library << "; mapped: " << mapped;
   if (blas.openblas) {
     EXPECT_NE(blas.library.find("OpenBLAS"), std::string::npos) << blas.library;
     EXPECT_FALSE(blas.core.empty());
+    const std::string flavour = mapped.find("openblas-openmp") != std::string::npos    ? "OpenMP"
+                                : mapped.find("openblas-pthread") != std::string::npos ? "pthreads"
+                                : mapped.find("openblas-serial") != std::string::npos ? "sequential"
+                                                                                      : "";
+    if (!flavour.empty()) EXPECT_EQ(blas.threading, flavour) << mapped;
+    EXPECT_EQ(thread_sgemm() != nullptr, blas.threading != "pthreads") << blas.threading;
+    if (const char* coretype = std::getenv("OPENBLAS_CORETYPE"); coretype && *coretype) {
+      std::string asked = coretype, got = blas.core;
+      for (auto* s : {&asked, &got})
+        for (auto& c : *s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      EXPECT_EQ(got, asked) << "OPENBLAS_CORETYPE=" << coretype;
+    }
   }
 #if defined(__x86_64__) && defined(__linux__)
-  const auto flags = cpu_flags();
-  EXPECT_NE(widest_isa(flags), VectorIsa::unknown);
-  EXPECT_NE(compiled_isa(), VectorIsa::unknown);
+  std::vector<std::string> flags;
+  {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    for (std::string line; std::getline(cpuinfo, line);)
+      if (line.rfind("flags", 0) == 0) {
+        std::istringstream words(line.substr(line.find(':') + 1));
+        for (std::string w; words >> w;) flags.push_back(w);
+        break;
+      }
+  }
+  ASSERT_FALSE(flags.empty());
+  EXPECT_EQ(cpu_flags(), flags);
+  const bool has = [&] {
+    for (const char* f : {"sse2", "avx"})
+      if (std::find(flags.begin(), flags.end(), f) == flags.end()) return false;
+    return true;
+  }();
+  EXPECT_TRUE(has) << "an x86-64 CPU without SSE2 and AVX";
+  const VectorIsa widest = widest_isa(flags), compiled = compiled_isa();
+  EXPECT_GE(static_cast<int>(widest), static_cast<int>(VectorIsa::avx));
+  VectorIsa here = VectorIsa::sse;
+#if defined(__AVX512F__) && defined(__AVX512CD__) && defined(__AVX512BW__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
+  here = VectorIsa::avx512;
+#elif defined(__AVX2__) && defined(__FMA__)
+  here = VectorIsa::avx2;
+#elif defined(__AVX__)
+  here = VectorIsa::avx;
+#endif
+  EXPECT_EQ(compiled, here);
+  EXPECT_LE(static_cast<int>(compiled), static_cast<int>(widest))
+      << "compiled for " << isa_name(compiled) << " on a CPU with " << isa_name(widest);
 #endif
 }
 

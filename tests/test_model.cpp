@@ -296,6 +296,7 @@ TEST(Model, BackwardMatchesFiniteDifferencesThroughTheLoss) {
   model->compile(batch, 3);
   test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 51));
   test::expect_model_gradients(*model, std::vector<int>{0, 3, 1, 2});
+  test::expect_catches_scaled_gradients(*model, std::vector<int>{0, 3, 1, 2});
 }
 
 TEST(Model, TinyMlpConvergesOnXor) {

@@ -576,6 +576,7 @@ TEST(NormModel, GradientsThroughNormLayersMatchFiniteDifferences) {
   model.compile(batch, 3);
   test::from_host(model.input(batch).flat(), test::random_values(batch * 3, 91));
   test::expect_model_gradients(model, std::vector<int>{0, 2, 1, 1, 0, 2});
+  test::expect_catches_scaled_gradients(model, std::vector<int>{0, 2, 1, 1, 0, 2});
 }
 
 // Evaluation runs in inference mode, so it also checks that the running

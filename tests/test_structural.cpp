@@ -112,6 +112,7 @@ TEST(ResidualModel, FanOutGradientsMatchFiniteDifferences) {
   model->compile(batch, 3);
   test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 81));
   test::expect_model_gradients(*model, std::vector<int>{0, 3, 1, 2});
+  test::expect_catches_scaled_gradients(*model, std::vector<int>{0, 3, 1, 2});
 }
 
 // A graph with both merge layers and the activations and normalisation the

@@ -16,6 +16,50 @@ kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options&
   g.cols = kernels::WindowAxis(input[3], o.kernel.w, o.stride.w, o.padding.w);
   return g;
 }
+
+// The operations conv2d_forward and conv2d_backward (kernels/conv.hpp)
+// execute for g on `schedule`, without the bias; as in the direct form,
+// each term of a sum of products counts as a multiply and an add. Copies,
+// padding, the folds of columns (which finish the direct form's sums) and
+// the sums of the thread groups' partials are not counted. The im2col
+// products are the direct form's, except the blocks schedule's input
+// gradient as a transposed convolution (transposed_input_gradient), whose
+// columns span every input position and so multiply the padding too.
+// Winograd's F(2 x 2, r x r), t = r + 1, as impl/winograd.hpp runs it: per
+// tile, t^2 products of every channel pair; per tile and channel, the
+// input transform B^T d B (2 t^2 sums of t terms: 4 t^3) and the output
+// transform A^T M A (2t + 4 sums of t terms) or the gradient's A d A^T
+// (2t + t^2 sums of 2 terms), 4 t (t + 2) either; per channel pair, the
+// weights' G g G^T or the gradient's G^T dU G, 2 r t (r + t) either.
+struct ConvOperations {
+  double forward = 0, weight_gradient = 0, input_gradient = 0;
+};
+
+ConvOperations executed_operations(const kernels::Conv2dGeometry& g,
+                                   kernels::ConvSchedule schedule) {
+  const double in = static_cast<double>(g.in_channels), out = static_cast<double>(g.out_channels);
+  const double batch = static_cast<double>(g.batch);
+  const double direct = 2 * out * static_cast<double>(g.patch() * g.positions()) * batch;
+  ConvOperations ops;
+  if (schedule == kernels::ConvSchedule::winograd && g.winograd()) {
+    const double r = g.rows.kernel, t = r + 1;
+    const double input_tile = 4 * t * t * t, output_tile = 4 * t * (t + 2);
+    const double weights = 2 * r * t * (r + t) * in * out, products = 2 * t * t * in * out;
+    // Tiles of the outputs, and of the transposed convolution's: the inputs.
+    const double tiles = batch * static_cast<double>(g.winograd_tiles());
+    const double input_tiles = batch * static_cast<double>(g.transposed().winograd_tiles());
+    ops.forward = weights + tiles * (in * input_tile + products + out * output_tile);
+    ops.weight_gradient = tiles * (in * input_tile + products + out * output_tile) + weights;
+    ops.input_gradient = weights + input_tiles * (out * input_tile + products + in * output_tile);
+    return ops;
+  }
+  ops.forward = ops.weight_gradient = direct;
+  const kernels::Conv2dGeometry t = g.transposed();
+  ops.input_gradient = schedule == kernels::ConvSchedule::blocks && g.transposed_input_gradient()
+                           ? 2 * in * static_cast<double>(t.patch() * t.positions()) * batch
+                           : direct;
+  return ops;
+}
 }  // namespace
 
 Conv2D::Conv2D(std::string name, const Options& options, std::vector<std::string> inputs)
@@ -93,9 +137,16 @@ LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
   const double outputs = static_cast<double>(output_shape(inputs).numel());
   const double product =
       2 * outputs * static_cast<double>(inputs.at(0)[1] * options_.kernel.h * options_.kernel.w);
+  const double bias = options_.bias ? outputs : 0.0;
   // Backward: dW from the columns, dx through the transposed weights when
   // wanted, and the bias sums; the column copies are not arithmetic.
-  c.backward.flops = product * (input_gradient ? 2 : 1) + (options_.bias ? outputs : 0.0);
+  c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
+  // allocate() chose schedule_; before it, the schedule it will choose.
+  const kernels::ConvSchedule schedule =
+      scratch_.size() > 0 ? schedule_ : kernels::conv2d_schedule(ExecSpace());
+  const ConvOperations ops = executed_operations(conv_geometry(inputs.at(0), options_), schedule);
+  c.forward.executed = ops.forward + bias;
+  c.backward.executed = ops.weight_gradient + (input_gradient ? ops.input_gradient : 0.0) + bias;
   return c;
 }
 

@@ -53,6 +53,13 @@ for key, peak in (("sgemm peak (GFLOP/s)", a["peaks"]["sgemm"]["gflops"]),
                   ("stream triad peak (GB/s)", a["peaks"]["stream_triad"]["gbs"])):
     if key not in rows or abs(number(rows[key][0]) - peak) > 0.05:
         errors.append(f"{key}: {rows.get(key)} vs {peak}")
+# The step's FLOP rates, one row per basis, for both reports.
+for key, basis in (("training step, executed FLOPs (GFLOP/s)", "executed"),
+                   ("training step, model FLOPs, direct form (GFLOP/s)", "model")):
+    row = rows.get(key)
+    want = [r["step"][f"{basis}_gflops"] for r in (a, b)]
+    if not row or any(abs(number(row[i]) - want[j]) > 0.05 for i, j in ((0, 0), (1, 1))):
+        errors.append(f"{key}: {row} vs {want}")
 if not any("2 threads: " in l and "OpenMP with 2 threads" in l for l in lines):
     errors.append("no machine line for the second report")
 with open(sys.argv[4], "rb") as f:
@@ -62,9 +69,10 @@ with open(sys.argv[4], "rb") as f:
 # Performance portability over the two platforms (1 and 2 cores), recomputed
 # here from the reports: each platform has one report, so application
 # efficiency is 1 everywhere; architectural efficiency is roofline time
-# (work at the measured sgemm rate or triad bandwidth) over measured time.
+# (executed FLOPs at the measured sgemm rate, or bytes at the triad
+# bandwidth) over measured time.
 def roofline(r, layer):
-    return max(layer["step"]["flops"] / (r["peaks"]["sgemm"]["gflops"] * 1e9),
+    return max(layer["step"]["executed_flops"] / (r["peaks"]["sgemm"]["gflops"] * 1e9),
                layer["step"]["bytes"] / (r["peaks"]["stream_triad"]["gbs"] * 1e9))
 def arch(r, name):
     if name is None:
@@ -100,6 +108,8 @@ echo '{"hello": 1}' > "$scratch/other.json"
 set +e
 out=$("$compare" "$scratch/t1.json" "$scratch/other.json" 2>&1); rc=$?
 set -e
-[ "$rc" -eq 2 ] && grep -qF "$scratch/other.json: not a tessera-bench report" <<<"$out" \
-  || { echo "FAIL: non-report input: exit $rc: $out"; exit 1; }
+if [ "$rc" -ne 2 ] || ! grep -qF "$scratch/other.json: not a tessera-bench report" <<<"$out"; then
+  echo "FAIL: non-report input: exit $rc: $out"
+  exit 1
+fi
 echo "PASS: non-report input -> exit 2 naming the file"

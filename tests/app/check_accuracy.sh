@@ -9,7 +9,7 @@ validation=0
 case "$*" in *data.validation_split=*) validation=1 ;; esac
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-out=$("$train" "$deck" --set "run.output_dir=${scratch}" "$@" 2>&1) || { echo "$out"; echo "FAIL: tessera-train exited with $?"; exit 1; }
+out=$("$train" "$deck" --set "run.output_dir=${scratch}" "$@" 2>&1) || { rc=$?; echo "$out"; echo "FAIL: tessera-train exited with $rc"; exit 1; }
 echo "$out"
 acc=$(echo "$out" | sed -n 's/^test accuracy: \([0-9.]*\)$/\1/p' | tail -1)
 [ -n "$acc" ] || { echo "FAIL: no 'test accuracy:' line"; exit 1; }

@@ -14,8 +14,9 @@
 # Usage: restart.sh <mpiexec> <tessera-train> <restart deck> <exact|ranks>
 set -uo pipefail
 mpiexec="$1" train="$2" deck="$3" part="$4"
-case "$part" in exact|ranks) ;; *) echo "restart.sh: part must be exact or ranks"; exit 2 ;; esac
+case "$part" in exact|ranks) ;; *) echo "restart.sh: unknown part '$part' (exact or ranks)" >&2; exit 2 ;; esac
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
 ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
 
@@ -117,9 +118,8 @@ train 1 one_bf16_mid --restart "$(ckpt one_bf16 100)" "${bf16[@]}"
 same one_bf16 one_bf16_mid 100
 grep -q "activations and their gradients in bf16" "$scratch/one_bf16.log" ||
   fail "the bf16 run did not say it computes in bf16"
-if h5diff -q "$(ckpt one 470)" "$(ckpt one_bf16 470)" /parameters; then
-  fail "the bf16 run ended with the fp32 run's weights"
-fi
+h5_differs "$(ckpt one 470)" "$(ckpt one_bf16 470)" /parameters
+[ $? -ne 1 ] || fail "the bf16 run ended with the fp32 run's weights"
 
 train 2 two
 train 2 two_mid --restart "$(ckpt two 100)"

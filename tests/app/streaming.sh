@@ -11,6 +11,7 @@
 set -uo pipefail
 mpiexec="$1" convert="$2" synthetic="$3" train="$4"
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=../script_common.sh
 source "$here/../script_common.sh"
 data="${TESSERA_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 deck="$here/fashion_mnist_hdf5.toml"

@@ -18,6 +18,11 @@
 # Usage: sweep.sh <mpiexec> <tessera-sweep> <tessera-train> <deck> <tests/app> <plot_sweep.py> <part>
 set -uo pipefail
 mpiexec="$1" sweep="$2" train="$3" deck="$4" dir="$5" plot="$6" part="$7"
+case "$part" in
+  grid|halving|failures) ;;
+  *) echo "sweep.sh: unknown part '$part' (grid, halving or failures)" >&2; exit 2 ;;
+esac
+# shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
 python=/usr/bin/python3
 
@@ -117,6 +122,8 @@ for r in map(json.loads, sys.stdin):
   done
   # Open MPI gives each rank its own process group, but they stay in the
   # session setsid opened: every process of it goes at once.
+  # One argument per process id:
+  # shellcheck disable=SC2046
   kill -9 $(ps -o pid= -s "$job"); wait "$job" 2>/dev/null
   for _ in $(seq 100); do [ -z "$(ps -o pid= -s "$job")" ] && break; sleep 0.1; done
   before=$(records "$scratch/killed" trial finished)

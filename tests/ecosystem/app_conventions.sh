@@ -10,6 +10,7 @@
 # Usage: app_conventions.sh <apps dir> <source dir> <mpiexec> <region tool library>
 set -euo pipefail
 apps="$1" source_dir="$2" mpiexec="$3" tool="$4"
+# shellcheck source=../script_common.sh
 source "${source_dir}/tests/script_common.sh"
 deck="${source_dir}/tests/app/fashion_mnist_smoke.toml"
 version=$(sed -n 's/^project(Tessera VERSION \([0-9.]*\).*/\1/p' "${source_dir}/CMakeLists.txt")

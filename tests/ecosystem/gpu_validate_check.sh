@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu-validate.sh can only really run on a GPU machine. Here: its
-# syntax (bash -n, and shellcheck where installed, with build-kokkos.sh that
-# it builds Kokkos with), its usage errors, and its verdict on a machine
+# syntax (bash -n, with build-kokkos.sh that it builds Kokkos with), its
+# usage errors, and its verdict on a machine
 # without a GPU: exit 2 with a message pointing to the compile-only check.
 # Exits 77 (skipped) on a machine with an NVIDIA GPU, where it would start a
 # real validation.
@@ -13,13 +13,9 @@ if nvidia-smi -L > /dev/null 2>&1; then
   echo "an NVIDIA GPU is present: run scripts/gpu-validate.sh cuda itself"
   exit 77
 fi
+# ctest shellcheck lints these with every other script.
 bash -n "$script"
 bash -n "${source_dir}/scripts/build-kokkos.sh"
-if command -v shellcheck > /dev/null; then
-  (cd "${source_dir}/scripts" && shellcheck -x gpu-validate.sh build-kokkos.sh)
-else
-  echo "shellcheck not installed: syntax checked with bash -n only"
-fi
 expect() {  # expect <status> <message fragment> <args...>
   local status="$1" fragment="$2" out rc=0
   shift 2

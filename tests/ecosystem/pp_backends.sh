@@ -67,7 +67,7 @@ def seconds(r, name):
     return l["forward"]["seconds"] + l["backward"]["seconds"]
 def roofline(r, name):
     ls = r["layers"] if name is None else [l for l in r["layers"] if l["name"] == name]
-    return sum(max(l["step"]["flops"] / (r["peaks"]["sgemm"]["gflops"] * 1e9),
+    return sum(max(l["step"]["executed_flops"] / (r["peaks"]["sgemm"]["gflops"] * 1e9),
                    l["step"]["bytes"] / (r["peaks"]["stream_triad"]["gbs"] * 1e9)) for l in ls)
 f = lambda v: f"{v:.3f}"
 for name in [None] + [l["name"] for l in s["layers"]]:

@@ -24,9 +24,10 @@ loader.exec_module(compare)
 
 
 def report(platform, step_seconds, layers, gflops=100.0, gbs=10.0, version="0.1.0",
-           status="ok"):
-    """layers: (name, seconds, flops, bytes) with flops and bytes per step."""
-    r = {"schema": "tessera-bench", "schema_version": 2, "tessera_version": version,
+           status="ok", schema=2):
+    """layers: (name, seconds, flops, bytes) with flops and bytes per step;
+    schema 3: (name, seconds, (model flops, executed flops), bytes)."""
+    r = {"schema": "tessera-bench", "schema_version": schema, "tessera_version": version,
          "platform": platform, "backend": "OpenMP", "threads": 1, "run_name": "t",
          "batch_size": 8, "deck": "t.toml", "status": status,
          "machine": {"hostname": "h", "cpu": "cpu", "cores": 2}}
@@ -36,9 +37,15 @@ def report(platform, step_seconds, layers, gflops=100.0, gbs=10.0, version="0.1.
     r["peaks"] = {"sgemm": {"size": 64, "gflops": gflops},
                   "stream_triad": {"elements": 1024, "gbs": gbs}}
     r["step"] = {"seconds": step_seconds, "samples_per_second": 8 / step_seconds}
-    r["layers"] = [{"name": n, "type": "Dense",
+    def work(f, b):
+        if schema < 3:
+            return {"flops": f, "bytes": b}
+        return {"model_flops": f[0], "executed_flops": f[1], "bytes": b}
+    r["layers"] = [{"name": n, "type": "Conv2D",
                     "forward": {"seconds": s / 2}, "backward": {"seconds": s / 2},
-                    "step": {"flops": f, "bytes": b}} for n, s, f, b in layers]
+                    "step": work(f, b)} for n, s, f, b in layers]
+    r["step"].update(work((sum(l[2][0] for l in layers), sum(l[2][1] for l in layers))
+                          if schema >= 3 else sum(l[2] for l in layers), 0))
     return r
 
 
@@ -94,6 +101,35 @@ class Efficiencies(unittest.TestCase):
         self.assertEqual(result["A"][None]["app"], [1.0, 0.0])
         self.assertEqual(result["A"][None]["pp_app"], 0.0)
         self.assertEqual(result["A"]["fc"]["pp_arch"], 0.0)
+
+
+class Bases(unittest.TestCase):
+    def test_architectural_efficiency_takes_the_executed_flops(self):
+        # Winograd: 1 GFLOP in the model's direct form, 0.4 GFLOP executed;
+        # at 100 GFLOP/s the roofline is 0.004 s (0.01 GB at 10 GB/s: 0.001
+        # s), over 0.02 s taken.
+        v3 = report("P1", 0.1, [("conv", 0.02, (1e9, 4e8), 1e7)], schema=3)
+        self.assertAlmostEqual(compare.architectural_efficiency(v3, "conv"), 0.2)
+        # Schema 2 carries model FLOPs only, which stand in.
+        v2 = report("P1", 0.1, [("conv", 0.02, 1e9, 1e7)])
+        self.assertAlmostEqual(compare.architectural_efficiency(v2, "conv"), 0.5)
+
+    def test_rows_name_their_basis_and_schema_2_lacks_executed(self):
+        v2 = report("P1", 0.1, [("conv", 0.02, 1e9, 5e7)])
+        v3 = report("P2", 0.1, [("conv", 0.02, (1e9, 4e8), 5e7)], schema=3)
+        rows = {}
+        for line in compare.table([v3, v2], ["new", "old"]).splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if line.startswith("| "):
+                rows[cells[0]] = cells[1:]
+        # 0.4 GFLOP and 1 GFLOP in 0.1 s; schema 2: "-" executed, 10 model.
+        self.assertEqual(rows["training step, executed FLOPs (GFLOP/s)"], ["4.0", "-", "-"])
+        self.assertEqual(rows["training step, model FLOPs, direct form (GFLOP/s)"],
+                         ["10.0", "10.0", "1.00x"])
+        text = compare.portability_table([v3, v2], ["P1", "P2"], ["T", "T"])
+        self.assertIn("Reports of schema 2 carry model FLOPs (direct form) only", text)
+        self.assertNotIn("Reports of schema",
+                         compare.portability_table([v3, v3], ["P1", "P2"], ["T", "T"]))
 
 
 class CommandLine(unittest.TestCase):

@@ -5,6 +5,7 @@
 # Usage: gtest_ranks.sh <mpiexec> <test executable> [<report pattern>]
 set -uo pipefail
 mpiexec="$1" test="$2" report="${3:-^$}"
+# shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
 export GTEST_COLOR=no
 for ranks in 2 3; do

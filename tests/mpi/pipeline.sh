@@ -20,6 +20,7 @@
 # Usage: pipeline.sh <mpiexec> <tessera-train> <inputs directory>
 set -uo pipefail
 mpiexec="$1" train="$2" inputs="$3"
+# shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
 here="$(dirname "$0")"
 
@@ -56,9 +57,7 @@ weights() {
   file="$scratch/$name/checkpoints/step-$(printf %08d "$step").h5"
   : > "$scratch/$name.$step.txt"
   [ -f "$file" ] || { fail "$name: no checkpoint $file"; return; }
-  for group in "$@"; do
-    h5dump -m %.9e -y -w 1 -g "/$group" "$file" | grep -E '^ *-?[0-9]' >> "$scratch/$name.$step.txt"
-  done
+  for group in "$@"; do h5_values "$file" "$group" "$scratch/$name.$step.txt"; done
 }
 # same <reference> <candidate> <step>: bit for bit.
 same() {

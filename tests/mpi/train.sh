@@ -7,6 +7,7 @@
 # Usage: train.sh <mpiexec> <tessera-train> <smoke deck> <min accuracy>
 set -uo pipefail
 mpiexec="$1" train="$2" deck="$3" threshold="$4"
+# shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
 
 # run <name> <mpiexec arguments...>: output in $scratch/<name>.log, status in $rc.

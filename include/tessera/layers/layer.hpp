@@ -26,6 +26,7 @@
 #include <tessera/layers/parameter_spec.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,15 @@ using Shapes = std::vector<Shape>;
 // The work of one pass over a batch, for benchmarks: floating-point
 // operations, and the compulsory memory traffic in bytes (every tensor the
 // pass reads or writes, touched once), which gives an effective bandwidth.
+// flops are the model's, its direct form (a convolution's every tap), the
+// same on every backend; `executed` holds the operations the kernels run
+// where they do other work (Winograd's fewer products and its transforms),
+// and is unset where the two agree.
 struct PassCost {
   double flops = 0;
   double bytes = 0;
+  std::optional<double> executed;
+  double executed_flops() const { return executed.value_or(flops); }
 };
 
 struct LayerCost {

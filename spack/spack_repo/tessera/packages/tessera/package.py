@@ -100,6 +100,8 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
             self.define_from_variant("Tessera_ENABLE_APPS", "apps"),
             self.define("Tessera_ENABLE_TESTS", self.run_tests),
+            # clang-format 14 and shellcheck check the source tree, not the build.
+            self.define("Tessera_ENABLE_STYLE_TESTS", False),
             self.define("Tessera_BUILD_SPEC", build_spec),
         ]
 
