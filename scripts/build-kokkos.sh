@@ -131,9 +131,7 @@ case "$backend" in
       step "packages for the CUDA backend (Debian non-free CUDA 11.8, host g++-11)"
       ensure_apt_source tessera-non-free deb "contrib non-free"
       apt_install nvidia-cuda-toolkit g++-11
-      # CUDA 11.8 from /usr/bin, not a newer toolkit that may sit earlier in PATH.
-      export PATH="/usr/bin:${PATH}"
-      export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
+      use_debian_cuda
     fi
     kokkos_args+=(-DCMAKE_CXX_COMPILER="${kokkos_src}/bin/nvcc_wrapper"
                   -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON

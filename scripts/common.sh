@@ -118,6 +118,28 @@ apply_openblas_coretype() {
   fi
 }
 
+# Debian's CUDA 11.8 for the compile-only builds, whatever newer CUDA the
+# machine also carries: its nvcc may come first in PATH, CUDA_HOME and
+# LIBRARY_PATH may point at it, and its headers may be linked into
+# /usr/local/include, which the host compiler searches before /usr/include,
+# so that nvcc 11.8 would read CUDA 13's cuda_fp16.h. This puts /usr/bin
+# first, drops those variables, and puts a folder of links to /usr/include's
+# copy of every name /usr/local/include also holds on CPLUS_INCLUDE_PATH,
+# which the host compiler searches before its system folders.
+use_debian_cuda() {
+  local shadow="${TESSERA_DEPS_DIR}/debian-cuda-include" entry name
+  export PATH="/usr/bin:${PATH}"
+  export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
+  unset CUDA_HOME LIBRARY_PATH
+  rm -rf "$shadow"
+  mkdir -p "$shadow"
+  for entry in /usr/local/include/*; do
+    name=$(basename "$entry")
+    if [ -e "$entry" ] && [ -e "/usr/include/${name}" ]; then ln -s "/usr/include/${name}" "${shadow}/${name}"; fi
+  done
+  export CPLUS_INCLUDE_PATH="${shadow}${CPLUS_INCLUDE_PATH:+:${CPLUS_INCLUDE_PATH}}"
+}
+
 # run_ctest <ctest arguments...>: ctest that fails when it finds no test
 # (--no-tests=error) and when it reports a test Skipped or Not Run. Inside a
 # test binary each skipped case is checked against tests/expected_skips.txt;

@@ -21,8 +21,7 @@ for backend in "${backends[@]}"; do
   prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix "$backend")
   build_dir="${TESSERA_ROOT}/build-${backend}"
   if [ "$backend" = cuda ]; then
-    export PATH="/usr/bin:${PATH}"
-    export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
+    use_debian_cuda
     cxx="${prefix}/bin/nvcc_wrapper"
   else
     # The target Kokkos was built for (Kokkos_ARCH_VEGA908); without it hipcc
