@@ -3,7 +3,7 @@
 # one OpenMP thread per rank, a scratch directory removed on exit, a
 # failure counter (fail "message"; end with: [ "$failures" -eq 0 ] || exit 1),
 # and readers of HDF5 files that count a tool's error as a failure instead
-# of reading it as a verdict. tests/app/script_checks.sh tests them.
+# of reading it as a verdict. tests/script_checks.sh tests them.
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMP_NUM_THREADS=1
 scratch=$(mktemp -d)
