@@ -394,15 +394,8 @@ json shape_json(const tessera::Shape& s) {
 // The machine, for the report.
 
 std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) break;
-    return line.substr(line.find_first_not_of(" \t", colon + 1));
-  }
-  return "unknown";
+  const std::string model = tessera::bench::read_cpu_facts().model_name;
+  return model.empty() ? "unknown" : model;
 }
 
 std::string hostname() {

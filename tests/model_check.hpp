@@ -65,13 +65,18 @@ constexpr double zero_gradient_norm = 1e-6;
 // element's small step, lets through. Measured on the model tests: within
 // 1e-4 of |g| at h = 2.5e-3 (float rounding of the loss dominates below
 // 1e-3; steps of 1e-2 and more cross a ReLU's kink in the residual model).
+inline double gradient_norm(const std::vector<float>& g) {
+  double sum = 0;
+  for (float x : g) sum += double(x) * x;
+  return std::sqrt(sum);
+}
+
 template <class V>
 void expect_directional_derivative(const char* what, const V& v, const std::vector<float>& g,
                                    const ModelLoss& loss, double h = 2.5e-3) {
   const std::vector<float> saved = to_host(v);
-  double norm = 0;
-  for (float x : g) norm += double(x) * x;
-  norm = std::sqrt(norm);
+  // Also the analytic derivative along d: g . g / |g|.
+  const double norm = gradient_norm(g);
   if (norm < zero_gradient_norm) return;
   std::vector<float> moved(saved.size());
   const auto loss_at = [&](double t) {
@@ -82,9 +87,7 @@ void expect_directional_derivative(const char* what, const V& v, const std::vect
   const auto central = [&](double step) { return (loss_at(step) - loss_at(-step)) / (2 * step); };
   const double numeric = central(h), half = central(h / 2);
   from_host(v, saved);
-  double along = 0;
-  for (float x : g) along += double(x) * x / norm;
-  EXPECT_NEAR(along, numeric, directional_rtol * std::fabs(numeric))
+  EXPECT_NEAR(norm, numeric, directional_rtol * std::fabs(numeric))
       << what << ": the derivative along the gradient (|g| = " << norm << ") against the "
       << "central difference " << numeric << " at step " << h << " (" << half << " at " << h / 2
       << ")";
@@ -130,9 +133,7 @@ inline void expect_catches_scaled_gradients(Model& model, const std::vector<int>
   int scaled = 0;
   for (std::size_t i = 0; i < store.entries().size(); ++i) {
     const std::string what = store.entries()[i].layer + "." + store.entries()[i].spec.name;
-    double norm = 0;
-    for (float x : to_host(store.gradient(i).flat())) norm += double(x) * x;
-    if (std::sqrt(norm) < zero_gradient_norm) continue;
+    if (gradient_norm(to_host(store.gradient(i).flat())) < zero_gradient_norm) continue;
     ++scaled;
     ::testing::TestPartResultArray failures;
     {

@@ -25,7 +25,7 @@ kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options&
 // products are the direct form's, except the blocks schedule's input
 // gradient as a transposed convolution (transposed_input_gradient), whose
 // columns span every input position and so multiply the padding too.
-// Winograd's F(2 x 2, r x r), t = r + 1, as impl/winograd.hpp runs it: per
+// Winograd's F(2 x 2, r x r), t x t tiles, as impl/winograd.hpp runs it: per
 // tile, t^2 products of every channel pair; per tile and channel, the
 // input transform B^T d B (2 t^2 sums of t terms: 4 t^3) and the output
 // transform A^T M A (2t + 4 sums of t terms) or the gradient's A d A^T
@@ -42,7 +42,7 @@ ConvOperations executed_operations(const kernels::Conv2dGeometry& g,
   const double direct = 2 * out * static_cast<double>(g.patch() * g.positions()) * batch;
   ConvOperations ops;
   if (schedule == kernels::ConvSchedule::winograd && g.winograd()) {
-    const double r = g.rows.kernel, t = r + 1;
+    const double r = g.rows.kernel, t = kernels::impl::Winograd::tile_size(g.rows.kernel);
     const double input_tile = 4 * t * t * t, output_tile = 4 * t * (t + 2);
     const double weights = 2 * r * t * (r + t) * in * out, products = 2 * t * t * in * out;
     // Tiles of the outputs, and of the transposed convolution's: the inputs.

@@ -46,8 +46,10 @@ struct Winograd {
 
   // The kernel sizes it has points for.
   static bool supports(int kernel) { return kernel == 3 || kernel == 5; }
+  // The tile F(2 x 2, r x r) transforms: t x t.
+  static constexpr int tile_size(int kernel) { return kernel + 1; }
 
-  explicit Winograd(int kernel) : r(supports(kernel) ? kernel : 3), t(r + 1) {
+  explicit Winograd(int kernel) : r(supports(kernel) ? kernel : 3), t(tile_size(r)) {
     TESSERA_REQUIRE(supports(kernel), "tessera::kernels::impl::Winograd: a "
                                           << kernel << " x " << kernel
                                           << " kernel; F(2 x 2, r x r) is defined for r = 3 and 5 "
