@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build Kokkos and Kokkos Kernels 3.4.01 from Debian's trilinos source package
-# into a cached prefix outside the clone, for one backend:
+# Build Kokkos and Kokkos Kernels into a cached prefix outside the clone:
+# 3.4.01 from Debian's trilinos source package, or the release sources that
+# TESSERA_KOKKOS_SOURCE names (4.6.01 for CI's second Kokkos, see
+# scripts/test-kokkos-release.sh), for one backend:
 #   openmp  OpenMP + Serial, Kokkos Kernels with float ETI and the BLAS TPL
 #   cuda    CUDA 11.8 (Debian non-free), sm_80, compile-only use
 #   hip     HIP (Debian ROCm 5.2), gfx908, compile-only use
@@ -25,18 +27,30 @@ case "$backend" in
   *) echo "usage: $0 [--prefix] <openmp|cuda|hip|clang>" >&2; exit 2 ;;
 esac
 
-# For runs on a real GPU (scripts/gpu-validate.sh), three settings change the
-# recipe; they are part of the prefix's hash:
+# Four settings change the recipe; they are part of the prefix's hash:
 #   TESSERA_KOKKOS_SOURCE     a directory with Kokkos and Kokkos Kernels release
-#                             sources (kokkos-*/ and kokkos-kernels-*/) to build
-#                             instead of Debian's 3.4.01, e.g. for GPUs 3.4 does
-#                             not know (Hopper, MI200)
+#                             sources to build instead of Debian's 3.4.01:
+#                             folders kokkos-<version>/ and kokkos-kernels-<version>/,
+#                             or the release archives kokkos-<version>.tar.gz and
+#                             kokkos-kernels-<version>.tar.gz (extracted under
+#                             $TESSERA_DEPS_DIR/src). For Kokkos 4 in CI and for
+#                             GPUs 3.4 does not know (Hopper, MI200). Kokkos
+#                             Kernels 4 builds its BLAS component only.
+#   TESSERA_KOKKOS_CXX_STANDARD  17 (default) or 20: the C++ standard Kokkos is
+#                             built with, which code that uses it must match
 #   TESSERA_KOKKOS_ARCH       the Kokkos_ARCH_* of the GPU (AMPERE80, HOPPER90,
 #                             VEGA90A, ...; default AMPERE80 and VEGA908)
 #   TESSERA_GPU_TOOLCHAIN     "system": use the nvcc or hipcc already on PATH
 #                             instead of installing Debian's; Kokkos Kernels
 #                             then calls cuBLAS or rocBLAS
+cxx_standard="${TESSERA_KOKKOS_CXX_STANDARD:-17}"
+case "$cxx_standard" in
+  17|20) ;;
+  *) echo "$0: TESSERA_KOKKOS_CXX_STANDARD=${cxx_standard}: use 17 or 20" >&2; exit 2 ;;
+esac
 settings="${TESSERA_KOKKOS_SOURCE:-}|${TESSERA_KOKKOS_ARCH:-}|${TESSERA_GPU_TOOLCHAIN:-}"
+# The default standard leaves the hash (and so the cached prefixes) as it was.
+[ "$cxx_standard" = 17 ] || settings+="|c++${cxx_standard}"
 recipe_hash=$( (cat "${BASH_SOURCE[0]}"; echo "$settings") | sha256sum | cut -c1-12)
 prefix="${TESSERA_DEPS_DIR}/kokkos-${backend}-${recipe_hash}"
 if [ "$print_only" -eq 1 ]; then echo "$prefix"; exit 0; fi
@@ -53,10 +67,28 @@ trilinos_src="${src_root}/Trilinos-trilinos-release-${TRILINOS_VERSION//./-}"
 if [ -n "${TESSERA_KOKKOS_SOURCE:-}" ]; then
   step "Kokkos sources in ${TESSERA_KOKKOS_SOURCE}"
   [ -d "$TESSERA_KOKKOS_SOURCE" ] || die "TESSERA_KOKKOS_SOURCE=${TESSERA_KOKKOS_SOURCE} is not a directory"
-  kokkos_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-[0-9]*' | sort | tail -1)
-  kk_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-kernels-*' | sort | tail -1)
+  kokkos_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-[0-9]*' | sort -V | tail -1)
+  kk_src=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type d -name 'kokkos-kernels-[0-9]*' | sort -V | tail -1)
   if [ -z "$kokkos_src" ] || [ -z "$kk_src" ]; then
-    die "TESSERA_KOKKOS_SOURCE=${TESSERA_KOKKOS_SOURCE} needs kokkos-<version>/ and kokkos-kernels-<version>/"
+    # Release archives: each holds one top folder named like the archive.
+    kokkos_tar=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type f -name 'kokkos-[0-9]*.tar.gz' | sort -V | tail -1)
+    kk_tar=$(find "$TESSERA_KOKKOS_SOURCE" -maxdepth 1 -type f -name 'kokkos-kernels-[0-9]*.tar.gz' | sort -V | tail -1)
+    if [ -z "$kokkos_tar" ] || [ -z "$kk_tar" ]; then
+      die "TESSERA_KOKKOS_SOURCE=${TESSERA_KOKKOS_SOURCE} needs kokkos-<version>/ and kokkos-kernels-<version>/, or kokkos-<version>.tar.gz and kokkos-kernels-<version>.tar.gz"
+    fi
+    as_root mkdir -p "$src_root"
+    for archive in "$kokkos_tar" "$kk_tar"; do
+      top="${src_root}/$(basename "$archive" .tar.gz)"
+      if [ ! -f "${top}/.tessera-extracted" ]; then
+        note "extracting ${archive}"
+        rm -rf "$top"
+        tar xzf "$archive" -C "$src_root"
+        [ -d "$top" ] || die "${archive} has no top folder $(basename "$top")/"
+        touch "${top}/.tessera-extracted"
+      fi
+    done
+    kokkos_src="${src_root}/$(basename "$kokkos_tar" .tar.gz)"
+    kk_src="${src_root}/$(basename "$kk_tar" .tar.gz)"
   fi
   kokkos_label="$(basename "$kokkos_src"), $(basename "$kk_src")"
   note "$kokkos_label"
@@ -89,10 +121,18 @@ build_root="${TESSERA_DEPS_DIR}/build/kokkos-${backend}-${recipe_hash}"
 rm -rf "$build_root"
 mkdir -p "$build_root"
 
-kokkos_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DCMAKE_INSTALL_PREFIX="$prefix"
-             -DKokkos_ENABLE_SERIAL=ON)
+kokkos_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD="$cxx_standard"
+             -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkos_ENABLE_SERIAL=ON)
 kk_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkos_ROOT="$prefix"
          -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF)
+# Release sources from 4 on: Kokkos without the code 4.x deprecated (as
+# Spack builds it, and gone in 5), and Kokkos Kernels' BLAS component only
+# (Tessera calls gemm). 3.4 has neither switch.
+major=$(basename "$kokkos_src" | sed -n 's/^kokkos-\([0-9]*\)\..*/\1/p')
+if [ -n "$major" ] && [ "$major" -ge 4 ]; then
+  kokkos_args+=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF)
+  kk_args+=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON)
+fi
 # Host backends instantiate the float kernels Tessera uses and call OpenBLAS;
 # GPU backends are compile-only here, and ETI under nvcc takes tens of minutes.
 no_eti=(-DKokkosKernels_INST_FLOAT=OFF -DKokkosKernels_INST_DOUBLE=OFF
