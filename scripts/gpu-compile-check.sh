@@ -6,9 +6,21 @@
 #
 #   scripts/gpu-compile-check.sh [cuda] [hip]     (default: both)
 #
-#   cuda  Debian's CUDA 11.8 toolkit, sm_80 (Ampere), Kokkos' nvcc_wrapper over g++-11
-#   hip   Debian's hipcc (ROCm 5.2), gfx908 (MI100)
+# Kokkos: the release sources in TESSERA_KOKKOS_SOURCE, by default
+# ../shared/kokkos beside the clone where it exists (4.6.01 in CI), for the
+# GPUs Tessera is validated on; otherwise Debian's 3.4.01, which knows
+# neither of them, for the GPUs of its time:
+#
+#   cuda  Debian's CUDA 11.8, Kokkos' nvcc_wrapper over g++-11:
+#         sm_90 (H100, Kokkos_ARCH_HOPPER90) on Kokkos 4, sm_80 (A100) on 3.4.01
+#   hip   Debian's hipcc (ROCm 5.2): gfx90a (MI250X, Kokkos_ARCH_VEGA90A) on
+#         Kokkos 4, gfx908 (MI100) on 3.4.01
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+if [ -z "${TESSERA_KOKKOS_SOURCE:-}" ] && [ -d "${TESSERA_ROOT}/../shared/kokkos" ]; then
+  TESSERA_KOKKOS_SOURCE=$(cd "${TESSERA_ROOT}/../shared/kokkos" && pwd)
+fi
+export TESSERA_KOKKOS_SOURCE="${TESSERA_KOKKOS_SOURCE:-}"
 
 backends=("$@")
 [ "${#backends[@]}" -gt 0 ] || backends=(cuda hip)
@@ -18,20 +30,29 @@ for backend in "${backends[@]}"; do
     cuda|hip) ;;
     *) echo "usage: $0 [cuda] [hip]" >&2; exit 2 ;;
   esac
+  case "${backend}:${TESSERA_KOKKOS_SOURCE:+release}" in
+    cuda:release) arch=HOPPER90 ;;
+    cuda:) arch=AMPERE80 ;;
+    hip:release) arch=VEGA90A gfx=gfx90a ;;
+    hip:) arch=VEGA908 gfx=gfx908 ;;
+  esac
+  export TESSERA_KOKKOS_ARCH="$arch"
   prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix "$backend")
-  build_dir="${TESSERA_ROOT}/build-${backend}"
+  # One build directory per Kokkos prefix: a build configured against one
+  # Kokkos keeps finding it in its cache.
+  build_dir="${TESSERA_ROOT}/build-${backend}-${arch,,}"
   if [ "$backend" = cuda ]; then
     use_debian_cuda
     cxx="${prefix}/bin/nvcc_wrapper"
   else
-    # The target Kokkos was built for (Kokkos_ARCH_VEGA908); without it hipcc
-    # asks rocm_agent_enumerator, which fails noisily on a machine without a GPU.
-    export HCC_AMDGPU_TARGET=gfx908
+    # The target Kokkos was built for; without it hipcc asks
+    # rocm_agent_enumerator, which fails noisily on a machine without a GPU.
+    export HCC_AMDGPU_TARGET="$gfx"
     cxx=hipcc
   fi
   bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" "$backend"
 
-  step "Tessera compile-only (${backend}): configure (${build_dir})"
+  step "Tessera compile-only (${backend}, Kokkos_ARCH_${arch}): configure (${build_dir})"
   # Unoptimised (-O0): whether the code compiles for the device does not
   # depend on optimisation, and hipcc and nvcc take 20 to 40 % less time.
   # Unity batches of 8 sources: nvcc and hipcc spend about 10 s of each file

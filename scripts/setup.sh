@@ -13,6 +13,10 @@
 #   TESSERA_DEPS_DIR   cached dependency prefixes (default: /opt/tessera-deps)
 #   TESSERA_JOBS       parallel build jobs        (default: nproc)
 #   TESSERA_DATA_DIR   byte-level token files     (default: /var/lib/tessera)
+#   TESSERA_KOKKOS_SOURCE, TESSERA_KOKKOS_CXX_STANDARD
+#                      Kokkos release sources instead of Debian's 3.4.01, and
+#                      the C++ standard of Kokkos and Tessera (17 or 20; see
+#                      scripts/build-kokkos.sh and scripts/test-kokkos-release.sh)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 action="${1:-build}"
@@ -53,7 +57,7 @@ step "Tessera: configure (${build_dir})"
 # AVX-512): the build and the runs happen here (README, "CMake options").
 cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
-  -DTessera_TEST_CONFIGURATION=setup \
+  -DTessera_TEST_CONFIGURATION=setup -DCMAKE_CXX_STANDARD="${TESSERA_KOKKOS_CXX_STANDARD:-17}" \
   > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"
