@@ -27,6 +27,9 @@ expect() {  # expect <status> <message fragment> <args...>
   fi
   echo "ok: gpu-validate.sh $* -> exit $rc, '$fragment'"
 }
+# What the script is told comes from these checks alone, not from the
+# caller's environment (scripts/test-kokkos-release.sh exports the sources).
+unset TESSERA_KOKKOS_SOURCE TESSERA_KOKKOS_ARCH TESSERA_KOKKOS_CXX_STANDARD TESSERA_GPU_TOOLCHAIN
 expect 2 "usage: " rocm
 expect 2 "needs Kokkos 4.x: set TESSERA_KOKKOS_SOURCE" cuda HOPPER90
 expect 2 "no cuda GPU found" cuda
