@@ -65,7 +65,7 @@ case_ exact-values-misspelled package 's/scalars:=float/scalars:=flaot/' \
   "kokkos-kernels scalars=flaot is not allowed"
 case_ default-kept-beside package 's/scalars:=float/scalars=float/' \
   "scalars=float keeps kokkos-kernels's default scalars=double beside it"
-case_ unknown-mpi-provider package 's/"^cray-mpich+rocm"/"^craympich+rocm"/' \
+case_ unknown-mpi-provider package 's/"^cray-mpich+cuda"/"^craympich+cuda"/' \
   "unknown package 'craympich' (did you mean 'cray-mpich'?)"
 case_ unknown-package package 's/"zlib-api"/"zlib-apii"/' "unknown package 'zlib-apii'"
 case_ version-not-in-cmake package 's/version("0.1.0",/version("0.0.9",/' \

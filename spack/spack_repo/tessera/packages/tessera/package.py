@@ -129,14 +129,16 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
         when="+gpu_aware_mpi +cuda",
         msg="+gpu_aware_mpi +cuda needs a CUDA-aware MPI: openmpi, mpich or cray-mpich +cuda",
     )
-    requires(
-        "^openmpi+rocm",
-        "^mpich+rocm",
-        "^cray-mpich+rocm",
-        policy="one_of",
-        when="+gpu_aware_mpi +rocm",
-        msg="+gpu_aware_mpi +rocm needs a ROCm-aware MPI: openmpi, mpich or cray-mpich +rocm",
-    )
+    # Their ROCm builds need the GPU too (amdgpu_target=none conflicts with +rocm).
+    for _arch in ROCmPackage.amdgpu_targets:
+        requires(
+            f"^openmpi+rocm amdgpu_target={_arch}",
+            f"^mpich+rocm amdgpu_target={_arch}",
+            f"^cray-mpich+rocm amdgpu_target={_arch}",
+            policy="one_of",
+            when=f"+gpu_aware_mpi +rocm amdgpu_target={_arch}",
+            msg="+gpu_aware_mpi +rocm needs a ROCm-aware MPI: openmpi, mpich or cray-mpich +rocm",
+        )
     depends_on("hdf5@1.10:+mpi")
     depends_on("tomlplusplus@3:")
     depends_on("nlohmann-json@3:")
