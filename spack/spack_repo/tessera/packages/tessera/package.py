@@ -159,7 +159,8 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
     def tessera_cxx(self):
         """The C++ compiler Kokkos was built with: nvcc_wrapper, hipcc or Spack's.
         For ROCm that is the spec's compiler when Kokkos' recipe builds with it
-        (clang, rocmcc) and hipcc otherwise, as Kokkos Kernels' recipe decides."""
+        (clang, rocmcc: llvm-amdgpu's amdclang++ matches %cxx=rocmcc in Spack
+        1.1) and hipcc otherwise, as Kokkos Kernels' recipe decides."""
         kokkos = self.spec["kokkos"]
         if self.spec.satisfies("+rocm") and not (
             kokkos.satisfies("%cxx=clang") or kokkos.satisfies("%cxx=rocmcc")
