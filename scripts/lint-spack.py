@@ -12,12 +12,24 @@ package requirements, develop entries) is parsed, and each package name,
 version (or version range), variant name and variant value it uses is checked
 against the facts in spack/recipe-facts.json. A variant that only exists for
 some versions (kokkos +cuda_lambda only up to 4.x) must be used with a version
-constraint that leaves such a version. Exit status 0 when everything is known,
-1 with one line per problem otherwise, 2 for a file that cannot be read.
+constraint that leaves such a version. Beyond names and values:
+  - the version pins that hold in every build (depends_on without when=,
+    spack.yaml's specs and plain package requirements) must leave each
+    package a version, and a pair of versions the recipes allow together
+    (kokkos-kernels@4.6.02 depends on kokkos@4.6.02, so kokkos@4.5 with
+    kokkos-kernels@4.6 has no solution);
+  - a multi-valued variant asked for with name=v, where the recipe's default
+    has other values, keeps them (scalars=float gives scalars:=double,float):
+    name:=v asks for exactly v;
+  - depends_on("X...", when="... ^X...") is self-referential, which Spack's
+    audit rejects (requires("^X...", when=...) says it).
+Exit status 0 when everything is known, 1 with one line per problem
+otherwise, 2 for a file that cannot be read.
 
 What this is not: Spack's concretizer. It does not solve the environment, so
 conflicts between packages, compiler requirements and build failures are not
-found here; `spack concretize` on a machine with Spack does that.
+found here; scripts/spack-check.sh runs Spack's audit and concretizer on a
+machine with Spack.
 
 The facts come from executing the recipes' class bodies with a stand-in for
 Spack's directive functions (version, variant, depends_on, ...), which records
@@ -46,7 +58,8 @@ DEFAULT_FACTS = os.path.join(ROOT, "spack", "recipe-facts.json")
 # The recipes whose facts Tessera's package and environment may refer to.
 FACT_PACKAGES = ("kokkos", "kokkos-kernels", "kokkos-nvcc-wrapper", "openblas", "openmpi", "hdf5",
                  "googletest", "tomlplusplus", "cli11", "nlohmann-json", "zlib", "zlib-ng",
-                 "cmake", "python", "py-matplotlib", "cuda", "hip", "rocblas", "gcc")
+                 "cmake", "python", "py-matplotlib", "cuda", "hip", "rocblas", "gcc", "mpich",
+                 "cray-mpich")
 FACT_CLASSES = {"CMakePackage": "cmake", "CudaPackage": "cuda", "ROCmPackage": "rocm"}
 # Class attributes of the build-system classes that recipes read in their bodies.
 FACT_ATTRIBUTES = {"CudaPackage": ("cuda_arch_values",), "ROCmPackage": ("amdgpu_targets",)}
@@ -112,7 +125,7 @@ TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<edge>[\^%])
   | (?P<annotation>\[[^\]]*\])
-  | (?P<keyvalue>[A-Za-z_][\w\-]*==?(?:"[^"]*"|'[^']*'|[^\s~^%@\[\]]+))
+  | (?P<keyvalue>[A-Za-z_][\w\-]*(?::=|==?)(?:"[^"]*"|'[^']*'|[^\s~^%@\[\]]+))
   | (?P<version>@=?[^\s+~^%@\[\]]+)
   | (?P<flag>(?:\+\+|~~|\+|~)[A-Za-z_][\w\-]*)
   | (?P<name>[A-Za-z_][\w\-.]*)
@@ -174,8 +187,9 @@ def parse_spec(text):
             on = value[0] == "+"
             node.variants.append((value.lstrip("+~"), on, value))
         elif kind == "keyvalue":
+            # name=v (at least v), name:=v (exactly v), name==v (propagated)
             key, _, rest = value.partition("=")
-            node.variants.append((key, rest.lstrip("=").strip("\"'"), value))
+            node.variants.append((key.rstrip(":"), rest.lstrip("=").strip("\"'"), value))
     if pending_edge is not None:
         raise SpecError(f"spec '{text}' ends with '{pending_edge}'")
     return nodes
@@ -440,7 +454,7 @@ def _values_json(values):
 
 
 def facts_of(cls):
-    versions, deprecated, variants, provides = [], [], {}, []
+    versions, deprecated, variants, provides, couplings = [], [], {}, [], []
     for kind, args, kw in cls._directives:
         if kind == "version":
             versions.append(str(args[0]))
@@ -463,12 +477,35 @@ def facts_of(cls):
         elif kind == "provides":
             for virtual in args:
                 provides.append({"virtual": parse_spec(virtual)[0].name, "when": kw.get("when")})
+        elif kind == "depends_on":
+            coupling = _version_coupling(args[0], kw.get("when"))
+            if coupling:
+                couplings.append(coupling)
     out = {"versions": versions, "variants": variants}
     if deprecated:
         out["deprecated"] = deprecated
     if provides:
         out["provides"] = provides
+    if couplings:
+        out["couplings"] = couplings
     return out
+
+
+def _version_coupling(dependency, when):
+    """depends_on("kokkos@4.6.02", when="@4.6.02"): a version of this package
+    that needs certain versions of another package with facts."""
+    try:
+        condition = parse_spec(when) if when else None
+        needed = parse_spec(dependency)
+    except SpecError:
+        return None
+    if not condition or len(condition) != 1 or condition[0].name or condition[0].variants \
+            or condition[0].versions is None:
+        return None
+    if len(needed) != 1 or needed[0].name not in FACT_PACKAGES or needed[0].versions is None:
+        return None
+    return {"when": condition[0].versions, "package": needed[0].name,
+            "versions": needed[0].versions}
 
 
 def _import_recipe(module_name):
@@ -547,14 +584,18 @@ class Linter:
             self.virtuals.setdefault(v, []).append("gcc")
         self.problems = []
         self.where = where
+        # package -> [(version constraint, origin)] that hold in every build
+        self.pinned = {}
 
     def problem(self, origin, message):
         self.problems.append(f"{origin}: {message}")
 
-    def check_spec(self, text, origin, context, bounded=False):
+    def check_spec(self, text, origin, context, bounded=False, always=False):
         """context: the package an anonymous root node refers to. bounded: the
         spec asks for a dependency (not a conflict), so a Kokkos version it
-        allows must lie in the range cmake/TesseraKokkos.cmake supports."""
+        allows must lie in the range cmake/TesseraKokkos.cmake supports.
+        always: the spec holds in every build (no when=), so its versions
+        take part in check_couplings."""
         try:
             nodes = parse_spec(text)
         except SpecError as e:
@@ -584,11 +625,13 @@ class Linter:
                     self.problem(origin, f"'{text}': {name} does not provide '{v}'")
             if node.versions is not None:
                 self.check_versions(text, origin, name, facts, node.versions)
+                if always:
+                    self.pinned.setdefault(name, []).append((node.versions, origin))
                 if bounded and name in ("kokkos", "kokkos-kernels"):
                     self.check_kokkos_range(text, origin, name, facts, node.versions)
             for variant, value, written in node.variants:
                 self.check_variant(text, origin, name, facts, node.versions, variant, value,
-                                   written)
+                                   written, bounded)
 
     def check_versions(self, text, origin, name, facts, constraint):
         versions = facts["versions"]
@@ -598,6 +641,63 @@ class Linter:
             if not any(version_satisfies(v, part) for v in versions):
                 self.problem(origin, f"'{text}': no version of {name} matches '@{part}' (known: "
                              f"{', '.join(versions[:12])}{', ...' if len(versions) > 12 else ''})")
+
+    def check_self_reference(self, dependency, when, origin):
+        """depends_on("kokkos+cuda_lambda", when="^kokkos@:4") lets the solver
+        drop the condition instead of meeting the dependency; Spack's audit
+        rejects it as self-referential."""
+        try:
+            name = parse_spec(dependency)[0].name
+            named = [n.name for n in parse_spec(when)[1:] if not n.virtuals] if when else []
+        except SpecError:
+            return  # reported by check_spec
+        if name in named:
+            self.problem(origin, f"depends_on('{dependency}') when '{when}' is self-referential "
+                         f"(Spack's audit rejects it); write requires('^{dependency}', "
+                         f"when='{when}')")
+
+    def allowed_versions(self, name):
+        """The versions of a package that every pinned constraint leaves, as
+        Spack would pick them (deprecated ones only when asked for by name)."""
+        facts = self.packages[name]
+        pins = self.pinned.get(name, [])
+        deprecated = set(facts.get("deprecated", []))
+        return [v for v in facts["versions"]
+                if all(version_satisfies(v, c) for c, _ in pins)
+                and (v not in deprecated or any(c.lstrip("=") == v for c, _ in pins))]
+
+    def check_couplings(self):
+        """Versions that cannot go together: kokkos-kernels@4.6.02 depends on
+        kokkos@4.6.02 in its recipe, so pinning kokkos@4.5 with
+        kokkos-kernels@4.6 leaves Spack no solution."""
+        for name in sorted(self.pinned):
+            if name not in self.packages:
+                continue
+            pins = "; ".join(f"@{c} ({o})" for c, o in self.pinned[name])
+            allowed = self.allowed_versions(name)
+            if not allowed:
+                self.problem(name, f"no version of {name} satisfies all of {pins}")
+                continue
+            by_package = {}
+            for c in self.packages[name].get("couplings", []):
+                if c["package"] in self.pinned and c["package"] in self.packages:
+                    by_package.setdefault(c["package"], []).append(c)
+            for other, couplings in sorted(by_package.items()):
+                others = self.allowed_versions(other)
+                if not others:
+                    continue  # reported on its own
+                if any(all(version_satisfies(w, c["versions"]) for c in couplings
+                           if version_satisfies(v, c["when"]))
+                       for v in allowed for w in others):
+                    continue
+                example = next((c for c in couplings if version_satisfies(allowed[0], c["when"])),
+                               None)
+                why = (f"its recipe makes {name}@{example['when']} depend on "
+                       f"{other}@{example['versions']}" if example else "")
+                other_pins = "; ".join(f"@{c} ({o})" for c, o in self.pinned[other])
+                self.problem(name, f"{name} {', '.join(allowed)} (from {pins}) cannot go with "
+                             f"{other} {', '.join(others)} (from {other_pins}): {why}; pin "
+                             "versions that the recipes pair")
 
     def check_kokkos_range(self, text, origin, name, facts, constraint):
         low, high = kokkos_range()
@@ -613,7 +713,8 @@ class Linter:
                          f"range Tessera supports ({low} up to, not including, {high}; "
                          "cmake/TesseraKokkos.cmake)")
 
-    def check_variant(self, text, origin, name, facts, constraint, variant, value, written):
+    def check_variant(self, text, origin, name, facts, constraint, variant, value, written,
+                      bounded=False):
         if variant in UNIVERSAL_KEYS:
             return
         declared = facts["variants"].get(variant)
@@ -650,6 +751,17 @@ class Linter:
                 allowed = sorted({v for d in candidates for v in (d["values"] or [])})
                 self.problem(origin, f"'{text}': {name} {variant}={value} is not allowed "
                              f"(allowed: {', '.join(map(str, allowed))})")
+                return
+            # name=v on a multi-valued variant asks for v besides the
+            # default: kokkos-kernels scalars=float concretizes to
+            # scalars:=double,float. Only name:=v gives exactly v.
+            kept = [d for d in candidates if d["multi"] and isinstance(d["default"], str)]
+            extra = sorted({x for d in kept for x in d["default"].split(",")} - set(values) -
+                           {"none"})
+            if bounded and ":=" not in written and "==" not in written and extra:
+                self.problem(origin, f"'{text}': {written} keeps {name}'s default "
+                             f"{variant}={','.join(extra)} beside it; write "
+                             f"{variant}:={value} for exactly {value}")
                 return
         # A variant declared only for some versions must leave such a version.
         if constraint is None:
@@ -754,7 +866,8 @@ def lint(package_path, env_path, facts_path):
             continue
         origin = f"{rel}: {kind}({', '.join(repr(a) for a in args)})"
         if kind == "depends_on":
-            linter.check_spec(args[0], origin, None, bounded=True)
+            linter.check_spec(args[0], origin, None, bounded=True, always=not kw.get("when"))
+            linter.check_self_reference(args[0], kw.get("when"), origin)
         elif kind in ("conflicts", "requires"):
             for a in args:
                 linter.check_spec(a, origin, "tessera")
@@ -772,6 +885,7 @@ def lint(package_path, env_path, facts_path):
         print(f"lint-spack: {shown(env_path)}:{e}", file=sys.stderr)
         return 1
     lint_env(linter, env, shown(env_path), os.path.dirname(os.path.abspath(env_path)))
+    linter.check_couplings()
     for p in linter.problems:
         print(f"lint-spack: {p}")
     if linter.problems:
@@ -811,7 +925,7 @@ def lint_env(linter, env, origin, env_dir):
             linter.problem(origin, f"specs[{i}] is {type(spec).__name__}, not a string (a spec "
                            "ending in ':' must be quoted)")
             continue
-        linter.check_spec(spec, f"{origin}: specs[{i}]", None, bounded=True)
+        linter.check_spec(spec, f"{origin}: specs[{i}]", None, bounded=True, always=True)
     for name, entry in (spack.get("packages") or {}).items():
         if not isinstance(entry, dict):
             linter.problem(origin, f"packages:{name} must be a mapping")
@@ -824,10 +938,14 @@ def lint_env(linter, env, origin, env_dir):
                 texts = item.get("one_of", []) + item.get("any_of", []) + \
                     ([item["spec"]] if "spec" in item else []) if isinstance(item, dict) \
                     else [item]
+                # A plain requirement holds in every build; a choice or a
+                # conditional one does not.
+                always = key == "require" and (not isinstance(item, dict) or (
+                    "spec" in item and not item.get("when")))
                 for t in texts:
                     if isinstance(t, str):
                         linter.check_spec(t, f"{origin}: packages:{name}:{key}", context,
-                                          bounded=True)
+                                          bounded=True, always=always)
                 if isinstance(item, dict) and item.get("when"):
                     linter.check_spec(item["when"], f"{origin}: packages:{name}:{key} when",
                                       context)

@@ -17,9 +17,15 @@ namespace tessera {
 namespace {
 void check(int status, const char* what) { impl::check_mpi(status, "tessera::Communicator", what); }
 
-// Whether the MPI library says it reads device memory for this backend.
+// Whether the MPI library reads device memory for this backend. The build
+// can say so (Tessera_ENABLE_GPU_AWARE_MPI, Spack's +gpu_aware_mpi), since
+// MPICH and Cray MPICH have no MPIX_*_AWARE_SUPPORT macros and Open MPI's is 0
+// where UCX, not Open MPI itself, carries the device memory; else the
+// library's own answer where its header offers one.
 bool mpi_reads_device_memory() {
-#if defined(KOKKOS_ENABLE_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+#if defined(TESSERA_GPU_AWARE_MPI)
+  return true;
+#elif defined(KOKKOS_ENABLE_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   return MPIX_Query_cuda_support() == 1;
 #elif defined(KOKKOS_ENABLE_HIP) && defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
   return MPIX_Query_rocm_support() == 1;

@@ -56,10 +56,19 @@ case_ bad-variant-value package 's/layouts=right/layouts=rigth/' \
   "kokkos-kernels layouts=rigth is not allowed"
 case_ unknown-version package 's/"kokkos@4"/"kokkos@6"/' "no version of kokkos matches '@6'"
 case_ variant-of-other-versions package \
-  's/"kokkos+cuda_lambda", when="+cuda ^kokkos@:4"/"kokkos@5:+cuda_lambda", when="+cuda"/' \
+  's/"^kokkos+cuda_lambda", when="+cuda ^kokkos@:4"/"^kokkos@5:+cuda_lambda", when="+cuda"/' \
   "kokkos has 'cuda_lambda' only when @:4 +cuda"
+case_ self-referential package \
+  's/requires("^kokkos+cuda_lambda"/depends_on("kokkos+cuda_lambda"/' \
+  "depends_on('kokkos+cuda_lambda') when '+cuda ^kokkos@:4' is self-referential"
+case_ exact-values-misspelled package 's/scalars:=float/scalars:=flaot/' \
+  "kokkos-kernels scalars=flaot is not allowed"
+case_ default-kept-beside package 's/scalars:=float/scalars=float/' \
+  "scalars=float keeps kokkos-kernels's default scalars=double beside it"
+case_ unknown-mpi-provider package 's/"^cray-mpich+cuda"/"^craympich+cuda"/' \
+  "unknown package 'craympich' (did you mean 'cray-mpich'?)"
 case_ unknown-package package 's/"zlib-api"/"zlib-apii"/' "unknown package 'zlib-apii'"
-case_ version-not-in-cmake package 's/version("0.1.0")/version("0.0.9")/' \
+case_ version-not-in-cmake package 's/version("0.1.0",/version("0.0.9",/' \
   "CMakeLists.txt says Tessera"
 case_ env-misspelled-variant env 's/threads=openmp/thread=openmp/' \
   "openblas has no variant 'thread'"
@@ -68,6 +77,12 @@ case_ env-unquoted-colon env 's/^  - tessera@0.1.0 +openmp +serial +apps$/  - cm
 case_ env-own-variant env 's/+serial +apps/+serial +app/' "tessera has no variant 'app'"
 case_ env-kokkos-5 env 's/"@4"/"@4:"/' "allows kokkos 5.1.1, 5.1.0, 5.0.2, 5.0.1, 5.0.0, outside the range"
 case_ package-kokkos-5 package 's/"kokkos@4"/"kokkos@4.6:"/' "outside the range Tessera supports"
+case_ env-kokkos-pair env \
+  '/^    kokkos:/,/"@4"/s/"@4"/"@4.5"/; /^    kokkos-kernels:/,/"@4"/s/"@4"/"@4.6"/' \
+  "kokkos-kernels 4.6.02, 4.6.01, 4.6.00 (from @4 (spack/spack_repo"
+case_ env-kokkos-none env '/^    kokkos:/,/"@4"/s/"@4"/"@4.5.01,4.6.02"/; /^  specs:/a\
+  - kokkos@4.6.00:4.6.01' \
+  "no version of kokkos satisfies all of"
 case_ env-develop-version env 's/spec: tessera@=0.1.0/spec: tessera@=9.9/' \
   "no version of tessera matches '@=9.9'"
 

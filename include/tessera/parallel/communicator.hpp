@@ -25,7 +25,8 @@ class CollectiveError : public Error {
 
 // How gradients reach MPI when they live in device memory.
 enum class DeviceMpi {
-  automatic,  // device pointers if the MPI library reports GPU support, else staging
+  automatic,  // device pointers if the build (Tessera_ENABLE_GPU_AWARE_MPI) or the MPI
+              // library reports GPU support, else staging
   direct,     // always pass device pointers (the MPI library must be GPU-aware)
   staged      // always copy through host memory
 };
