@@ -30,4 +30,4 @@ note "Kokkos ${version}, C++${cxx_standard}"
 
 export TESSERA_KOKKOS_SOURCE="$sources" TESSERA_KOKKOS_CXX_STANDARD="$cxx_standard"
 export TESSERA_BUILD_DIR="${TESSERA_BUILD_DIR:-${TESSERA_ROOT}/build-kokkos-${version}${suffix}}"
-bash "${TESSERA_ROOT}/scripts/setup.sh" test
+exec bash "${TESSERA_ROOT}/scripts/setup.sh" test
