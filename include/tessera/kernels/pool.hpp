@@ -121,6 +121,8 @@ struct MaxWindow {
            o += impl::max_2x2_lanes)
         impl::max_2x2_windows(plane + top + 2 * o, top + 2 * o, width, out + o, at + o,
                               n - o < impl::max_2x2_lanes ? n - o : impl::max_2x2_lanes);
+#else
+    (void)readable;  // only the host's vector path reads ahead
 #endif
     for (; o < n; ++o) {
       const int p = top + 2 * o;
