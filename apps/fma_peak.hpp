@@ -116,7 +116,7 @@ inline FmaPeak measure_fma_peak(int repetitions) {
 #ifdef TESSERA_FMA_PEAK_X86
   // Host threads, one work item each; the widest FMA the CPU runs.
   using Host = Kokkos::DefaultHostExecutionSpace;
-  const int threads = Host::concurrency();
+  const int threads = Host().concurrency();
   const impl::HostChains host = impl::host_chains();
   const int lanes = host.lanes, chains = host.chains;
   float (*const run)(std::int64_t) = host.run;
@@ -157,7 +157,7 @@ inline FmaPeak measure_fma_peak(int repetitions) {
     if (r >= 0) rates.push_back(2.0 * chains * double(steps) * double(threads) / seconds * 1e-9);
   }
   peak.isa = "scalar fmaf";
-  peak.threads = static_cast<int>(ExecSpace::concurrency());
+  peak.threads = static_cast<int>(ExecSpace().concurrency());
 #endif
   std::sort(rates.begin(), rates.end());
   peak.gflops = rates.empty() ? 0 : rates[rates.size() / 2];

@@ -551,7 +551,7 @@ void print_table(std::ostream& os, const json& report) {
 std::string default_platform() {
   const bool host = std::is_same<tessera::MemSpace, Kokkos::HostSpace>::value;
   if (!host) return std::string(tessera::ExecSpace::name()) + " device";
-  return cpu_model() + " x" + std::to_string(tessera::ExecSpace::concurrency());
+  return cpu_model() + " x" + std::to_string(tessera::ExecSpace().concurrency());
 }
 
 // What was run, where, and with exactly which build; written even when the
@@ -586,7 +586,7 @@ json report_identity(const Options& opt, const tessera::Deck& deck, std::int64_t
       {"warning", tessera::blas_vector_warning()}};
   report["platform"] = opt.platform.empty() ? default_platform() : opt.platform;
   report["backend"] = tessera::ExecSpace::name();
-  report["threads"] = tessera::ExecSpace::concurrency();
+  report["threads"] = tessera::ExecSpace().concurrency();
   report["kokkos_version"] = tessera::kokkos_version();
   report["compiler"] = TESSERA_CXX_COMPILER;
   report["deck"] = deck.path;
@@ -628,7 +628,7 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
     if (key == "cores") cpu.cores = static_cast<int>(value);
   }
   peaks.fma_expected = tessera::bench::expect_fma_peak(
-      tessera::bench::fma_vector_floats(), Kokkos::DefaultHostExecutionSpace::concurrency(), cpu);
+      tessera::bench::fma_vector_floats(), Kokkos::DefaultHostExecutionSpace().concurrency(), cpu);
   peaks.verdict =
       tessera::bench::judge_peaks(peaks.fma.gflops, peaks.gemm_gflops, peaks.fma_expected);
 

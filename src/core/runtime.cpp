@@ -51,7 +51,7 @@ std::string kokkos_version() {
 std::string build_description() {
   std::ostringstream os;
   os << "Tessera " << TESSERA_VERSION_STRING << ", Kokkos " << kokkos_version() << " ("
-     << ExecSpace::name() << ", " << ExecSpace::concurrency() << " threads), "
+     << ExecSpace::name() << ", " << ExecSpace().concurrency() << " threads), "
      << TESSERA_CXX_COMPILER;
   return os.str();
 }
