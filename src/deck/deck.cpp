@@ -140,8 +140,10 @@ void read_extent2(const Reader& r, const toml::node& node, const std::string& ke
 }
 
 // "[1, 16777216]", "[0, 1)", "(0, 1]": an interval in messages.
+// (std::string first: GCC 12 as C++20 warns falsely, -Wrestrict, on
+// literal + temporary string; GCC bug 105329.)
 std::string range_interval(const Range& range) {
-  return (range.low_open ? "(" : "[") + Reader::number(range.low) + ", " +
+  return std::string(range.low_open ? "(" : "[") + Reader::number(range.low) + ", " +
          Reader::number(range.high) + (range.high_open ? ")" : "]");
 }
 

@@ -263,9 +263,12 @@ void publish_atomically(const std::string& path, const std::string& function,
                         const std::function<void(const std::string& temporary)>& write_file,
                         bool pause) {
   const fs::path target(path);
-  const std::string temporary = (target.parent_path() / ("." + target.filename().string() +
-                                                         ".tmp." + std::to_string(::getpid())))
-                                    .string();
+  // Appended, not "." + name: GCC 12 as C++20 warns falsely (-Wrestrict) on that.
+  const std::string name = std::string(".")
+                               .append(target.filename().string())
+                               .append(".tmp.")
+                               .append(std::to_string(::getpid()));
+  const std::string temporary = (target.parent_path() / name).string();
   try {
     write_file(temporary);
     fsync_path(temporary, false, function);

@@ -113,8 +113,8 @@ std::string layer_reference_markdown() {
         text += "required";
       else if (!k.default_text.empty())
         text += k.default_text;
-      else
-        text += "`" + k.show(defaults) + "`";
+      else  // appended piecewise: GCC 12 as C++20 warns falsely (-Wrestrict) on "`" + ...
+        text.append("`").append(k.show(defaults)).append("`");
       if (k.range.bounded) text += ", " + k.range.text();
       if (!k.choices.empty()) {
         std::string choices;

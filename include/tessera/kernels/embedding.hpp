@@ -151,7 +151,9 @@ void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids
   Kokkos::deep_copy(exec, fill, std::int64_t(0));
   Kokkos::parallel_for(
       "tessera::kernels::embedding_count", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
-      KOKKOS_LAMBDA(const std::int64_t r) { Kokkos::atomic_inc(&fill(token_id(ids(r)))); });
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        Kokkos::atomic_add(&fill(token_id(ids(r))), std::int64_t(1));
+      });
   Kokkos::parallel_scan(
       "tessera::kernels::embedding_offsets", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocabulary),
       KOKKOS_LAMBDA(const std::int64_t v, std::int64_t& sum, const bool final) {
