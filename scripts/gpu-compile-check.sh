@@ -10,8 +10,8 @@
 # ../shared/kokkos beside the clone where it exists (4.6.01 in CI), for the
 # GPU Tessera is validated on; otherwise Debian's 3.4.01, which does not know
 # it, for the GPU of its time. HIP stays on 3.4.01: Debian's ROCm 5.2
-# (clang 15.0.6) stops in its backend on Kokkos 4.6.01 for gfx90a ("Cannot
-# select: intrinsic %llvm.amdgcn.permlanex16", in src/layers/embedding.cpp).
+# (clang 15.0.6) cannot compile Kokkos 4.6.01's HIP parallel_scan for gfx908
+# or gfx90a ("Cannot select: intrinsic %llvm.amdgcn.permlanex16").
 #
 #   cuda  Debian's CUDA 11.8, Kokkos' nvcc_wrapper over g++-11:
 #         sm_90 (H100, Kokkos_ARCH_HOPPER90) on Kokkos 4, sm_80 (A100) on 3.4.01
