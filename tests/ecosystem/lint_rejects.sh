@@ -79,7 +79,7 @@ case_ env-kokkos-5 env 's/"@4"/"@4:"/' "allows kokkos 5.1.1, 5.1.0, 5.0.2, 5.0.1
 case_ package-kokkos-5 package 's/"kokkos@4"/"kokkos@4.6:"/' "outside the range Tessera supports"
 case_ env-kokkos-pair env \
   '/^    kokkos:/,/"@4"/s/"@4"/"@4.5"/; /^    kokkos-kernels:/,/"@4"/s/"@4"/"@4.6"/' \
-  "kokkos-kernels 4.6.02, 4.6.01, 4.6.00 (from @4 (spack/spack_repo"
+  "cannot go with kokkos 4.5.01, 4.5.00"
 case_ env-kokkos-none env '/^    kokkos:/,/"@4"/s/"@4"/"@4.5.01,4.6.02"/; /^  specs:/a\
   - kokkos@4.6.00:4.6.01' \
   "no version of kokkos satisfies all of"
