@@ -323,6 +323,8 @@ TEST(Deck, OverridesFromTheCommandLine) {
   EXPECT_EQ(deck.training.schedule.type, ScheduleType::cosine);  // creates the [schedule] table
   EXPECT_EQ(deck.overrides.size(), 5u);
   EXPECT_EQ(deck.text.find("epochs = 2"), deck.text.find("epochs"));  // the file as written
+  EXPECT_EQ(deck.test_samples, 0);  // the whole test file by default
+  EXPECT_EQ(load_deck(path, {"data.test_samples=500"}).test_samples, 500);
   const auto expect_override_error = [&](const std::string& o, const std::string& message) {
     try {
       load_deck(path, {o});
@@ -334,6 +336,10 @@ TEST(Deck, OverridesFromTheCommandLine) {
   expect_override_error(
       "training.epochs=0",
       "--set training.epochs=0: training.epochs: value 0 is out of range [1, 1000000]");
+  expect_override_error(
+      "data.test_samples=-1",
+      "--set data.test_samples=-1: data.test_samples: value -1 is out of range [0, "
+      "9223372036854775807]");
   expect_override_error(
       "training.epohcs=3",
       "--set training.epohcs=3: training.epohcs: unknown key (did you mean "

@@ -255,6 +255,8 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
     // A quick trial or a benchmark may train on the head of the file only.
     if (deck_.train_samples > 0 && deck_.train_samples < train_.size())
       train_ = slice(train_, 0, deck_.train_samples);
+    if (deck_.test_samples > 0 && deck_.test_samples < test_.size())
+      test_ = slice(test_, 0, deck_.test_samples);
     // The validation split is the tail of the training file, before shuffling.
     if (deck_.validation_split > 0) {
       const auto held =

@@ -294,7 +294,7 @@ Deck parse_deck(const std::string& text, const std::string& path,
               {"format", "train_images", "train_labels", "test_images", "test_labels", "train_file",
                "test_file", "images_dataset", "labels_dataset", "train_tokens", "test_tokens",
                "token_type", "normalize_mean", "normalize_std", "validation_split", "train_samples",
-               "streaming", "max_resident_mb"});
+               "test_samples", "streaming", "max_resident_mb"});
   deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5", "tokens"});
   const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"}, tokens{"tokens"}, pixels{"idx", "hdf5"};
   r.keys_for_type(data, "data.", deck.data_format,
@@ -361,6 +361,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
     deck.validation_split_location = r.location(split->source());
   deck.train_samples = r.get<std::int64_t>(data, "data.", "train_samples", 0);
   r.require_range<std::int64_t>(data, "data.", "train_samples", deck.train_samples, 0, INT64_MAX);
+  deck.test_samples = r.get<std::int64_t>(data, "data.", "test_samples", 0);
+  r.require_range<std::int64_t>(data, "data.", "test_samples", deck.test_samples, 0, INT64_MAX);
 
   const auto& model = r.table(root, "model", true);
   r.only_keys(model, "model.", {"input_shape", "layers"});

@@ -84,6 +84,7 @@ struct Deck {
   float validation_split = 0.0f;          // share of the training file held out (its last samples)
   std::string validation_split_location;  // "file:line:column" when set
   std::int64_t train_samples = 0;         // > 0: train on the first this many samples only
+  std::int64_t test_samples = 0;          // > 0: evaluate on the first this many test samples only
 
   std::vector<std::int64_t> input_shape;
   std::string input_shape_location;  // "file:line:column"
