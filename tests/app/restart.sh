@@ -136,13 +136,15 @@ same two two_sharded_mid 100
 train 2 two_unsharded_mid --restart "$(ckpt two_sharded 100)"
 same two two_unsharded_mid 100
 
-# SIGKILL while the second checkpoint is being written.
-TESSERA_CHECKPOINT_PAUSE_SECONDS=30 "$train" "$deck" --set "run.output_dir=$scratch/killed" \
+# SIGKILL while the second checkpoint is being written: each write pauses
+# 6 s between the complete temporary file and the rename, and the kill
+# comes within 0.1 s of the second pause's start.
+TESSERA_CHECKPOINT_PAUSE_SECONDS=6 "$train" "$deck" --set "run.output_dir=$scratch/killed" \
   > "$scratch/killed.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do
+for _ in $(seq 3000); do
   [ "$(grep -c pausing "$scratch/killed.log")" -ge 2 ] && break
-  sleep 0.5
+  sleep 0.1
 done
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 latest=$(cat "$scratch/killed/checkpoints/latest" 2>/dev/null)
