@@ -50,4 +50,22 @@ if(Tessera_HOST_ARCH)
       "accept -march=${Tessera_HOST_ARCH}. Use a value it knows (native, x86-64-v3, znver3, ...) "
       "or leave Tessera_HOST_ARCH empty.")
   endif()
+  # `native` names a different instruction set on each CPU, yet the command
+  # line stays the same: a compiler cache (ccache, which scripts/setup.sh uses)
+  # would hand a build on a CPU without AVX-512 the objects compiled on one
+  # with it. The instruction set macros the flag defines, hashed into a
+  # definition, make the command line say which set it is; a build directory
+  # reused on another CPU is then rebuilt at its next configure as well.
+  if(Tessera_HOST_ARCH STREQUAL "native")
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -march=native -dM -E -x c++ /dev/null
+      OUTPUT_VARIABLE tessera_native_macros RESULT_VARIABLE tessera_native_status ERROR_QUIET)
+    if(NOT tessera_native_status EQUAL 0)
+      message(FATAL_ERROR "Tessera_HOST_ARCH=native: '${CMAKE_CXX_COMPILER} -march=native -dM -E' "
+        "failed (${tessera_native_status}); name the instruction set instead, e.g. x86-64-v3")
+    endif()
+    string(SHA256 tessera_native_isa "${tessera_native_macros}")
+    string(SUBSTRING "${tessera_native_isa}" 0 16 tessera_native_isa)
+    set(Tessera_NATIVE_ISA_KEY "${tessera_native_isa}" CACHE INTERNAL
+      "hash of the macros -march=native defines on the configuring CPU" FORCE)
+  endif()
 endif()

@@ -3,7 +3,7 @@
 #
 #   scripts/setup.sh train [deck]  packages, Kokkos, build, then train the default deck
 #   scripts/setup.sh test          packages, Kokkos, build, then the whole test suite (ctest)
-#   scripts/setup.sh build         packages, Kokkos, build only
+#   scripts/setup.sh build         packages, Kokkos, build the library and apps only
 #   scripts/setup.sh bench         packages (with python3-torch), PyTorch 2.x from PyPI in a
 #                                  virtual environment (bench/venv.sh), Kokkos, build, then
 #                                  bench/side_by_side.sh (Tessera against PyTorch)
@@ -12,6 +12,7 @@
 #   TESSERA_BUILD_DIR  build directory           (default: <clone>/build)
 #   TESSERA_DEPS_DIR   cached dependency prefixes (default: /opt/tessera-deps)
 #   TESSERA_JOBS       parallel build jobs        (default: nproc)
+#   TESSERA_CCACHE     0: build without ccache    (default: ccache, from Debian)
 #   TESSERA_DATA_DIR   byte-level token files     (default: /var/lib/tessera)
 #   TESSERA_KOKKOS_SOURCE, TESSERA_KOKKOS_CXX_STANDARD
 #                      Kokkos release sources instead of Debian's 3.4.01, and
@@ -30,7 +31,7 @@ step "Debian packages"
 apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
-  dataset-fashion-mnist dict-devil python3 python3-matplotlib
+  dataset-fashion-mnist dict-devil python3 python3-matplotlib ccache
 if [ "$action" = test ]; then
   # The style tests (clang-format 14, shellcheck) and the check of the
   # side-by-side PyTorch twins (Debian's PyTorch) fail without them.
@@ -52,18 +53,39 @@ select_openblas_openmp
 bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" openmp
 kokkos_prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix openmp)
 
+# Repeat builds (another build directory, a clean one, a branch switched
+# back) take their objects from ccache's cache (~/.cache/ccache, `ccache -s`
+# shows its hits); TESSERA_CCACHE=0 builds without it.
+launcher=()
+if [ "${TESSERA_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+else
+  launcher=(-UCMAKE_CXX_COMPILER_LAUNCHER)
+fi
+
 step "Tessera: configure (${build_dir})"
 # Tessera's own kernels for this machine's vector instructions (AVX2 and FMA,
 # AVX-512): the build and the runs happen here (README, "CMake options").
 cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
   -DTessera_TEST_CONFIGURATION=setup -DCMAKE_CXX_STANDARD="${TESSERA_KOKKOS_CXX_STANDARD:-17}" \
-  > "${build_dir}.configure.log" 2>&1 \
+  "${launcher[@]}" > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"
 
-step "Tessera: build"
-cmake --build "$build_dir" -j "$TESSERA_JOBS"
+# Each command builds what it runs: train the library, tessera-train and
+# tessera-tokenize (which prepares the GPT deck's tokens); build and bench
+# every app; test everything, the test suite included. Make prints the
+# percentage done on each line.
+case "$action" in
+  train) targets=(tessera-train tessera-tokenize) ;;
+  build|bench) targets=(tessera_apps) ;;
+  test) targets=(all) ;;
+esac
+step "Tessera: build (${targets[*]}; ${TESSERA_JOBS} jobs)"
+build_start=$(date +%s)
+cmake --build "$build_dir" -j "$TESSERA_JOBS" --target "${targets[@]}"
+note "built in $(( $(date +%s) - build_start )) s"
 
 # inputs/tiny_gpt.toml trains on The Devil's Dictionary (Ambrose Bierce,
 # public domain; Debian's dict-devil), one token per byte, its last tenth

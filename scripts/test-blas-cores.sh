@@ -9,7 +9,7 @@
 # one) it falls back to Haswell kernels. A suite that passes under one core
 # type only would turn red on the next machine; this runs them all here.
 #
-#   scripts/test-blas-cores.sh    set up and build (as `setup.sh build`), then the runs
+#   scripts/test-blas-cores.sh    set up and build (as `setup.sh build`, and the tests), then the runs
 #
 # Each core type is checked to be the one OpenBLAS really uses
 # (OPENBLAS_VERBOSE=2 prints it). OpenBLAS 0.3.21 cannot select Cooperlake
@@ -20,6 +20,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build_dir="${TESSERA_BUILD_DIR:-${TESSERA_ROOT}/build}"
 TESSERA_BUILD_DIR="$build_dir" bash "${TESSERA_ROOT}/scripts/setup.sh" build
+step "Tessera: the test executables"
+cmake --build "$build_dir" -j "$TESSERA_JOBS"
 
 step "OpenBLAS core types this CPU supports"
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
