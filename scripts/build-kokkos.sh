@@ -198,14 +198,14 @@ esac
 step "Kokkos ${kokkos_label} (${backend}): configure, build, install"
 cmake -S "$kokkos_src" -B "${build_root}/kokkos" "${kokkos_args[@]}" > "${build_root}/kokkos-configure.log" 2>&1 \
   || { tail -40 "${build_root}/kokkos-configure.log"; die "Kokkos configure failed (log: ${build_root}/kokkos-configure.log)"; }
-cmake --build "${build_root}/kokkos" -j "$TESSERA_JOBS" > "${build_root}/kokkos-build.log" 2>&1 \
+build_progress "${build_root}/kokkos-build.log" "${build_root}/kokkos" -j "$TESSERA_JOBS" \
   || { tail -40 "${build_root}/kokkos-build.log"; die "Kokkos build failed (log: ${build_root}/kokkos-build.log)"; }
 cmake --install "${build_root}/kokkos" > /dev/null
 
 step "Kokkos Kernels ${kokkos_label} (${backend}): configure, build, install"
 cmake -S "$kk_src" -B "${build_root}/kokkos-kernels" "${kk_args[@]}" > "${build_root}/kk-configure.log" 2>&1 \
   || { tail -40 "${build_root}/kk-configure.log"; die "Kokkos Kernels configure failed (log: ${build_root}/kk-configure.log)"; }
-cmake --build "${build_root}/kokkos-kernels" -j "$TESSERA_JOBS" > "${build_root}/kk-build.log" 2>&1 \
+build_progress "${build_root}/kk-build.log" "${build_root}/kokkos-kernels" -j "$TESSERA_JOBS" \
   || { tail -40 "${build_root}/kk-build.log"; die "Kokkos Kernels build failed (log: ${build_root}/kk-build.log)"; }
 cmake --install "${build_root}/kokkos-kernels" > /dev/null
 

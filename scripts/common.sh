@@ -40,6 +40,21 @@ step() {
 
 note() { printf '    %s\n' "$*"; }
 
+# build_progress <log> <cmake --build arguments...>: the build's whole output
+# goes to <log>; what is shown is each tenth of the way done (from Make's
+# "[ NN%]" lines), so a long quiet build shows that it moves. Its status is
+# the build's.
+build_progress() {
+  local log="$1"
+  shift
+  cmake --build "$@" 2>&1 | tee "$log" | awk '
+    /^\[ *[0-9]+%\]/ {
+      p = int(substr($0, 2))
+      if (p >= next_p) { printf "    %d%% built\n", p; fflush(); next_p = p - p % 10 + 10 }
+    }'
+  return "${PIPESTATUS[0]}"
+}
+
 die() {
   echo "tessera setup: error in step '${_tessera_current_step:-<none>}': $*" >&2
   exit 1
