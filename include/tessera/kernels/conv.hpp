@@ -1,5 +1,5 @@
-// 2-D convolution kernels over NCHW tensors, and the sliding-window geometry
-// that convolution and pooling share. Forward lowers a block of samples to
+// 2-D convolution kernels over NCHW tensors, on the sliding-window geometry
+// of window.hpp. Forward lowers a block of samples to
 // columns (im2col) and multiplies by the weights, one product per block
 // rather than per sample; backward multiplies again and folds the columns
 // back in gather form (each input plane's taps collected by one thread), so
@@ -28,55 +28,12 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/winograd.hpp>
 #include <tessera/kernels/reduce.hpp>
+#include <tessera/kernels/window.hpp>
 
 #include <cstdint>
 #include <type_traits>
 
 namespace tessera::kernels {
-
-// One spatial axis of a sliding window: `in` positions, windows of `kernel`
-// taps placed every `stride` positions over the input padded by `pad` on
-// both sides. `out` is 0 when not even one window fits.
-struct WindowAxis {
-  int in = 0, kernel = 1, stride = 1, pad = 0, out = 0;
-
-  WindowAxis() = default;
-  WindowAxis(std::int64_t in_, std::int64_t kernel_, std::int64_t stride_, std::int64_t pad_)
-      : in(static_cast<int>(in_)),
-        kernel(static_cast<int>(kernel_)),
-        stride(static_cast<int>(stride_)),
-        pad(static_cast<int>(pad_)),
-        out(in_ + 2 * pad_ >= kernel_ && stride_ > 0
-                ? static_cast<int>((in_ + 2 * pad_ - kernel_) / stride_ + 1)
-                : 0) {}
-
-  // Input position of tap 0 of window o (negative inside the padding).
-  KOKKOS_INLINE_FUNCTION int start(int o) const { return o * stride - pad; }
-
-  // Input positions [lo, hi) of window o, without the padding.
-  KOKKOS_INLINE_FUNCTION void clipped(int o, int& lo, int& hi) const {
-    lo = start(o) < 0 ? 0 : start(o);
-    hi = start(o) + kernel > in ? in : start(o) + kernel;
-  }
-
-  // Windows [lo, hi) that contain input position i.
-  KOKKOS_INLINE_FUNCTION void covering(int i, int& lo, int& hi) const {
-    const int first = i + pad - kernel + 1;  // o * stride >= first
-    lo = first <= 0 ? 0 : (first + stride - 1) / stride;
-    hi = (i + pad) / stride + 1;
-    if (hi > out) hi = out;
-  }
-
-  // Windows [lo, hi) whose tap `tap` lands inside the input (not padding).
-  KOKKOS_INLINE_FUNCTION void inside(int tap, int& lo, int& hi) const {
-    const int first = pad - tap;  // o * stride >= first
-    lo = first <= 0 ? 0 : (first + stride - 1) / stride;
-    const int last = in - 1 + pad - tap;  // o * stride <= last
-    hi = last < 0 ? 0 : last / stride + 1;
-    if (hi > out) hi = out;
-    if (hi < lo) hi = lo;
-  }
-};
 
 // A convolution of `batch` samples: [batch, in_channels, rows.in, cols.in]
 // -> [batch, out_channels, rows.out, cols.out] with weights

@@ -1,5 +1,5 @@
 // 2-D max and average pooling over NCHW tensors, on the sliding-window
-// geometry of conv.hpp. One forward driver visits every output window and
+// geometry of window.hpp. One forward driver visits every output window and
 // one backward driver hands each window's gradient back to the input it
 // covers; a small op (MaxWindow, AvgWindow) says what a window computes and
 // what gradient it passes back. Backward gives each thread a part of the
@@ -13,9 +13,11 @@
 // per window that adds to it (once where windows do not overlap).
 #pragma once
 
+#include <tessera/core/error.hpp>
 #include <tessera/core/precision.hpp>
-#include <tessera/kernels/conv.hpp>
+#include <tessera/core/profiling.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/window.hpp>
 
 #include <cstdint>
 #include <type_traits>
