@@ -53,8 +53,8 @@ select_openblas_openmp
 bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" openmp
 kokkos_prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix openmp)
 
-# Repeat builds (another build directory, a clean one, a branch switched
-# back) take their objects from ccache's cache (~/.cache/ccache, `ccache -s`
+# A build directory built again from nothing (removed, or a branch switched
+# back) takes its objects from ccache's cache (~/.cache/ccache, `ccache -s`
 # shows its hits); TESSERA_CCACHE=0 builds without it.
 launcher=()
 if [ "${TESSERA_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null; then
