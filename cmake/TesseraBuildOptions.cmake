@@ -65,7 +65,6 @@ if(Tessera_HOST_ARCH)
     endif()
     string(SHA256 tessera_native_isa "${tessera_native_macros}")
     string(SUBSTRING "${tessera_native_isa}" 0 16 tessera_native_isa)
-    set(Tessera_NATIVE_ISA_KEY "${tessera_native_isa}" CACHE INTERNAL
-      "hash of the macros -march=native defines on the configuring CPU" FORCE)
+    set(Tessera_NATIVE_ISA_KEY "${tessera_native_isa}")
   endif()
 endif()
