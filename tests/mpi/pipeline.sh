@@ -90,6 +90,8 @@ same() {
 
 cnn="$inputs/fashion_mnist_cnn.toml" resnet="$inputs/fashion_mnist_resnet.toml"
 run cnn 1 "$cnn"
+grep -q "data: 512 training, 0 validation and 500 test samples" "$scratch/cnn.log" ||
+  fail "cnn: data.train_samples and data.test_samples did not cut the files to 512 and 500"
 run cnn_2 2 "$cnn" --set parallel.pipeline_stages=2
 same cnn cnn_2 8
 grep -q "pipeline of 2 stages x 1 data-parallel rank(s), 4 micro-batch(es) per step in 1F1B order" \
