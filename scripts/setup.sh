@@ -56,7 +56,6 @@ kokkos_prefix=$(bash "${TESSERA_ROOT}/scripts/build-kokkos.sh" --prefix openmp)
 # A build directory built again from nothing (removed, or a branch switched
 # back) takes its objects from ccache's cache (~/.cache/ccache, `ccache -s`
 # shows its hits); TESSERA_CCACHE=0 builds without it.
-launcher=()
 if [ "${TESSERA_CCACHE:-1}" != 0 ] && command -v ccache > /dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 else

@@ -2,7 +2,7 @@
 # Sourced by the app and MPI test scripts: Open MPI allowed to run as root,
 # one OpenMP thread per rank, a scratch directory removed on exit, a
 # failure counter (fail "message"; end with: [ "$failures" -eq 0 ] || exit 1),
-# and readers of HDF5 files that count a tool's error as a failure instead
+# the path of a run's checkpoint (ckpt), and readers of HDF5 files that count a tool's error as a failure instead
 # of reading it as a verdict. tests/script_checks.sh tests them.
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMP_NUM_THREADS=1
@@ -10,6 +10,9 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# ckpt <run> <step>: the checkpoint a run with output directory
+# $scratch/<run> writes at that step.
+ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
 
 # h5_differs <a.h5> <b.h5> [object]: status 0 when h5diff finds the files
 # (or the object in both) different, 1 when equal. h5diff's status 2 (a

@@ -14,7 +14,6 @@ mpiexec="$1" train="$2" tokenize="$3" generate="$4" deck="$5" source_dir="$6"
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
-ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
 
 "$tokenize" "$source_dir"/README.md "$source_dir"/docs/*.md --out "$scratch/text" \
   > "$scratch/tokenize.log" 2>&1 || fail "tessera-tokenize exited $?"

@@ -18,7 +18,6 @@ case "$part" in exact|ranks) ;; *) echo "restart.sh: unknown part '$part' (exact
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=../script_common.sh
 source "$(dirname "$0")/../script_common.sh"
-ckpt() { printf '%s/%s/checkpoints/step-%08d.h5' "$scratch" "$1" "$2"; }
 
 # train <ranks> <name> [args...]: a run with its own output directory.
 train() {

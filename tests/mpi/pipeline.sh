@@ -56,7 +56,7 @@ PY
 weights() {
   local name="$1" step="$2" file
   shift 2
-  file="$scratch/$name/checkpoints/step-$(printf %08d "$step").h5"
+  file=$(ckpt "$name" "$step")
   : > "$scratch/$name.$step.txt"
   [ -f "$file" ] || { fail "$name: no checkpoint $file"; return; }
   for group in "$@"; do h5_values "$file" "$group" "$scratch/$name.$step.txt"; done
@@ -66,8 +66,7 @@ weights() {
 # value exactly, and the groups' attributes); status 0 when equal.
 equal() {
   local a b group
-  a="$scratch/$1/checkpoints/step-$(printf %08d "$3").h5"
-  b="$scratch/$2/checkpoints/step-$(printf %08d "$3").h5"
+  a=$(ckpt "$1" "$3") b=$(ckpt "$2" "$3")
   [ -f "$a" ] && [ -f "$b" ] || { fail "$2: no checkpoint of step $3 in $1 or $2"; return 1; }
   # Not vacuous: the reference holds weights.
   h5ls -r "$a/parameters" | grep -q Dataset || { fail "$1: $a holds no parameters"; return 1; }
@@ -80,7 +79,7 @@ equal() {
 same() {
   if cmp -s <(steps "$1") <(steps "$2") && equal "$1" "$2" "$3"; then
     echo "ok: $2: step losses, gradient norms, test losses and the checkpoint at step $3" \
-      "($(h5ls -r "$scratch/$1/checkpoints/step-$(printf %08d "$3").h5" | grep -c Dataset) datasets)" \
+      "($(h5ls -r "$(ckpt "$1" "$3")" | grep -c Dataset) datasets)" \
       "equal $1's bit for bit"
   else
     fail "$2 differs from $1"
@@ -170,10 +169,10 @@ resumed() {
     fail "$2 resumed differs from the uninterrupted run"
   fi
 }
-run cnn_resume_1 1 "$cnn" --restart "$scratch/cnn_2/checkpoints/step-00000004.h5"
+run cnn_resume_1 1 "$cnn" --restart "$(ckpt cnn_2 4)"
 resumed cnn_resume_1 "the 2-stage checkpoint on 1 rank"
 run cnn_resume_2 2 "$cnn" --set parallel.pipeline_stages=2 \
-  --restart "$scratch/cnn/checkpoints/step-00000004.h5"
+  --restart "$(ckpt cnn 4)"
 resumed cnn_resume_2 "the 1-rank checkpoint on 2 stages"
 
 # expect <name> <status> <fragment> <mpiexec arguments...>
