@@ -8,7 +8,7 @@
 //   tiled       Tessera's kernel: tiles of 4 x 8 outputs, each summing its
 //               terms in order of k; any backend
 //   vendor      cuBLAS's cublasGemmEx (16-bit inputs, float output and
-//               compute); CUDA only
+//               compute; impl/mixed_gemm_cublas.hpp); CUDA only
 // `automatic` takes vendor on CUDA, widen_blas on the host (faster there:
 // docs/precision.md has the measurement) and tiled elsewhere (HIP: Debian
 // packages no rocBLAS to build against).
@@ -20,10 +20,8 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
-
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <cublas_v2.h>
-#endif
+#include <tessera/kernels/impl/gemm_operand.hpp>
+#include <tessera/kernels/impl/mixed_gemm_cublas.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -73,19 +71,6 @@ UnmanagedMatrix<float, Space> mixed_gemm_result(MixedGemmWorkspace<Space>& works
 namespace impl {
 
 constexpr int mixed_tile_rows = 4, mixed_tile_cols = 8;
-
-// op(M) of a row-major matrix as a pointer and two strides.
-struct Operand {
-  std::int64_t rows, cols;          // of op(M)
-  std::int64_t row_step, col_step;  // element distance between rows, columns of op(M)
-};
-
-template <class M>
-Operand operand(const char* trans, const M& m) {
-  const std::int64_t ld = static_cast<std::int64_t>(m.stride(0));
-  const std::int64_t r = m.extent(0), c = m.extent(1);
-  return trans[0] == 'N' ? Operand{r, c, ld, 1} : Operand{c, r, 1, ld};
-}
 
 inline bool valid_trans(const char* trans) {
   return trans != nullptr && (std::strcmp(trans, "N") == 0 || std::strcmp(trans, "T") == 0);
@@ -169,57 +154,6 @@ void mixed_gemm_tiled(const ExecSpace& exec, const char* trans_a, const char* tr
             out = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * out;
           }
       });
-}
-
-#if defined(KOKKOS_ENABLE_CUDA)
-template <class T>
-constexpr cudaDataType cuda_type() {
-  return std::is_same<T, bf16>::value ? CUDA_R_16BF : CUDA_R_16F;
-}
-
-// One cuBLAS handle per process, made on first use.
-inline cublasHandle_t cublas_handle() {
-  static cublasHandle_t handle = [] {
-    cublasHandle_t h = nullptr;
-    const cublasStatus_t status = cublasCreate(&h);
-    TESSERA_REQUIRE(status == CUBLAS_STATUS_SUCCESS,
-                    "tessera::kernels::mixed_gemm: cublasCreate failed (status "
-                        << static_cast<int>(status) << ")");
-    return h;
-  }();
-  return handle;
-}
-
-// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
-// gets B first, with the transposes as given.
-template <class A, class B, class C>
-void mixed_gemm_cublas(const Kokkos::Cuda& exec, const char* trans_a, const char* trans_b,
-                       float alpha, const A& a, const B& b, float beta, const C& c) {
-  using TA = typename A::non_const_value_type;
-  using TB = typename B::non_const_value_type;
-  const Operand oa = operand(trans_a, a), ob = operand(trans_b, b);
-  const cublasHandle_t handle = cublas_handle();
-  cublasSetStream(handle, exec.cuda_stream());
-  const auto op = [](const char* t) { return t[0] == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T; };
-  const cublasStatus_t status = cublasGemmEx(
-      handle, op(trans_b), op(trans_a), static_cast<int>(ob.cols), static_cast<int>(oa.rows),
-      static_cast<int>(oa.cols), &alpha, b.data(), cuda_type<TB>(), static_cast<int>(b.stride(0)),
-      a.data(), cuda_type<TA>(), static_cast<int>(a.stride(0)), &beta, c.data(), CUDA_R_32F,
-      static_cast<int>(c.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  TESSERA_REQUIRE(status == CUBLAS_STATUS_SUCCESS,
-                  "tessera::kernels::mixed_gemm: cublasGemmEx failed (status "
-                      << static_cast<int>(status) << ") for op(A) [" << oa.rows << ", " << oa.cols
-                      << "], op(B) [" << ob.rows << ", " << ob.cols << "]");
-}
-#endif
-
-template <class ExecSpace>
-constexpr bool has_vendor_mixed_gemm() {
-#if defined(KOKKOS_ENABLE_CUDA)
-  return std::is_same<ExecSpace, Kokkos::Cuda>::value;
-#else
-  return false;
-#endif
 }
 
 }  // namespace impl

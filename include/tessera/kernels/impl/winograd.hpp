@@ -280,4 +280,29 @@ inline void winograd_output_tile(const Winograd& w, const float* m, std::int64_t
   }
 }
 
+// Where one block's Winograd work lies in a thread's scratch, for `count`
+// samples of a convolution with out_rows x out_cols outputs, an r x r
+// kernel and in -> out channels: the input laid out channel-last and padded
+// to whole tiles, the output (or output gradient) tiles channel-last, one
+// sample at a time; then the t^2 transformed inputs and products of all
+// the block's tiles. Offsets and `floats` (the total) in floats.
+struct WinogradLayout {
+  int rows, cols;  // output tiles along each axis
+  std::int64_t tiles, n, padded_cols, padded;
+  std::int64_t tile_out_at, v_at, m_at, floats;
+  WinogradLayout(int out_rows, int out_cols, int r, std::int64_t in, std::int64_t out,
+                 std::int64_t count)
+      : rows(Winograd::tiles(out_rows)), cols(Winograd::tiles(out_cols)) {
+    const std::int64_t t = Winograd::tile_size(r), widest = in > out ? in : out;
+    tiles = std::int64_t(rows) * cols;
+    n = count * tiles;
+    padded_cols = Winograd::padded(out_cols, r);
+    padded = Winograd::padded(out_rows, r) * padded_cols;
+    tile_out_at = padded * widest;
+    v_at = tile_out_at + 4 * tiles * widest;
+    m_at = v_at + t * t * n * in;
+    floats = m_at + t * t * n * out;
+  }
+};
+
 }  // namespace tessera::kernels::impl

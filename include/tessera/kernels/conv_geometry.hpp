@@ -1,0 +1,235 @@
+// The geometry of a 2-D convolution over NCHW tensors (Conv2dGeometry), on
+// the sliding-window axes of window.hpp, with the sizes of each schedule's
+// blocks and scratch, and the schedules themselves (ConvSchedule). The
+// kernels are in conv.hpp; this header is what a layer needs to size its
+// buffers and choose.
+#pragma once
+
+#include <tessera/kernels/impl/winograd.hpp>
+#include <tessera/kernels/window.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels {
+
+// A convolution of `batch` samples: [batch, in_channels, rows.in, cols.in]
+// -> [batch, out_channels, rows.out, cols.out] with weights
+// [out_channels, in_channels, rows.kernel, cols.kernel].
+struct Conv2dGeometry {
+  std::int64_t batch = 0, in_channels = 0, out_channels = 0;
+  WindowAxis rows, cols;
+
+  // Rows of the column matrix: one per (input channel, kernel row, kernel column).
+  std::int64_t patch() const { return in_channels * rows.kernel * cols.kernel; }
+  // Output positions per sample and channel.
+  std::int64_t positions() const { return std::int64_t(rows.out) * cols.out; }
+  std::int64_t input_positions() const { return std::int64_t(rows.in) * cols.in; }
+  std::int64_t input_size() const { return batch * in_channels * input_positions(); }
+  std::int64_t output_size() const { return batch * out_channels * positions(); }
+
+  // With both strides 1, the input gradient is itself a convolution: of dy
+  // with the weights flipped in space and with in and out channels
+  // swapped, padded by kernel - 1 - pad. Backward computes it so (an
+  // im2col of dy and one product whose inner dimension is out_channels x
+  // the kernel) instead of the product W^T dy, whose inner dimension is
+  // only out_channels, and the fold back: on 2 cores OpenBLAS ran that thin
+  // product at half the speed (32 x 3x3 channels: 40 against 87 GFLOP/s).
+  // The columns of dy are out_channels / in_channels times those of x, so
+  // it pays only up to out_channels = in_channels (the 3x3 blocks of a
+  // ResNet); with more output channels (the CNN deck's 32 -> 64) the extra
+  // copying costs what the better product saves.
+  bool transposed_input_gradient() const {
+    return rows.stride == 1 && cols.stride == 1 && rows.pad < rows.kernel &&
+           cols.pad < cols.kernel && out_channels <= in_channels;
+  }
+  // That convolution: dy [batch, out_channels, rows.out, cols.out] -> dx.
+  Conv2dGeometry transposed() const {
+    Conv2dGeometry t;
+    t.batch = batch;
+    t.in_channels = out_channels;
+    t.out_channels = in_channels;
+    t.rows = WindowAxis(rows.out, rows.kernel, 1, rows.kernel - 1 - rows.pad);
+    t.cols = WindowAxis(cols.out, cols.kernel, 1, cols.kernel - 1 - cols.pad);
+    return t;
+  }
+
+  // Scratch floats one sample's columns and output block take in forward
+  // (and in backward for dW).
+  std::int64_t forward_per_sample() const { return (patch() + out_channels) * positions(); }
+  // The same for forward and backward, the larger of the two.
+  std::int64_t scratch_per_sample() const {
+    const std::int64_t lowered = forward_per_sample();
+    if (!transposed_input_gradient()) return lowered;
+    const std::int64_t gradient = transposed().forward_per_sample();
+    return lowered > gradient ? lowered : gradient;
+  }
+  // Floats of the flipped weights in scratch (transposed input gradient only).
+  std::int64_t flipped_weights_size() const {
+    return transposed_input_gradient() ? in_channels * out_channels * rows.kernel * cols.kernel : 0;
+  }
+  // Scratch floats besides the samples': the flipped weights, and the bias
+  // gradient's sum of each (sample, output channel) row, which backward
+  // takes while it copies dy anyway instead of reading dy once more.
+  std::int64_t scratch_fixed() const { return flipped_weights_size() + batch * out_channels; }
+  // Scratch floats for blocks of `samples` samples.
+  std::int64_t scratch_size(std::int64_t samples) const {
+    return scratch_fixed() + samples * scratch_per_sample();
+  }
+
+  // ConvSchedule::threads. A thread's block has as many samples as make at
+  // least 256 columns (a gemm wide enough for the BLAS's kernels), as long
+  // as its columns and output stay within thread_block_floats (in a core's
+  // L2 cache); at least one sample, at most the batch.
+  static constexpr std::int64_t thread_block_floats = std::int64_t(192) << 10;
+  std::int64_t thread_block_samples() const {
+    const std::int64_t per_sample = forward_per_sample() > 0 ? forward_per_sample() : 1;
+    const std::int64_t p = positions() > 0 ? positions() : 1;
+    std::int64_t samples = (256 + p - 1) / p;
+    if (samples * per_sample > thread_block_floats) samples = thread_block_floats / per_sample;
+    if (samples > batch) samples = batch;
+    return samples < 1 ? 1 : samples;
+  }
+  std::int64_t thread_blocks() const {
+    const std::int64_t s = thread_block_samples();
+    return (batch + s - 1) / s;
+  }
+  // Backward sums dW over groups of consecutive blocks, each group's blocks
+  // in order into a partial of its own, then the partials in group order:
+  // at most thread_groups_max groups (tasks for as many threads, and
+  // as many partials of the size of W). The groups depend on the geometry
+  // alone, so dW does not depend on the thread count.
+  static constexpr std::int64_t thread_groups_max = 16;
+  static std::int64_t group_blocks(std::int64_t blocks) {
+    const std::int64_t per_group = (blocks + thread_groups_max - 1) / thread_groups_max;
+    return per_group < 1 ? 1 : per_group;
+  }
+  static std::int64_t groups(std::int64_t blocks) {
+    const std::int64_t per_group = group_blocks(blocks);
+    return (blocks + per_group - 1) / per_group;
+  }
+  std::int64_t thread_group_blocks() const { return group_blocks(thread_blocks()); }
+  std::int64_t thread_groups() const { return groups(thread_blocks()); }
+
+  // ConvSchedule::winograd: Winograd's F(2 x 2, r x r) (impl/winograd.hpp)
+  // for the forward and input-gradient products of square 3 x 3 and 5 x 5
+  // kernels at stride 1 with padding below the kernel, when both channel
+  // counts are multiples of impl::winograd_lanes (the transforms' vectors).
+  bool winograd() const {
+    return rows.kernel == cols.kernel && impl::Winograd::supports(rows.kernel) &&
+           rows.stride == 1 && cols.stride == 1 && rows.pad < rows.kernel &&
+           cols.pad < cols.kernel && in_channels % impl::winograd_lanes == 0 &&
+           out_channels % impl::winograd_lanes == 0 && in_channels > 0 && out_channels > 0;
+  }
+  // Output tiles of 2 x 2 positions per sample and channel.
+  std::int64_t winograd_tiles() const {
+    return std::int64_t(impl::Winograd::tiles(rows.out)) * impl::Winograd::tiles(cols.out);
+  }
+  // Floats of one pass's work for `samples` samples: the input laid out
+  // channel-last and padded to whole tiles, and the output tiles
+  // channel-last (one sample at a time); the t^2 transformed inputs and
+  // products of every tile of the samples (impl::WinogradLayout).
+  std::int64_t winograd_floats(std::int64_t samples) const {
+    return impl::WinogradLayout(rows.out, cols.out, rows.kernel, in_channels, out_channels, samples)
+        .floats;
+  }
+  // Samples whose tiles go through one set of t^2 products: at least 64
+  // tiles (the BLAS's kernels want that many rows), as long as the work
+  // stays within thread_block_floats; at least one, at most the batch.
+  std::int64_t winograd_block_samples() const {
+    const std::int64_t tiles = winograd_tiles() > 0 ? winograd_tiles() : 1;
+    std::int64_t samples = (64 + tiles - 1) / tiles;
+    while (samples > 1 && winograd_floats(samples) > thread_block_floats) --samples;
+    if (samples > batch) samples = batch;
+    return samples < 1 ? 1 : samples;
+  }
+  std::int64_t winograd_blocks() const {
+    const std::int64_t s = winograd_block_samples();
+    return (batch + s - 1) / s;
+  }
+  // Backward sums the weight gradient's transform dU over groups of
+  // consecutive Winograd blocks, as the threads schedule sums dW.
+  std::int64_t winograd_group_blocks() const { return group_blocks(winograd_blocks()); }
+  std::int64_t winograd_groups() const { return groups(winograd_blocks()); }
+  // Floats of one group's dU: t^2 blocks of out_channels x in_channels.
+  std::int64_t winograd_partial_size() const {
+    const std::int64_t t = rows.kernel + 1;
+    return t * t * in_channels * out_channels;
+  }
+  // Floats of the transformed weights: t^2 in_channels x out_channels for
+  // the forward and as many for the input gradient (0 without Winograd).
+  std::int64_t winograd_weights_size() const {
+    return winograd() ? 2 * winograd_partial_size() : 0;
+  }
+
+  // Scratch floats of ConvSchedule::threads and ::winograd besides the
+  // threads' blocks: the rows' sums for the bias gradient and the groups'
+  // dW partials (or dU partials, with Winograd), room for
+  // min(blocks, thread_groups_max) of them, then the transformed weights.
+  // That grows with the batch while the number of groups need not (22
+  // blocks make 11 groups of 2, 16 blocks 16 groups of 1), so scratch for a
+  // batch holds every smaller batch.
+  std::int64_t thread_scratch_fixed() const {
+    const auto room = [](std::int64_t blocks) {
+      return blocks < thread_groups_max ? blocks : thread_groups_max;
+    };
+    std::int64_t partials = room(thread_blocks()) * out_channels * patch();
+    if (winograd()) {
+      const std::int64_t transformed = room(winograd_blocks()) * winograd_partial_size();
+      partials = partials > transformed ? partials : transformed;
+    }
+    return batch * out_channels + partials + winograd_weights_size();
+  }
+  // Scratch floats of one thread: its block's columns and output (or output
+  // gradient), or Winograd's work for the forward (which the weight
+  // gradient's takes too) or the input gradient, whichever is larger.
+  std::int64_t thread_slot_size() const {
+    std::int64_t floats = thread_block_samples() * forward_per_sample();
+    if (winograd()) {
+      const std::int64_t forward = winograd_floats(winograd_block_samples());
+      const Conv2dGeometry t = transposed();
+      const std::int64_t gradient = t.winograd_floats(t.winograd_block_samples());
+      floats = floats > forward ? floats : forward;
+      floats = floats > gradient ? floats : gradient;
+    }
+    return floats;
+  }
+  // Scratch floats of ConvSchedule::threads and ::winograd on `threads`
+  // threads.
+  std::int64_t thread_scratch_size(std::int64_t threads) const {
+    return thread_scratch_fixed() + threads * thread_slot_size();
+  }
+};
+
+// How conv2d_forward and conv2d_backward spread a batch over the execution
+// space. Both give the same values up to rounding; either gives the same
+// bits for any thread count.
+enum class ConvSchedule {
+  // Blocks of samples one after another: each block's copies run on all
+  // threads and its products are one gemm on the whole execution space
+  // (scratch: Conv2dGeometry::scratch_size). Any execution space.
+  blocks,
+  // Each host thread takes whole blocks of samples (thread_block_samples)
+  // and lowers, multiplies with a one-thread BLAS gemm and folds back each
+  // alone, so that a block's columns stay in that core's cache (scratch:
+  // Conv2dGeometry::thread_scratch_size). The OpenMP and Serial spaces,
+  // with a BLAS that thread_sgemm() returns.
+  threads,
+  // ConvSchedule::threads, with all three products (forward, input
+  // gradient, weight gradient) in Winograd's form where
+  // Conv2dGeometry::winograd() holds (2.25x fewer multiplications for
+  // 3 x 3 kernels, 2.78x for 5 x 5): each thread transforms the tiles of a
+  // block of samples, multiplies them with t^2 one-thread gemms and
+  // transforms the products back. The same scratch and spaces as threads.
+  winograd
+};
+
+// Samples per block so that the scratch stays within max_bytes (at least one).
+inline std::int64_t conv2d_block_samples(const Conv2dGeometry& g, std::int64_t max_bytes) {
+  const std::int64_t per_sample = g.scratch_per_sample() * std::int64_t(sizeof(float));
+  const std::int64_t room = max_bytes - g.scratch_fixed() * std::int64_t(sizeof(float));
+  std::int64_t block = per_sample > 0 ? room / per_sample : g.batch;
+  if (block > g.batch) block = g.batch;
+  return block < 1 ? 1 : block;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,176 @@
+// ConvSchedule::threads: each host thread takes whole blocks of samples
+// and lowers, multiplies with a one-thread BLAS gemm (thread_sgemm) and
+// folds back each alone, so that a block's columns stay in that core's
+// cache. The OpenMP and Serial spaces only (thread_gemm_space_v); on any
+// other space these functions only report that.
+#pragma once
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/machine.hpp>
+#include <tessera/kernels/impl/conv_lowering.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace tessera::kernels::impl {
+
+// The spaces whose threads may each call thread_sgemm(): OpenMP's threads
+// (inside a parallel region the BLAS runs on the calling thread) and
+// Serial's one (outside any, the BLAS may use its own threads).
+template <class ExecSpace>
+constexpr bool thread_gemm_space_v =
+#ifdef KOKKOS_ENABLE_OPENMP
+    std::is_same<ExecSpace, Kokkos::OpenMP>::value ||
+#endif
+#ifdef KOKKOS_ENABLE_SERIAL
+    std::is_same<ExecSpace, Kokkos::Serial>::value ||
+#endif
+    false;
+
+// Row-major C = op(A) op(B) + beta C on the calling thread; `gemm` is
+// column-major, so it computes C^T = op(B)^T op(A)^T.
+inline void thread_gemm(HostSgemm* gemm, char trans_a, char trans_b, std::int64_t m, std::int64_t n,
+                        std::int64_t k, const float* a, std::int64_t lda, const float* b,
+                        std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  const int m_ = static_cast<int>(m), n_ = static_cast<int>(n), k_ = static_cast<int>(k);
+  const int lda_ = static_cast<int>(lda), ldb_ = static_cast<int>(ldb);
+  const int ldc_ = static_cast<int>(ldc);
+  const float one = 1;
+  gemm(&trans_b, &trans_a, &n_, &m_, &k_, &one, b, &ldb_, a, &lda_, &beta, c, &ldc_);
+}
+
+// The one-thread gemm for ConvSchedule::threads on exec, after checking
+// that exec is an OpenMP or Serial space, that there is such a gemm and
+// that the scratch holds a block for each thread.
+template <class ExecSpace, class Scratch>
+HostSgemm* check_threads(const char* fn, const ExecSpace& exec, const Conv2dGeometry& g,
+                         const Scratch& scratch, std::int64_t threads) {
+  HostSgemm* const gemm = thread_gemm_space_v<ExecSpace> ? thread_sgemm() : nullptr;
+  TESSERA_REQUIRE(gemm != nullptr,
+                  fn << ": ConvSchedule::threads needs the OpenMP or Serial execution space and a "
+                        "BLAS whose gemm runs on its calling thread inside a parallel region "
+                        "(thread_sgemm); "
+                     << ExecSpace::name() << " with this BLAS has none: use "
+                     << "conv2d_schedule(exec) to choose the schedule");
+  const std::int64_t needed = g.thread_scratch_size(threads);
+  TESSERA_REQUIRE(static_cast<std::int64_t>(scratch.size()) >= needed,
+                  fn << ": scratch of " << scratch.size() << " floats is below the " << needed
+                     << " of ConvSchedule::threads on " << threads
+                     << " threads (Conv2dGeometry::thread_scratch_size(" << threads << "))");
+  (void)exec;
+  return gemm;
+}
+
+// Samples [first, first + count) of block `block` in ConvSchedule::threads.
+struct ThreadBlock {
+  std::int64_t first, count;
+  ThreadBlock(const Conv2dGeometry& g, std::int64_t block) {
+    const std::int64_t samples = g.thread_block_samples();
+    first = block * samples;
+    count = g.batch - first < samples ? g.batch - first : samples;
+  }
+};
+
+// y = conv(x, W) + b, ConvSchedule::threads: each block of samples is
+// lowered, multiplied and stored by the thread that takes it.
+template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
+void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
+                            const B& b, const Y& y, const Scratch& scratch) {
+  if constexpr (thread_gemm_space_v<ExecSpace>) {
+    Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
+    HostSgemm* const gemm =
+        check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
+    const std::int64_t k = g.patch(), positions = g.positions();
+    const std::int64_t out = g.out_channels, lda = w.stride(0);
+    const std::int64_t per_thread = g.thread_slot_size();
+    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    Kokkos::parallel_for(
+        "tessera::kernels::conv2d_forward_threads",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0,
+                                                                          g.thread_blocks()),
+        [=](const std::int64_t block) {
+          const int id = token.acquire();
+          const ThreadBlock s(g, block);
+          const std::int64_t n = s.count * positions;
+          float* const col = slots + id * per_thread;
+          float* const product = col + k * n;
+          lower_samples(g, x, s.first, s.count, col, n);
+          thread_gemm(gemm, 'N', 'N', out, n, k, w.data(), lda, col, n, 0, product, n);
+          for (std::int64_t r = 0; r < s.count * out; ++r) {
+            const std::int64_t c = r % out;
+            move_row(product + c * n + (r / out) * positions,
+                     y.data() + (s.first * out + r) * positions,
+                     b.extent(0) > 0 ? float(b(c)) : 0.0f, positions, Transfer::to_nchw);
+          }
+          token.release(id);
+        });
+  } else {
+    check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, 1);
+    (void)x, (void)w, (void)b, (void)y;
+  }
+}
+
+// dW += dy * cols(x)^T, db += sums of dy, dx += col2im(W^T dy) (when dx is
+// not empty), ConvSchedule::threads: each group of blocks (one task) sums
+// its dW into a partial of its own; the partials are added in group order.
+template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
+void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
+                             const DY& dy, const DX& dx, const DW& dw, const DB& db,
+                             const Scratch& scratch) {
+  if constexpr (thread_gemm_space_v<ExecSpace>) {
+    Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
+    HostSgemm* const gemm =
+        check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
+    const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
+    const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
+    const std::int64_t per_thread = g.thread_slot_size();
+    const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
+    float* const row_sums = scratch.data();
+    float* const partials = row_sums + g.batch * out;
+    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
+    const std::int64_t groups = g.thread_groups();
+    Kokkos::parallel_for(
+        "tessera::kernels::conv2d_backward_threads",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
+        [=](const std::int64_t group) {
+          const int id = token.acquire();
+          float* const partial = partials + group * out * k;
+          const std::int64_t last =
+              (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+          for (std::int64_t block = group * per_group; block < last; ++block) {
+            const ThreadBlock s(g, block);
+            const std::int64_t n = s.count * positions;
+            float* const col = slots + id * per_thread;
+            float* const grad = col + k * n;
+            lower_samples(g, x, s.first, s.count, col, n);
+            for (std::int64_t r = 0; r < s.count * out; ++r)
+              move_row(grad + (r % out) * n + (r / out) * positions,
+                       dy.data() + (s.first * out + r) * positions, 0.0f, positions,
+                       Transfer::from_nchw, with_db ? row_sums + s.first * out + r : nullptr);
+            const float beta = block == group * per_group ? 0.0f : 1.0f;
+            thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
+            if (!with_dx) continue;
+            thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
+            for (std::int64_t r = 0; r < s.count * in; ++r)
+              fold_plane(dx.data() + (s.first * in + r) * plane, col + (r / in) * positions, r % in,
+                         g.rows, g.cols, n);
+          }
+          token.release(id);
+        });
+    Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
+                         Kokkos::RangePolicy<ExecSpace>(exec, 0, out * k),
+                         [=](const std::int64_t i) {
+                           float sum = 0;
+                           for (std::int64_t group = 0; group < groups; ++group)
+                             sum += partials[group * out * k + i];
+                           dw(i / k, i % k) += sum;
+                         });
+    if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
+  } else {
+    check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);
+    (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+  }
+}
+
+}  // namespace tessera::kernels::impl

@@ -1,0 +1,315 @@
+// ConvSchedule::winograd: the threads schedule with the forward,
+// input-gradient and weight-gradient products in the form of Winograd's
+// F(2 x 2, r x r) (the transforms are in winograd.hpp): each thread lays a
+// block of samples out channel-last, transforms its tiles, multiplies them
+// with t^2 one-thread gemms and transforms the products back.
+#pragma once
+
+#include <tessera/kernels/impl/conv_threads.hpp>
+#include <tessera/kernels/impl/winograd.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels::impl {
+
+// Winograd's weights of g for the forward (u) or, with `flip`, of
+// g.transposed() for the input gradient: t^2 blocks [in][out] of the
+// transformed kernels, one input channel and winograd_lanes output
+// channels a task.
+template <class ExecSpace, class W>
+void winograd_weights(const ExecSpace& exec, const Winograd wg, const Conv2dGeometry& g, const W& w,
+                      bool flip, float* u) {
+  const std::int64_t in = flip ? g.out_channels : g.in_channels;
+  const std::int64_t out = flip ? g.in_channels : g.out_channels;
+  const std::int64_t lanes = winograd_lanes, runs = (out + lanes - 1) / lanes;
+  const float* const weights = w.data();
+  Kokkos::parallel_for("tessera::kernels::winograd_weights",
+                       Kokkos::RangePolicy<ExecSpace>(exec, 0, in * runs),
+                       [=](const std::int64_t task) {
+                         const std::int64_t o0 = (task % runs) * lanes;
+                         const int count = static_cast<int>(out - o0 < lanes ? out - o0 : lanes);
+                         wg.transform_weights(weights, in, out, flip, task / runs, o0, count, u);
+                       });
+}
+
+// A sample's `channels` planes of rows x cols (NCHW) channel-last into
+// laid [row][column][channel] (rows padded_cols columns long) from row
+// `top` and column `left`; the rest of laid is left as it is.
+template <class S>
+void lay_out_channel_last(const S* x, std::int64_t channels, int rows, int cols, int top, int left,
+                          std::int64_t padded_cols, float* laid) {
+  for (std::int64_t c = 0; c < channels; ++c)
+    for (int h = 0; h < rows; ++h) {
+      const S* source = x + (c * rows + h) * cols;
+      float* line = laid + ((h + top) * padded_cols + left) * channels + c;
+      for (int w = 0; w < cols; ++w) line[w * channels] = widen(source[w]);
+    }
+}
+
+// One block's Winograd work in a thread's scratch `work`, laid out as
+// WinogradLayout says (its `floats` is Conv2dGeometry::winograd_floats).
+struct WinogradWork : WinogradLayout {
+  float* laid;      // [padded rows][padded cols][in]
+  float* tile_out;  // [2 rows][2 cols][out]
+  float* v;         // [t^2][n][in]
+  float* m;         // [t^2][n][out]
+  WinogradWork(const Conv2dGeometry& g, std::int64_t count, float* work)
+      : WinogradLayout(g.rows.out, g.cols.out, g.rows.kernel, g.in_channels, g.out_channels, count),
+        laid(work),
+        tile_out(work + tile_out_at),
+        v(work + v_at),
+        m(work + m_at) {}
+  // Lays each sample of the block (x: the first one's NCHW planes) out in
+  // laid and transforms its tiles into v. The padding is zeroed once: each
+  // sample overwrites the same interior.
+  template <int T, class S>
+  void transform_inputs(const Winograd& wg, const Conv2dGeometry& g, const S* x) const {
+    const std::int64_t in = g.in_channels, plane = g.input_positions();
+    zero_row(laid, static_cast<int>(padded * in));
+    for (std::int64_t s = 0; s < n / tiles; ++s) {
+      lay_out_channel_last(x + s * in * plane, in, g.rows.in, g.cols.in, g.rows.pad, g.cols.pad,
+                           padded_cols, laid);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j)
+          winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in,
+                                 in, v + (s * tiles + i * cols + j) * in, n * in);
+    }
+  }
+};
+
+// y (+)= conv(x, W) (+ bias) for `count` samples by Winograd's F(2 x 2,
+// r x r), t = r + 1, on the calling thread: x and y point at the first
+// sample's NCHW planes, u at the transformed weights, bias may be null;
+// `add` adds to y (input gradients) instead of storing. `work` holds
+// g.winograd_floats(count).
+template <int T, class S, class D>
+void winograd_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
+                      std::int64_t count, const float* u, const float* bias, D* y, bool add,
+                      float* work) {
+  const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
+  const WinogradWork b(g, count, work);
+  const int rows = b.rows, cols = b.cols;
+  const std::int64_t tiles = b.tiles, n = b.n;
+  float *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
+  b.transform_inputs<T>(wg, g, x);
+  for (int k = 0; k < T * T; ++k)
+    thread_gemm(gemm, 'N', 'N', n, out, in, v + k * n * in, in, u + k * in * out, out, 0,
+                m + k * n * out, out);
+  for (std::int64_t s = 0; s < count; ++s) {
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j)
+        winograd_output_tile<T>(wg, m + (s * tiles + i * cols + j) * out, n * out, out,
+                                tile_out + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out);
+    for (std::int64_t o = 0; o < out; ++o) {
+      const float b = bias != nullptr ? bias[o] : 0.0f;
+      D* const plane_out = y + (s * out + o) * positions;
+      for (int h = 0; h < g.rows.out; ++h) {
+        const float* line = tile_out + std::int64_t(h) * 2 * cols * out + o;
+        D* target = plane_out + std::int64_t(h) * g.cols.out;
+        if (add)
+          for (int w = 0; w < g.cols.out; ++w) add_rounded(target[w], line[w * out]);
+        else
+          for (int w = 0; w < g.cols.out; ++w) target[w] = narrow<D>(line[w * out] + b);
+      }
+    }
+  }
+}
+
+// winograd_samples for g's kernel size.
+template <class S, class D>
+void winograd_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
+                    std::int64_t count, const float* u, const float* bias, D* y, bool add,
+                    float* work) {
+  if (wg.t == 4)
+    winograd_samples<4>(gemm, wg, g, x, count, u, bias, y, add, work);
+  else
+    winograd_samples<6>(gemm, wg, g, x, count, u, bias, y, add, work);
+}
+
+// du (+)= dL/dU, the gradient of the transformed weights, from `count`
+// samples by Winograd's F(2 x 2, r x r), t = r + 1, on the calling thread
+// (beta 0 stores, 1 adds): x and dy point at the first sample's NCHW
+// planes, du holds t^2 blocks [out][in]. With row_sums, also
+// row_sums[s * out + o] = the lane_sum of sample s's plane o of dy (the
+// bias gradient's terms). `work` holds g.winograd_floats(count).
+template <int T, class S, class G>
+void winograd_weight_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g,
+                             const S* x, const G* dy, std::int64_t count, float beta, float* du,
+                             float* row_sums, float* work) {
+  const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
+  const WinogradWork b(g, count, work);
+  const int rows = b.rows, cols = b.cols;
+  const std::int64_t tiles = b.tiles, n = b.n;
+  // grad holds the output gradient's tiles channel-last.
+  float *const grad = b.tile_out, *const v = b.v, *const m = b.m;
+  b.transform_inputs<T>(wg, g, x);
+  // dy's tiles beyond odd output sizes stay zero.
+  zero_row(grad, static_cast<int>(4 * tiles * out));
+  for (std::int64_t s = 0; s < count; ++s) {
+    const G* const sample = dy + s * out * positions;
+    lay_out_channel_last(sample, out, g.rows.out, g.cols.out, 0, 0, 2 * cols, grad);
+    if (row_sums != nullptr)
+      for (std::int64_t o = 0; o < out; ++o)
+        row_sums[s * out + o] = lane_sum(sample + o * positions, positions);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j)
+        winograd_gradient_tile<T>(wg, grad + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out, out,
+                                  m + (s * tiles + i * cols + j) * out, n * out);
+  }
+  for (int k = 0; k < T * T; ++k)
+    thread_gemm(gemm, 'T', 'N', out, in, n, m + k * n * out, out, v + k * n * in, in, beta,
+                du + k * out * in, in);
+}
+
+// winograd_weight_samples for g's kernel size.
+template <class S, class G>
+void winograd_weight_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
+                           const G* dy, std::int64_t count, float beta, float* du, float* row_sums,
+                           float* work) {
+  if (wg.t == 4)
+    winograd_weight_samples<4>(gemm, wg, g, x, dy, count, beta, du, row_sums, work);
+  else
+    winograd_weight_samples<6>(gemm, wg, g, x, dy, count, beta, du, row_sums, work);
+}
+
+// y = conv(x, W) + b, ConvSchedule::winograd (g.winograd() holds): the
+// weights are transformed once, then each block of samples is
+// transformed, multiplied and transformed back by the thread that takes it.
+template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
+void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
+                             const B& b, const Y& y, const Scratch& scratch) {
+  if constexpr (thread_gemm_space_v<ExecSpace>) {
+    Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
+    HostSgemm* const gemm =
+        check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
+    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    float* const u = slots - g.winograd_weights_size();
+    const Winograd wg(g.rows.kernel);
+    winograd_weights(exec, wg, g, w, false, u);
+    const std::int64_t per_thread = g.thread_slot_size(), samples = g.winograd_block_samples();
+    const std::int64_t in = g.in_channels * g.input_positions();
+    const std::int64_t out = g.out_channels * g.positions();
+    const float* const bias = b.extent(0) > 0 ? b.data() : nullptr;
+    Kokkos::parallel_for("tessera::kernels::conv2d_forward_winograd",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                             exec, 0, g.winograd_blocks()),
+                         [=](const std::int64_t block) {
+                           const int id = token.acquire();
+                           const std::int64_t first = block * samples;
+                           const std::int64_t count =
+                               g.batch - first < samples ? g.batch - first : samples;
+                           winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
+                                          y.data() + first * out, false, slots + id * per_thread);
+                           token.release(id);
+                         });
+  } else {
+    check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, 1);
+    (void)x, (void)w, (void)b, (void)y;
+  }
+}
+
+// dW += G^T dU G from the `groups` partials of dU (each
+// Conv2dGeometry::winograd_partial_size() floats, t^2 blocks [out][in])
+// that conv2d_backward_winograd's groups summed: the partials are added
+// into the first, each value's terms in group order, then transformed.
+template <class ExecSpace, class DW>
+void winograd_weight_gradient(const ExecSpace& exec, const Winograd& wg, const Conv2dGeometry& g,
+                              float* partials, std::int64_t groups, const DW& dw) {
+  const std::int64_t in = g.in_channels, out = g.out_channels, k = g.patch();
+  const std::int64_t size = g.winograd_partial_size();
+  // The groups' dU summed into the first group's partial, each value's
+  // terms in group order, in one pass over long runs (reading the t^2
+  // blocks of every group at once, out * in floats apart, had the
+  // cache evict its own lines).
+  const std::int64_t run = 1024, runs = (size + run - 1) / run;
+  if (groups > 1)
+    Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
+                         Kokkos::RangePolicy<ExecSpace>(exec, 0, runs), [=](const std::int64_t r) {
+                           const std::int64_t begin = r * run;
+                           const int count =
+                               static_cast<int>(size - begin < run ? size - begin : run);
+                           float* const sum = partials + begin;
+                           for (std::int64_t group = 1; group < groups; ++group)
+                             add_row(sum, partials + group * size + begin, count, 1);
+                         });
+  // dW(o, c) += G^T dU(o, c) G, winograd_lanes (o, c) pairs a task.
+  const std::int64_t pairs = out * in, tt = std::int64_t(wg.t) * wg.t, rr = k / in;
+  Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
+                       Kokkos::RangePolicy<ExecSpace>(exec, 0, pairs / winograd_lanes),
+                       [=](const std::int64_t task) {
+                         const std::int64_t first = task * winograd_lanes;
+                         double du[Winograd::max_t * Winograd::max_t][winograd_lanes],
+                             d[25][winograd_lanes];
+                         for (std::int64_t j = 0; j < tt; ++j)
+                           for (int l = 0; l < winograd_lanes; ++l)
+                             du[j][l] = partials[j * pairs + first + l];
+                         wg.transform_weight_gradient(du, d);
+                         for (int l = 0; l < winograd_lanes; ++l) {
+                           const std::int64_t i = first + l;
+                           for (std::int64_t j = 0; j < rr; ++j)
+                             dw(i / in, (i % in) * rr + j) += static_cast<float>(d[j][l]);
+                         }
+                       });
+}
+
+// dW += dy * cols(x)^T, db += sums of dy, dx += conv(dy, flipped W)
+// (Conv2dGeometry::transposed) when dx is not empty, ConvSchedule::winograd
+// where g.winograd() holds: each group of Winograd blocks (one task) sums
+// its dU (winograd_weight_samples) into a partial of its own and adds its
+// samples' input gradient in Winograd's form too, in blocks of
+// t.winograd_block_samples() within each block; winograd_weight_gradient
+// then turns the partials into dW.
+template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
+void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
+                              const W& w, const DY& dy, const DX& dx, const DW& dw, const DB& db,
+                              const Scratch& scratch) {
+  if constexpr (thread_gemm_space_v<ExecSpace>) {
+    Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
+    HostSgemm* const gemm =
+        check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
+    const std::int64_t positions = g.positions(), plane = g.input_positions();
+    const std::int64_t in = g.in_channels, out = g.out_channels;
+    const std::int64_t per_thread = g.thread_slot_size();
+    const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
+    float* const row_sums = scratch.data();
+    float* const partials = row_sums + g.batch * out;
+    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    const Conv2dGeometry t = g.transposed();
+    const Winograd wg(g.rows.kernel);
+    float* const u = slots - g.winograd_weights_size() / 2;
+    if (with_dx) winograd_weights(exec, wg, g, w, true, u);
+    const std::int64_t samples = g.winograd_block_samples(), blocks = g.winograd_blocks();
+    const std::int64_t per_group = g.winograd_group_blocks(), groups = g.winograd_groups();
+    const std::int64_t size = g.winograd_partial_size(), transformed = t.winograd_block_samples();
+    Kokkos::parallel_for(
+        "tessera::kernels::conv2d_backward_winograd",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
+        [=](const std::int64_t group) {
+          const int id = token.acquire();
+          float* const work = slots + id * per_thread;
+          const std::int64_t last =
+              (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+          for (std::int64_t block = group * per_group; block < last; ++block) {
+            const std::int64_t first = block * samples;
+            const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
+            winograd_weight_block(gemm, wg, g, x.data() + first * in * plane,
+                                  dy.data() + first * out * positions, end - first,
+                                  block == group * per_group ? 0.0f : 1.0f, partials + group * size,
+                                  with_db ? row_sums + first * out : nullptr, work);
+            if (!with_dx) continue;
+            for (std::int64_t from = first; from < end; from += transformed)
+              winograd_block(gemm, wg, t, dy.data() + from * out * positions,
+                             end - from < transformed ? end - from : transformed, u, nullptr,
+                             dx.data() + from * in * plane, true, work);
+          }
+          token.release(id);
+        });
+    winograd_weight_gradient(exec, wg, g, partials, groups, dw);
+    if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
+  } else {
+    check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);
+    (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+  }
+}
+
+}  // namespace tessera::kernels::impl
