@@ -2,7 +2,7 @@
 // a terminal (plain lines every N steps otherwise come from the Run).
 #pragma once
 
-#include <tessera/model/trainer.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <chrono>
 #include <cstdio>

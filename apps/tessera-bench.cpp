@@ -16,7 +16,7 @@
 #include <tessera/core/version.hpp>
 #include <tessera/deck/build.hpp>
 #include <tessera/kernels/mixed_gemm.hpp>
-#include <tessera/model/trainer.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <unistd.h>
 #include <CLI/CLI.hpp>

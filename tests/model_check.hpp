@@ -3,8 +3,8 @@
 #pragma once
 
 #include <tessera/kernels/loss.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <gtest/gtest-spi.h>
 

@@ -4,8 +4,8 @@
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include "tessera_test.hpp"
 

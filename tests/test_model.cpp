@@ -14,8 +14,8 @@
 #include <tessera/layers/norm.hpp>
 #include <tessera/layers/pool.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <algorithm>
 #include <cmath>

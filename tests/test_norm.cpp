@@ -8,8 +8,8 @@
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
 #include <tessera/layers/norm.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include "layer_check.hpp"
 #include "model_check.hpp"

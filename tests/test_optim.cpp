@@ -5,9 +5,9 @@
 #include <tessera/kernels/sgd.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
 #include <tessera/optim/sgd.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <algorithm>
 

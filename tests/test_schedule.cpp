@@ -1,7 +1,7 @@
 // Learning-rate schedules at chosen steps against hand-computed values, with
 // 10 steps per epoch and 100 steps in the run throughout.
 #include <tessera/core/error.hpp>
-#include <tessera/optim/schedule.hpp>
+#include <tessera/settings/schedule.hpp>
 
 #include <cmath>
 

@@ -10,8 +10,8 @@
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/sgd.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <unistd.h>
 

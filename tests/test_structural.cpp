@@ -5,8 +5,8 @@
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/norm.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include "layer_check.hpp"
 #include "model_check.hpp"

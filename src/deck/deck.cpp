@@ -25,7 +25,7 @@ void read_optimizer(const Reader& r, const toml::table& opt, OptimizerParams& ou
   const std::vector<std::string> sgd{"sgd"}, adam{"adam", "adamw"};
   r.only_keys(opt, p,
               {"type", "lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2", "eps"});
-  // The type's own defaults (optim/params.hpp), then the deck's keys over them.
+  // The type's own defaults (settings/optimizer_params.hpp), then the deck's keys over them.
   out = OptimizerParams::for_type(r.choice(opt, p, "type", out.type, {"sgd", "adam", "adamw"}));
   r.keys_for_type(
       opt, p, out.type,

@@ -6,8 +6,8 @@
 #include <tessera/core/version.hpp>
 #include <tessera/io/checkpoint.hpp>
 #include <tessera/model/model.hpp>
-#include <tessera/model/train_options.hpp>
 #include <tessera/optim/optimizer.hpp>
+#include <tessera/settings/train_options.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -63,17 +63,6 @@ void require_unit_interval(const char* what, float value, bool open_top) {
 }
 }  // namespace
 
-OptimizerParams OptimizerParams::for_type(const std::string& type) {
-  OptimizerParams p;
-  p.type = type;
-  if (type == "adamw") p.adam.weight_decay = 0.01f;
-  return p;
-}
-
-float OptimizerParams::default_lr(const std::string& type) {
-  return type == "sgd" ? 0.01f : 0.001f;
-}
-
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
   require_unit_interval("weight_decay", p.weight_decay(), false);
   if (p.type == "sgd") {

@@ -9,8 +9,8 @@
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/norm.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <cstdio>
 #include <string>

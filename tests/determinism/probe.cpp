@@ -22,10 +22,10 @@
 #include <tessera/layers/norm.hpp>
 #include <tessera/layers/pool.hpp>
 #include <tessera/layers/structural.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/adam.hpp>
 #include <tessera/optim/sgd.hpp>
 #include <tessera/parallel/communicator.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <cstdio>
 #include <set>

@@ -17,8 +17,8 @@
 #include <tessera/data/dataset.hpp>
 #include <tessera/deck/deck.hpp>
 #include <tessera/io/checkpoint.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/parallel/communicator.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <functional>
 #include <map>

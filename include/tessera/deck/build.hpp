@@ -3,9 +3,9 @@
 
 #include <tessera/deck/deck.hpp>
 #include <tessera/model/model.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/optimizer.hpp>
-#include <tessera/optim/schedule.hpp>
+#include <tessera/settings/schedule.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <memory>
 

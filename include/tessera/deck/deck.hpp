@@ -4,10 +4,10 @@
 // it with the host compiler; deck/build.hpp turns a Deck into engine objects.
 #pragma once
 
-#include <tessera/app/run_options.hpp>
 #include <tessera/layers/registry.hpp>
-#include <tessera/model/train_options.hpp>
-#include <tessera/optim/params.hpp>
+#include <tessera/settings/optimizer_params.hpp>
+#include <tessera/settings/run_options.hpp>
+#include <tessera/settings/train_options.hpp>
 
 #include <any>
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
-#include <tessera/optim/params.hpp>
+#include <tessera/settings/optimizer_params.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <tessera/core/tensor.hpp>
-#include <tessera/model/train_options.hpp>
+#include <tessera/settings/train_options.hpp>
 
 #include <memory>
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <tessera/model/parameters.hpp>
-#include <tessera/optim/params.hpp>
+#include <tessera/settings/optimizer_params.hpp>
 
 #include <cstdint>
 #include <memory>

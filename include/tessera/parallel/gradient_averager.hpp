@@ -19,8 +19,8 @@
 #pragma once
 
 #include <tessera/model/model.hpp>
-#include <tessera/model/train_options.hpp>
 #include <tessera/parallel/communicator.hpp>
+#include <tessera/settings/train_options.hpp>
 
 #include <chrono>
 #include <cstdint>

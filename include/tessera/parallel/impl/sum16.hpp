@@ -8,7 +8,7 @@
 #pragma once
 
 #include <tessera/core/precision.hpp>
-#include <tessera/model/train_options.hpp>
+#include <tessera/settings/train_options.hpp>
 
 #include <mpi.h>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <tessera/core/float_format.hpp>
-#include <tessera/optim/schedule.hpp>
+#include <tessera/settings/schedule.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -1,8 +1,8 @@
 // Training loop and evaluation.
 #include <tessera/core/random.hpp>
 #include <tessera/kernels/reduce.hpp>
-#include <tessera/model/trainer.hpp>
 #include <tessera/optim/clip.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include <algorithm>
 #include <chrono>

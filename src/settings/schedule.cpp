@@ -1,6 +1,6 @@
 // Learning-rate schedules, computed in double from the step alone.
 #include <tessera/core/error.hpp>
-#include <tessera/optim/schedule.hpp>
+#include <tessera/settings/schedule.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -15,12 +15,12 @@
 #include <tessera/data/stream.hpp>
 #include <tessera/model/loss.hpp>
 #include <tessera/model/model.hpp>
-#include <tessera/model/train_options.hpp>
 #include <tessera/optim/optimizer.hpp>
-#include <tessera/optim/schedule.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
 #include <tessera/parallel/optimizer_sharding.hpp>
 #include <tessera/parallel/pipeline.hpp>
+#include <tessera/settings/schedule.hpp>
+#include <tessera/settings/train_options.hpp>
 
 #include <cstdint>
 #include <functional>

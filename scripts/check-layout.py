@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""The shape of the source tree, checked from the files themselves.
+
+  check-layout.py ladder ROOT   the folders of include/tessera and src form
+                                the ladder of docs/architecture.md: every
+                                #include <tessera/FOLDER/...> names the
+                                including file's own folder or one below it,
+                                so no folder cycle can form
+  check-layout.py sizes ROOT    no function longer than 80 lines and no file
+                                longer than 600 in src/, include/ and apps/,
+                                except the ones listed in
+                                scripts/layout-exceptions.txt, which may
+                                only shrink (an entry that no longer exceeds
+                                its limit is an error too)
+  check-layout.py self-test     both checks fail on planted trees (a
+                                back-edge, a cycle, a long function)
+
+Exit status: 0 when the tree holds, 1 with one line per violation
+(file:line and what to change) when it does not, 2 on bad usage.
+"""
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+LADDER_DOC = "docs/architecture.md"
+EXCEPTIONS = "scripts/layout-exceptions.txt"
+FUNCTION_LINES = 80
+FILE_LINES = 600
+INCLUDE = re.compile(r'^\s*#\s*include\s*<tessera/([a-z_]+)/([^>]+)>', re.M)
+
+
+def ladder_of(root):
+    """The folders from the bottom up, from the doc's `Ladder:` line."""
+    path = os.path.join(root, LADDER_DOC)
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = re.match(r"^Ladder \(bottom to top\): (.+)\.$", line.strip())
+                if m:
+                    return [name.strip().strip("`") for name in m.group(1).split(",")], path
+    except OSError as e:
+        sys.exit(f"check-layout: {path}: {e.strerror}")
+    sys.exit(f"check-layout: {path}: no line 'Ladder (bottom to top): a, b, ....'")
+
+
+def sources(root, tops):
+    for top in tops:
+        base = os.path.join(root, top)
+        for directory, dirs, files in os.walk(base):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith((".hpp", ".cpp", ".hpp.in")):
+                    yield os.path.join(directory, name), os.path.relpath(
+                        os.path.join(directory, name), base)
+
+
+def folder_edges(root):
+    """(from folder, to folder, file, line) for every include across folders."""
+    edges = []
+    for path, rel in sources(root, ["include/tessera", "src"]):
+        parts = rel.split(os.sep)
+        if len(parts) < 2:
+            continue  # files beside the folders (src/CMakeLists.txt has none)
+        folder = parts[0]
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for m in INCLUDE.finditer(text):
+            if m.group(1) != folder:
+                line = text.count("\n", 0, m.start()) + 1
+                edges.append((folder, m.group(1), os.path.relpath(path, root), line))
+    return edges
+
+
+def find_cycle(edges):
+    """A folder cycle as a list of edges, or None."""
+    graph = {}
+    for edge in edges:
+        graph.setdefault(edge[0], []).append(edge)
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        for edge in graph.get(node, []):
+            stack.append(edge)
+            target = edge[1]
+            if state.get(target) == "open":
+                start = next(i for i, e in enumerate(stack) if e[0] == target)
+                return stack[start:]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+            stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def check_ladder(root):
+    ladder, doc = ladder_of(root)
+    rank = {name: i for i, name in enumerate(ladder)}
+    errors = []
+    present = set()
+    for top in ("include/tessera", "src"):
+        base = os.path.join(root, top)
+        present.update(d for d in os.listdir(base) if os.path.isdir(os.path.join(base, d)))
+    for folder in sorted(present - set(rank)):
+        errors.append(f"{doc}: folder '{folder}' is not on the ladder: add it to the "
+                      "'Ladder (bottom to top)' line where its includes allow")
+    edges = folder_edges(root)
+    cycle = find_cycle(edges)
+    if cycle:
+        errors.append("folder cycle " + " -> ".join([cycle[0][0]] + [e[1] for e in cycle]) +
+                      ": " + "; ".join(f"{e[2]}:{e[3]} includes {e[1]}/" for e in cycle))
+    for source, target, path, line in edges:
+        if source in rank and target in rank and rank[target] > rank[source]:
+            errors.append(f"{path}:{line}: {source}/ includes {target}/, which is above it on "
+                          f"the ladder of {doc}: move what it needs down, or the file up")
+    return errors
+
+
+def strip_code(text):
+    """text with comments, strings and character literals blanked (newlines kept)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith('R"', i):
+            m = re.match(r'R"([^(\s]*)\(', text[i:])
+            end = text.find(")" + (m.group(1) if m else "") + '"', i)
+            j = n if end < 0 else end + len(m.group(1) if m else "") + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c in "\"'" and not (c == "'" and i > 0 and text[i - 1].isalnum()):
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(c + " " * (j - i - 2) + c if j - i >= 2 else " " * (j - i))
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def functions(text):
+    """(name, first line, last line) of each function body at namespace or class scope."""
+    code = strip_code(text)
+    scopes = []  # for each open brace: "namespace", "class", "function", "other"
+    found = []
+    head_start = 0
+    for i, c in enumerate(code):
+        if c in ";":
+            if not scopes or scopes[-1] in ("namespace", "class"):
+                head_start = i + 1
+        elif c == "{":
+            inside = any(s == "function" for s in scopes)
+            head = code[head_start:i]
+            kind = "other"
+            if not inside:
+                flat = " ".join(head.split())
+                if re.search(r"\bnamespace\b|extern \"C\"", flat):
+                    kind = "namespace"
+                elif re.search(r"\b(class|struct|union)\b[^()]*$", flat) and "=" not in flat:
+                    kind = "class"
+                elif re.search(r"\benum\b", flat) or flat.endswith("="):
+                    kind = "other"
+                elif ")" in flat:
+                    kind = "function"
+                    names = re.findall(r"([A-Za-z_~][\w:~<>]*|operator\S+)\s*\(", flat)
+                    name = names[0] if names else flat[:40]
+                    if "[" in flat and re.search(r"\]\s*\(", flat):
+                        name = "lambda"
+                    found.append([name, code.count("\n", 0, i) + 1, None, len(scopes)])
+            scopes.append(kind)
+            if kind in ("namespace", "class"):
+                head_start = i + 1
+        elif c == "}":
+            if scopes:
+                kind = scopes.pop()
+                if kind == "function":
+                    for entry in reversed(found):
+                        if entry[2] is None and entry[3] == len(scopes):
+                            entry[2] = code.count("\n", 0, i) + 1
+                            break
+            if not scopes or scopes[-1] in ("namespace", "class"):
+                head_start = i + 1
+    return [(name, first, last) for name, first, last, _ in found if last is not None]
+
+
+def read_exceptions(root):
+    path = os.path.join(root, EXCEPTIONS)
+    allowed = {}
+    if not os.path.exists(path):
+        return allowed, path
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) != 2:
+                sys.exit(f"check-layout: {path}:{number}: expected 'FILE' or 'FILE:FUNCTION' "
+                         "and its line count")
+            allowed[parts[0]] = (int(parts[1]), number)
+    return allowed, path
+
+
+def check_sizes(root):
+    allowed, exceptions = read_exceptions(root)
+    errors, seen = [], set()
+
+    def judge(key, lines, limit, where, what):
+        if lines <= limit:
+            return
+        seen.add(key)
+        if key in allowed:
+            cap, number = allowed[key]
+            if lines > cap:
+                errors.append(f"{where}: {what} has {lines} lines, more than the {cap} of "
+                              f"{exceptions}:{number}; split it (limit {limit})")
+            return
+        errors.append(f"{where}: {what} has {lines} lines, over the limit of {limit}: split it")
+
+    for path, _ in sources(root, ["include", "src", "apps"]):
+        rel = os.path.relpath(path, root)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        judge(rel, text.count("\n"), FILE_LINES, rel, "the file")
+        for name, first, last in functions(text):
+            judge(f"{rel}:{name}", last - first + 1, FUNCTION_LINES, f"{rel}:{first}",
+                  f"function {name}")
+    for key, (cap, number) in sorted(allowed.items(), key=lambda item: item[1][1]):
+        if key not in seen:
+            errors.append(f"{exceptions}:{number}: {key} is within its limit now (or gone): "
+                          "remove the entry")
+    return errors
+
+
+def self_test(root):
+    """Each check must fail on a copy of the tree with a planted violation."""
+    failures = []
+
+    def plant(tree, folder, name, text):
+        path = os.path.join(tree, folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = os.path.join(scratch, "tree")
+        for top in ("include", "src", "apps", "docs", "scripts"):
+            shutil.copytree(os.path.join(root, top), os.path.join(tree, top))
+        if check_ladder(tree) or check_sizes(tree):
+            failures.append("the copied tree does not pass to begin with")
+        ladder, _ = ladder_of(tree)
+        low, high = ladder[1], ladder[-1]
+        # A back-edge: a low folder includes the top one.
+        down = plant(tree, f"include/tessera/{low}", "planted.hpp",
+                     f"#pragma once\n#include <tessera/{high}/planted.hpp>\n")
+        errors = check_ladder(tree)
+        if not any(f"{low}/ includes {high}/" in e for e in errors):
+            failures.append(f"a back-edge {low} -> {high} was not reported: {errors}")
+        # ... and the edge back down closes a cycle.
+        up = plant(tree, f"include/tessera/{high}", "planted.hpp",
+                   f"#pragma once\n#include <tessera/{low}/planted.hpp>\n")
+        if not any(e.startswith("folder cycle") for e in check_ladder(tree)):
+            failures.append(f"the cycle {low} -> {high} -> {low} was not reported")
+        os.remove(down)
+        os.remove(up)
+        # A function one line too long beside a short member with a lambda.
+        body = "\n".join(f"  x += {i};" for i in range(FUNCTION_LINES - 2))
+        plant(tree, f"src/{ladder[0]}", "planted.cpp",
+              "namespace tessera {\nint planted(int x) {\n" + body + "\n  return x;\n}\n"
+              "struct S {\n  char ok() { auto f = [] { return '{'; }; return f(); }\n};\n}\n")
+        errors = check_sizes(tree)
+        if not any(f"function planted has {FUNCTION_LINES + 1} lines" in e for e in errors):
+            failures.append(f"a function of {FUNCTION_LINES + 1} lines was not reported: {errors}")
+        if any("function ok" in e for e in errors):
+            failures.append(f"a short member function was reported: {errors}")
+    return failures
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "self-test":
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        failures = self_test(root)
+        for failure in failures:
+            print(f"check-layout self-test: {failure}")
+        if not failures:
+            print("check-layout self-test: a planted back-edge, cycle and long function fail")
+        return 1 if failures else 0
+    if len(argv) != 3 or argv[1] not in ("ladder", "sizes"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    root = argv[2]
+    errors = check_ladder(root) if argv[1] == "ladder" else check_sizes(root)
+    for error in errors:
+        print(error)
+    if not errors:
+        print(f"check-layout {argv[1]}: the tree holds")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
