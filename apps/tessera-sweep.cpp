@@ -43,6 +43,68 @@ void print_plan(const tessera::SweepSpec& spec, const std::vector<tessera::Trial
   }
 }
 
+// The deck, the sweep file and the data files of its trials into deck and
+// spec; what failed ("" when nothing did).
+std::string read_inputs(const std::string& deck_path, const std::string& sweep_path,
+                        const std::vector<std::string>& overrides, const std::string& output_dir,
+                        tessera::Deck& deck, tessera::SweepSpec& spec) {
+  try {
+    deck = tessera::load_deck(deck_path, overrides);
+    spec = tessera::load_sweep(sweep_path, deck);
+    if (!output_dir.empty()) {
+      spec.output_dir = output_dir;
+      spec.output_dir_location = "--output-dir " + output_dir;
+    }
+    tessera::check_data_files(tessera::trial_deck(deck, spec, {}));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The sweep's first lines: the build, the deck, strategy, trials, groups,
+// objective and directory.
+void print_start(const tessera::SweepSpec& spec, const tessera::Deck& deck,
+                 const tessera::Sweep& sweep) {
+  std::cout << tessera::build_description() << "\nsweep " << spec.name << ": deck " << deck.path
+            << ", strategy " << tessera::strategy_name(spec.strategy) << ", "
+            << sweep.trials().size() << " trials on " << sweep.groups() << " group"
+            << (sweep.groups() > 1 ? "s" : "") << " of " << spec.ranks_per_trial << " rank"
+            << (spec.ranks_per_trial > 1 ? "s" : "") << "; objective " << spec.metric << " ("
+            << (spec.maximize ? "maximize" : "minimize")
+            << ")\nsweep directory: " << spec.output_dir << "\n";
+  if (!sweep.resumed_from().empty()) std::cout << sweep.resumed_from() << "\n";
+  std::cout << std::flush;
+}
+
+// Whether any trial succeeded (the best one did not fail).
+bool succeeded(const tessera::SweepSummary& summary) {
+  return !summary.ranked.empty() && summary.ranked.front().state != tessera::TrialState::failed;
+}
+
+// The results table, what was trained, where the files are, and the best
+// trial's command alone.
+void print_results(const tessera::SweepSpec& spec, const tessera::Deck& deck,
+                   const tessera::SweepSummary& summary, double seconds) {
+  std::cout << "\n"
+            << tessera::results_markdown(spec, summary.trials, summary.outcomes) << "\n"
+            << summary.jobs_run << " trial jobs run now, " << std::fixed << std::setprecision(1)
+            << seconds << " s; " << summary.epochs_trained << " epochs trained in all (every "
+            << "trial to " << spec.max_epochs << " epochs: " << summary.epochs_full << ")\n"
+            << "results: " << spec.output_dir << "/results.md, " << spec.output_dir
+            << "/results.csv; log: " << spec.output_dir << "/sweep.jsonl\n"
+            << "plot: python3 scripts/plot_sweep.py " << spec.output_dir << "\n";
+  if (succeeded(summary)) {
+    const auto& best = summary.ranked.front();
+    std::cout << "best: trial " << best.trial << "; alone: "
+              << tessera::reproduce_command(deck, spec,
+                                            summary.trials.at(static_cast<std::size_t>(best.trial)))
+              << "\n";
+  } else {
+    std::cerr << "tessera-sweep: every trial failed\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,18 +137,8 @@ int main(int argc, char** argv) {
   tessera::SweepSpec spec;
   try {
     // The deck, the sweep file and the data: every rank's verdict.
-    std::string failure;
-    try {
-      deck = tessera::load_deck(deck_path, overrides);
-      spec = tessera::load_sweep(sweep_path, deck);
-      if (!output_dir.empty()) {
-        spec.output_dir = output_dir;
-        spec.output_dir_location = "--output-dir " + output_dir;
-      }
-      tessera::check_data_files(tessera::trial_deck(deck, spec, {}));
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
+    const std::string failure =
+        read_inputs(deck_path, sweep_path, overrides, output_dir, deck, spec);
     try {
       world.agree(failure);
     } catch (const tessera::CollectiveError& e) {
@@ -109,17 +161,7 @@ int main(int argc, char** argv) {
     world.abort(1);
   }
 
-  if (root) {
-    std::cout << tessera::build_description() << "\nsweep " << spec.name << ": deck " << deck.path
-              << ", strategy " << tessera::strategy_name(spec.strategy) << ", "
-              << sweep->trials().size() << " trials on " << sweep->groups() << " group"
-              << (sweep->groups() > 1 ? "s" : "") << " of " << spec.ranks_per_trial << " rank"
-              << (spec.ranks_per_trial > 1 ? "s" : "") << "; objective " << spec.metric << " ("
-              << (spec.maximize ? "maximize" : "minimize")
-              << ")\nsweep directory: " << spec.output_dir << "\n";
-    if (!sweep->resumed_from().empty()) std::cout << sweep->resumed_from() << "\n";
-    std::cout << std::flush;
-  }
+  if (root) print_start(spec, deck, *sweep);
   tessera::SweepCallbacks callbacks;
   callbacks.log = [](const std::string& line) { std::cout << line << std::endl; };
   tessera::SweepSummary summary;
@@ -133,28 +175,9 @@ int main(int argc, char** argv) {
               << "; stopping every rank" << std::endl;
     world.abort(1);
   }
-  const bool any =
-      !summary.ranked.empty() && summary.ranked.front().state != tessera::TrialState::failed;
-  if (root) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::cout << "\n"
-              << tessera::results_markdown(spec, summary.trials, summary.outcomes) << "\n"
-              << summary.jobs_run << " trial jobs run now, " << std::fixed << std::setprecision(1)
-              << seconds << " s; " << summary.epochs_trained << " epochs trained in all (every "
-              << "trial to " << spec.max_epochs << " epochs: " << summary.epochs_full << ")\n"
-              << "results: " << spec.output_dir << "/results.md, " << spec.output_dir
-              << "/results.csv; log: " << spec.output_dir << "/sweep.jsonl\n"
-              << "plot: python3 scripts/plot_sweep.py " << spec.output_dir << "\n";
-    if (any) {
-      const auto& best = summary.ranked.front();
-      std::cout << "best: trial " << best.trial << "; alone: "
-                << tessera::reproduce_command(
-                       deck, spec, summary.trials.at(static_cast<std::size_t>(best.trial)))
-                << "\n";
-    } else {
-      std::cerr << "tessera-sweep: every trial failed\n";
-    }
-  }
-  return any ? 0 : 1;
+  if (root)
+    print_results(
+        spec, deck, summary,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return succeeded(summary) ? 0 : 1;
 }

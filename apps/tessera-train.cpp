@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "cli.hpp"
 #include "progress.hpp"
@@ -51,73 +53,57 @@ Fault parse_fault(const std::string& text) {
   return f;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"tessera-train: train the model an input deck describes"};
+// What the command line asked for.
+struct CommandLine {
   std::string deck_path;
   bool check_only = false;
-  std::vector<std::string> overrides;
-  std::string fault_text;
-  std::string restart;
   bool list_layers = false;
-  app.add_option("deck", deck_path, "input deck (TOML); see docs/decks.md");
-  app.add_flag("--check", check_only,
+  std::vector<std::string> overrides;
+  std::string restart;
+  std::string fault_text;
+  Fault fault;
+};
+
+void declare_options(CLI::App& app, CommandLine& cl) {
+  app.add_option("deck", cl.deck_path, "input deck (TOML); see docs/decks.md");
+  app.add_flag("--check", cl.check_only,
                "validate the deck and its data files, print the model summary and every "
                "layer's options, do not train");
   app.add_flag(
-      "--list-layers", list_layers,
+      "--list-layers", cl.list_layers,
       "print the layer types a deck can use, their keys and defaults (markdown), and exit");
-  app.add_option("--set", overrides,
+  app.add_option("--set", cl.overrides,
                  "override a deck value, e.g. --set training.epochs=3 or "
                  "--set model.layers[0].units=64 (repeatable; the value is TOML, or else a string)")
       ->take_all()
       ->allow_extra_args(false);
-  app.add_option("--restart", restart,
+  app.add_option("--restart", cl.restart,
                  "resume from a checkpoint: a file, a directory (its latest), or 'latest' (the "
                  "newest in the deck's checkpoint.directory)");
-  Fault fault;
-  app.add_option("--inject-fault", fault_text,
+  app.add_option("--inject-fault", cl.fault_text,
                  "testing: make one rank fail, data@RANK (cannot read its data) or step:N@RANK "
                  "(fails after optimizer step N)")
-      ->check([&fault](const std::string& text) {
+      ->check([&cl](const std::string& text) {
         try {
-          fault = parse_fault(text);
+          cl.fault = parse_fault(text);
         } catch (const std::invalid_argument& e) {
           return std::string(e.what());
         }
         return std::string();
       });
-  // Help, version and command-line errors are answered before MPI and Kokkos
-  // start, by the first rank of a job only.
-  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-train"))
-    return *status;
-  const bool first = tessera::app::first_rank();
-  if (list_layers) {
-    if (first) std::cout << tessera::layer_reference_markdown();
-    return 0;
-  }
-  if (deck_path.empty()) {
-    if (first)
-      std::cerr << "tessera-train: a deck is required\nrun 'tessera-train --help' for usage\n";
-    return 2;
-  }
+}
 
-  tessera::Runtime runtime(argc, argv);
-  const tessera::Communicator world;
+// Reads the deck and its data files (every rank's verdict), describes the
+// run and prepares it (output folder, data, restart). Returns the exit
+// status when the program ends here: 0 after --check, 2 for bad input.
+std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator& world,
+                             const std::string& who, std::unique_ptr<tessera::Run>& run) {
   const bool root = world.rank() == 0;
-  // Errors seen by one rank carry its rank when there are several.
-  const std::string who = world.size() > 1
-                              ? "tessera-train: rank " + std::to_string(world.rank()) + ": "
-                              : "tessera-train: ";
-
-  std::unique_ptr<tessera::Run> run;
   try {
-    // The deck and its data files: every rank's verdict, then the run.
     tessera::Deck deck;
     std::string failure;
     try {
-      deck = tessera::load_deck(deck_path, overrides);
+      deck = tessera::load_deck(cl.deck_path, cl.overrides);
       tessera::check_data_files(deck);
     } catch (const std::exception& e) {
       failure = e.what();
@@ -125,13 +111,13 @@ int main(int argc, char** argv) {
     world.agree(failure);
     run = std::make_unique<tessera::Run>(std::move(deck));
     if (root) std::cout << tessera::build_description() << "\n" << run->description() << std::flush;
-    if (check_only) {
+    if (cl.check_only) {
       if (root) std::cout << "layer options:\n" << run->layer_options() << "deck OK\n";
       return 0;
     }
     tessera::RunCallbacks hooks;
     hooks.before_data = [&](int rank) {
-      if (fault.what == "data" && fault.here(rank)) {
+      if (cl.fault.what == "data" && cl.fault.here(rank)) {
         const tessera::Deck& d = run->deck();
         throw tessera::Error((d.data_format == "hdf5"     ? d.train_file
                               : d.data_format == "tokens" ? d.train_tokens
@@ -139,7 +125,7 @@ int main(int argc, char** argv) {
                              ": cannot read (fault injected by --inject-fault)");
       }
     };
-    run->prepare(restart, hooks);
+    run->prepare(cl.restart, hooks);
     if (root) {
       std::cout << run->data_description() << "\nmetrics: " << run->metrics_path() << "\n";
       if (!run->resumed_from().empty()) std::cout << run->resumed_from() << "\n";
@@ -158,16 +144,23 @@ int main(int argc, char** argv) {
     std::cerr << who << "error: " << e.what() << std::endl;
     world.abort(1);
   }
+  return std::nullopt;
+}
 
-  const tessera::Deck& deck = run->deck();
-  const int ranks = run->comm().size();
-  tessera::app::Progress progress(root, ::isatty(STDOUT_FILENO) == 1, run->steps_per_epoch(),
+// Trains with a progress display and prints the test results; the exit
+// status: 0, or 1 for a failure every rank saw (one only this rank saw
+// aborts the job).
+int train(tessera::Run& run, const Fault& fault, const std::string& who) {
+  const tessera::Deck& deck = run.deck();
+  const int ranks = run.comm().size();
+  const bool root = run.comm().rank() == 0;
+  tessera::app::Progress progress(root, ::isatty(STDOUT_FILENO) == 1, run.steps_per_epoch(),
                                   deck.training.epochs);
   tessera::RunCallbacks callbacks;
-  const std::int64_t samples = run->training_data().size();
+  const std::int64_t samples = run.training_data().size();
   callbacks.on_step = [&](const tessera::StepReport& r) {
     progress.step(r, std::min(samples, (r.step_in_epoch + 1) * deck.training.batch_size), samples);
-    if (fault.what == "step" && fault.here(run->comm().rank()) && r.step == fault.step)
+    if (fault.what == "step" && fault.here(run.comm().rank()) && r.step == fault.step)
       throw tessera::Error("fault injected by --inject-fault after optimizer step " +
                            std::to_string(r.step));
   };
@@ -180,7 +173,7 @@ int main(int argc, char** argv) {
     std::cout << tessera::epoch_line(e, ranks) << std::endl;
   };
   try {
-    const tessera::RunResult result = run->train(callbacks);
+    const tessera::RunResult result = run.train(callbacks);
     if (root)
       std::cout << std::fixed << std::setprecision(4) << "test loss " << result.test.loss
                 << "\ntest accuracy: " << result.test.accuracy << std::endl;
@@ -191,7 +184,39 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // Only this rank knows: the others wait in a collective, so end them all.
     std::cerr << who << "error: " << e.what() << "; stopping every rank" << std::endl;
-    run->comm().abort(1);
+    run.comm().abort(1);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera-train: train the model an input deck describes"};
+  CommandLine cl;
+  declare_options(app, cl);
+  // Help, version and command-line errors are answered before MPI and Kokkos
+  // start, by the first rank of a job only.
+  if (const auto status = tessera::app::parse_command_line(app, argc, argv, "tessera-train"))
+    return *status;
+  const bool first = tessera::app::first_rank();
+  if (cl.list_layers) {
+    if (first) std::cout << tessera::layer_reference_markdown();
+    return 0;
+  }
+  if (cl.deck_path.empty()) {
+    if (first)
+      std::cerr << "tessera-train: a deck is required\nrun 'tessera-train --help' for usage\n";
+    return 2;
+  }
+
+  tessera::Runtime runtime(argc, argv);
+  const tessera::Communicator world;
+  // Errors seen by one rank carry its rank when there are several.
+  const std::string who = world.size() > 1
+                              ? "tessera-train: rank " + std::to_string(world.rank()) + ": "
+                              : "tessera-train: ";
+  std::unique_ptr<tessera::Run> run;
+  if (const auto status = start_run(cl, world, who, run)) return *status;
+  return train(*run, cl.fault, who);
 }

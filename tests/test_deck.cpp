@@ -1,6 +1,9 @@
 // Decks: every shipped deck parses and builds; each class of error names
 // file:line:column and the key.
+#include <tessera/app/sweep.hpp>
+#include <tessera/core/machine.hpp>
 #include <tessera/deck/build.hpp>
+#include <tessera/kernels/mixed_gemm.hpp>
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
@@ -10,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "tessera_test.hpp"
@@ -69,6 +73,41 @@ void expect_deck_error(const std::string& name, const std::string& text, int lin
     EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
   }
   std::remove(path.c_str());
+}
+
+// Every enum <-> name table: each name reads back as its value, no name
+// or value appears twice, and an unknown name is an error that lists them.
+template <class E, std::size_t N>
+void expect_table(const EnumNames<E, N>& table, const char* fn) {
+  std::set<std::string> names;
+  std::set<int> values;
+  for (const auto& entry : table.entries) {
+    EXPECT_TRUE(names.insert(entry.name).second) << table.what << ": '" << entry.name << "' twice";
+    EXPECT_TRUE(values.insert(static_cast<int>(entry.value)).second)
+        << table.what << " value twice";
+    EXPECT_EQ(table.value(entry.name, fn), entry.value) << entry.name;
+    EXPECT_STREQ(table.name(entry.value), entry.name);
+  }
+  EXPECT_EQ(table.names().size(), N);
+  test::expect_error(
+      [&] { table.value("no such name", fn); },
+      std::string(fn) + ": unknown " + table.what + " 'no such name'; allowed: " + table.list());
+  EXPECT_STREQ(table.name(static_cast<E>(N + 7)), "?");
+}
+
+TEST(EnumNames, EveryTableRoundTrips) {
+  expect_table(float_formats, "tessera::float_format_from_name");
+  expect_table(schedule_types, "tessera::schedule_type");
+  expect_table(init_names, "tessera::init_from_name");
+  expect_table(distributions, "tessera::parse_sweep");
+  expect_table(sweep_strategies, "tessera::parse_sweep");
+  expect_table(trial_states, "tessera::Sweep");
+  expect_table(vector_isas, "tessera::isa_name");
+  expect_table(kernels::mixed_gemm_methods, "tessera::kernels::mixed_gemm");
+  EXPECT_EQ(schedule_types.list(), "constant, step, multistep, exponential, cosine");
+  EXPECT_EQ(
+      weight_initializer_names(),
+      (std::vector<std::string>{"he_uniform", "he_normal", "xavier_uniform", "xavier_normal"}));
 }
 
 TEST(Deck, ValidDeckParsesAndBuilds) {
@@ -927,8 +966,9 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
                     "parallel.gradient_dtype", "'fp8' is not supported; allowed: fp32, bf16, fp16");
   for (const auto& name : float_format_names())
     EXPECT_EQ(float_format_name(float_format_from_name(name)), name);
-  test::expect_error([] { float_format_from_name("half"); },
-                     "tessera::float_format_from_name: 'half' is not one of fp32, bf16, fp16");
+  test::expect_error(
+      [] { float_format_from_name("half"); },
+      "tessera::float_format_from_name: unknown format 'half'; allowed: fp32, bf16, fp16");
   expect_deck_error("parallel_bucket", parallel("bucket_mb = 0\n"), 29, 13, "parallel.bucket_mb",
                     "out of range");
   expect_deck_error("parallel_unknown", parallel("overlab = true\n"), 29, 1, "parallel.overlab",

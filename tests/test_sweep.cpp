@@ -176,7 +176,7 @@ TEST(SweepFile, ErrorsNameFileLineColumnAndKey) {
       test::replace_once(grid_sweep, "[0.001, 0.01, 0.1]", "[0.001, 0.01, 0.1]\nchoice = [1]"), 8,
       10, "parameters[0].choice", "has grid already");
   expect_sweep_error(test::replace_once(grid_sweep, "grid = [32, 64]", ""), 9, 1,
-                     "parameters[1].grid", "needs one of grid, choice, uniform or log_uniform");
+                     "parameters[1].grid", "needs one of grid, choice, uniform, log_uniform");
   expect_sweep_error(test::replace_once(grid_sweep, "[32, 64]", "[32, 32]"), 11, 13,
                      "parameters[1].grid", "value 32 appears twice");
   expect_sweep_error(test::replace_once(grid_sweep, "[32, 64]", "[]"), 11, 8, "parameters[1].grid",

@@ -76,18 +76,6 @@ std::vector<Rung> sweep_rungs(const SweepSpec& spec, int trials) {
   return rungs;
 }
 
-const char* state_name(TrialState s) {
-  switch (s) {
-    case TrialState::paused:
-      return "paused";
-    case TrialState::finished:
-      return "finished";
-    case TrialState::failed:
-      return "failed";
-  }
-  return "";
-}
-
 double objective(const SweepSpec& spec, const TrialOutcome& outcome) {
   return spec.metric == "validation_loss" ? outcome.validation.loss : outcome.validation.accuracy;
 }
@@ -295,10 +283,10 @@ SweepLog read_sweep_log(const std::string& text, const std::string& path,
         o.trial = record.at("trial");
         o.rung = record.at("rung");
         const std::string state = record.at("state");
-        o.state = state == "paused"     ? TrialState::paused
-                  : state == "finished" ? TrialState::finished
-                  : state == "failed"   ? TrialState::failed
-                                      : throw Error(where + "unknown trial state '" + state + "'");
+        if (!trial_states.contains(state))
+          throw Error(where + "unknown trial state '" + state +
+                      "'; allowed: " + trial_states.list());
+        o.state = trial_states.value(state, "tessera::Sweep");
         o.epochs = record.at("epochs");
         o.seconds = record.at("seconds");
         if (o.state == TrialState::failed) {

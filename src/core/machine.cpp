@@ -42,21 +42,6 @@ const char* openblas_core_for(VectorIsa isa) {
 }
 }  // namespace
 
-const char* isa_name(VectorIsa isa) {
-  switch (isa) {
-    case VectorIsa::sse:
-      return "SSE";
-    case VectorIsa::avx:
-      return "AVX";
-    case VectorIsa::avx2:
-      return "AVX2+FMA";
-    case VectorIsa::avx512:
-      return "AVX-512";
-    default:
-      return "unknown";
-  }
-}
-
 VectorIsa widest_isa(const std::vector<std::string>& flags) {
   if (has_all(flags, {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}))
     return VectorIsa::avx512;

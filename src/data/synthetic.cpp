@@ -16,13 +16,9 @@ using Handle = impl::Hdf5Handle;
 // Keep the template, label and noise streams apart for one seed.
 constexpr std::uint64_t template_stream = 0x54454d504cULL, label_stream = 0x4c4142454cULL,
                         noise_stream = 0x4e4f495345ULL;
-}  // namespace
-
-void write_synthetic_hdf5(const std::string& path, const SyntheticSpec& spec,
-                          const std::string& images_dataset, const std::string& labels_dataset,
-                          const std::function<void(std::int64_t, std::int64_t)>& progress) {
-  ScopedRegion region("tessera::write_synthetic_hdf5");
-  const std::string where = "tessera::write_synthetic_hdf5: " + path;
+// Values per sample of a spec within every limit; throws naming the one
+// it exceeds.
+std::int64_t checked_features(const std::string& where, const SyntheticSpec& spec) {
   TESSERA_REQUIRE(spec.samples > 0,
                   where << ": " << spec.samples << " samples; expected at least 1");
   TESSERA_REQUIRE(
@@ -43,6 +39,16 @@ void write_synthetic_hdf5(const std::string& path, const SyntheticSpec& spec,
                   where << ": " << spec.classes << " classes; expected 2 to 256");
   TESSERA_REQUIRE(spec.noise >= 1 && spec.noise <= 255,
                   where << ": noise " << spec.noise << " must lie in [1, 255]");
+  return features;
+}
+}  // namespace
+
+void write_synthetic_hdf5(const std::string& path, const SyntheticSpec& spec,
+                          const std::string& images_dataset, const std::string& labels_dataset,
+                          const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  ScopedRegion region("tessera::write_synthetic_hdf5");
+  const std::string where = "tessera::write_synthetic_hdf5: " + path;
+  const std::int64_t features = checked_features(where, spec);
 
   impl::QuietHdf5 quiet;
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);

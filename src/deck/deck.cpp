@@ -58,8 +58,8 @@ void read_schedule(const Reader& r, const toml::table& sch, LrSchedule& out) {
   r.only_keys(sch, p,
               {"type", "step_size", "gamma", "milestones", "min_lr", "warmup_steps",
                "warmup_start_factor"});
-  const std::string type = r.choice(sch, p, "type", schedule_name(out.type),
-                                    {"constant", "step", "multistep", "exponential", "cosine"});
+  const std::string type =
+      r.choice(sch, p, "type", schedule_name(out.type), schedule_types.names());
   out.type = schedule_type(type);
   r.keys_for_type(sch, p, type,
                   {{"step_size", {"step"}},

@@ -85,8 +85,10 @@ SweepValue scalar_value(const Reader& r, const toml::node& node, const std::stri
 
 SweepParameter read_parameter(const Reader& r, const toml::table& t, std::size_t index) {
   const std::string prefix = "parameters[" + std::to_string(index) + "].";
-  const std::vector<std::string> kinds{"grid", "choice", "uniform", "log_uniform"};
-  r.only_keys(t, prefix, {"key", "grid", "choice", "uniform", "log_uniform"});
+  const std::vector<std::string> kinds = distributions.names();
+  std::vector<std::string> keys = kinds;
+  keys.insert(keys.begin(), "key");
+  r.only_keys(t, prefix, keys);
   SweepParameter p;
   p.key = r.get<std::string>(t, prefix, "key", "", true);
   p.location = r.location(t.get("key")->source());
@@ -99,18 +101,18 @@ SweepParameter read_parameter(const Reader& r, const toml::table& t, std::size_t
     if (!node) continue;
     if (spec)
       r.fail(node->source(), prefix + k,
-             "a parameter takes one of grid, choice, uniform, log_uniform; this one has " + kind +
+             "a parameter takes one of " + distributions.list() + "; this one has " + kind +
                  " already");
     spec = node;
     kind = k;
   }
   if (!spec)
     r.fail(t.source(), prefix + "grid",
-           "parameter '" + p.key + "' needs one of grid, choice, uniform or log_uniform");
+           "parameter '" + p.key + "' needs one of " + distributions.list());
   const std::string key = prefix + kind;
   const toml::array* values = spec->as_array();
-  if (kind == "grid" || kind == "choice") {
-    p.distribution = kind == "grid" ? Distribution::grid : Distribution::choice;
+  p.distribution = distributions.value(kind, "tessera::parse_sweep");
+  if (!p.sampled() || p.distribution == Distribution::choice) {
     if (!values || values->empty())
       r.fail(spec->source(), key, "expected a non-empty array of values, e.g. [0.01, 0.1]");
     for (const auto& node : *values) {
@@ -121,7 +123,6 @@ SweepParameter read_parameter(const Reader& r, const toml::table& t, std::size_t
     }
     return p;
   }
-  p.distribution = kind == "uniform" ? Distribution::uniform : Distribution::log_uniform;
   const std::string expected = "expected [low, high], two numbers with low < high";
   if (!values || values->size() != 2) r.fail(spec->source(), key, expected);
   const auto low = (*values)[0].value<double>(), high = (*values)[1].value<double>();
@@ -136,32 +137,6 @@ SweepParameter read_parameter(const Reader& r, const toml::table& t, std::size_t
 }
 
 }  // namespace
-
-const char* distribution_name(Distribution d) {
-  switch (d) {
-    case Distribution::grid:
-      return "grid";
-    case Distribution::choice:
-      return "choice";
-    case Distribution::uniform:
-      return "uniform";
-    case Distribution::log_uniform:
-      return "log_uniform";
-  }
-  return "";
-}
-
-const char* strategy_name(SweepStrategy s) {
-  switch (s) {
-    case SweepStrategy::grid:
-      return "grid";
-    case SweepStrategy::random:
-      return "random";
-    case SweepStrategy::halving:
-      return "halving";
-  }
-  return "";
-}
 
 SweepValue SweepParameter::draw(double u) const {
   if (!values.empty()) {
@@ -236,10 +211,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& path, const De
   spec.output_dir_location =
       sweep.get("output_dir") ? r.location(sweep.get("output_dir")->source()) : path;
   const std::string strategy =
-      r.choice(sweep, s, "strategy", "grid", {"grid", "random", "halving"});
-  spec.strategy = strategy == "random"    ? SweepStrategy::random
-                  : strategy == "halving" ? SweepStrategy::halving
-                                          : SweepStrategy::grid;
+      r.choice(sweep, s, "strategy", strategy_name(SweepStrategy::grid), sweep_strategies.names());
+  spec.strategy = sweep_strategies.value(strategy, "tessera::parse_sweep");
   r.keys_for_type(sweep, s, strategy,
                   {{"trials", {"random", "halving"}}, {"seed", {"random", "halving"}}});
   spec.ranks_per_trial = r.get<int>(sweep, s, "ranks_per_trial", 1);

@@ -58,8 +58,12 @@ std::string layer_type_names() {
 }
 
 const std::vector<std::string>& weight_initializer_names() {
-  static const std::vector<std::string> names = {"he_uniform", "he_normal", "xavier_uniform",
-                                                 "xavier_normal"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> fan_based;
+    for (const auto& entry : init_names.entries)
+      if (is_fan_based(entry.value)) fan_based.emplace_back(entry.name);
+    return fan_based;
+  }();
   return names;
 }
 

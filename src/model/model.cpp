@@ -63,6 +63,43 @@ void Model::compile(std::int64_t max_batch, const Model& weights, LayerRange wor
   compile_layers(max_batch, &weights, 0, workspace);
 }
 
+namespace {
+// The nodes layer i (node i + 1) reads: the nodes its input names name
+// (node_of: the input and the layers declared before it), or the previous
+// node when it names none.
+std::vector<std::size_t> input_nodes(const Layer& layer, std::size_t i,
+                                     const std::map<std::string, std::size_t>& node_of) {
+  if (layer.input_names().empty()) return {i};
+  std::vector<std::size_t> inputs;
+  for (const auto& name : layer.input_names()) {
+    const auto found = node_of.find(name);
+    TESSERA_REQUIRE(found != node_of.end(),
+                    "tessera::Model::compile: layer '"
+                        << layer.name() << "' reads '" << name
+                        << "', which is not 'input' or a layer declared before it");
+    inputs.push_back(found->second);
+  }
+  return inputs;
+}
+
+// For each layer, the nodes whose gradients backward zeroes just before
+// it: node k's just before the first layer that adds to it, its last
+// consumer (or, with none, before its own layer reads it as the output
+// gradient), while those bytes are still in cache. layer_inputs: each
+// layer's input nodes (node 0 is the model input, node i + 1 layer i).
+std::vector<std::vector<std::size_t>> gradient_zeroing(
+    const std::vector<std::vector<std::size_t>>& layer_inputs) {
+  const std::size_t layers = layer_inputs.size(), nodes = layers + 1;
+  std::vector<std::vector<std::size_t>> zero_before(layers);
+  std::vector<std::size_t> last_consumer(nodes);
+  for (std::size_t k = 1; k < nodes; ++k) last_consumer[k] = k - 1;
+  for (std::size_t i = 0; i < layers; ++i)
+    for (auto node : layer_inputs[i]) last_consumer[node] = std::max(last_consumer[node], i);
+  for (std::size_t k = 1; k + 1 < nodes; ++k) zero_before[last_consumer[k]].push_back(k);
+  return zero_before;
+}
+}  // namespace
+
 void Model::infer(std::int64_t max_batch) {
   ScopedRegion region("tessera::Model::infer");
   TESSERA_REQUIRE(!inferred_, "tessera::Model::infer: the shapes are inferred already (for batch "
@@ -85,19 +122,7 @@ void Model::infer(std::int64_t max_batch) {
     TESSERA_REQUIRE(node_of.count(layer.name()) == 0,
                     "tessera::Model::compile: layer name '"
                         << layer.name() << "' is used twice (or is the reserved name 'input')");
-    std::vector<std::size_t> inputs;
-    if (layer.input_names().empty()) {
-      inputs.push_back(i);  // the previous node
-    } else {
-      for (const auto& name : layer.input_names()) {
-        const auto found = node_of.find(name);
-        TESSERA_REQUIRE(found != node_of.end(),
-                        "tessera::Model::compile: layer '"
-                            << layer.name() << "' reads '" << name
-                            << "', which is not 'input' or a layer declared before it");
-        inputs.push_back(found->second);
-      }
-    }
+    const std::vector<std::size_t> inputs = input_nodes(layer, i, node_of);
     if (compute_ != FloatFormat::fp32) {
       try {
         layer.set_compute(compute_);
@@ -150,16 +175,7 @@ void Model::infer(std::int64_t max_batch) {
     TESSERA_REQUIRE(node_of.count(target) && target != "input",
                     "tessera::Model::compile: an initializer names layer '"
                         << target << "', which is not in the model");
-  // Backward zeroes node k's gradient just before the first layer that adds
-  // to it, its last consumer (or, with none, before its own layer reads it
-  // as the output gradient), while those bytes are still in cache.
-  zero_before_.assign(layers_.size(), {});
-  std::vector<std::size_t> last_consumer(sample_shapes_.size());
-  for (std::size_t k = 1; k < sample_shapes_.size(); ++k) last_consumer[k] = k - 1;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    for (auto node : layer_inputs_[i]) last_consumer[node] = std::max(last_consumer[node], i);
-  for (std::size_t k = 1; k + 1 < sample_shapes_.size(); ++k)
-    zero_before_[last_consumer[k]].push_back(k);
+  zero_before_ = gradient_zeroing(layer_inputs_);
   inferred_ = true;
 }
 

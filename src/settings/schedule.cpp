@@ -8,38 +8,8 @@
 namespace tessera {
 
 namespace {
-constexpr ScheduleType all_types[] = {ScheduleType::constant, ScheduleType::step,
-                                      ScheduleType::multistep, ScheduleType::exponential,
-                                      ScheduleType::cosine};
 constexpr double pi = 3.14159265358979323846;
 }  // namespace
-
-const char* schedule_name(ScheduleType type) {
-  switch (type) {
-    case ScheduleType::constant:
-      return "constant";
-    case ScheduleType::step:
-      return "step";
-    case ScheduleType::multistep:
-      return "multistep";
-    case ScheduleType::exponential:
-      return "exponential";
-    case ScheduleType::cosine:
-      return "cosine";
-  }
-  return "?";
-}
-
-ScheduleType schedule_type(const std::string& name) {
-  std::string allowed;
-  for (const auto type : all_types) {
-    if (name == schedule_name(type)) return type;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(schedule_name(type));
-  }
-  TESSERA_REQUIRE(
-      false, "tessera::schedule_type: unknown schedule '" << name << "'; allowed: " << allowed);
-  return ScheduleType::constant;
-}
 
 void LrSchedule::validate() const {
   TESSERA_REQUIRE(std::isfinite(base_lr) && base_lr >= 0,

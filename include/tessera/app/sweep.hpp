@@ -64,7 +64,11 @@ enum class TrialState {
   finished,  // trained to the deck's epochs
   failed
 };
-const char* state_name(TrialState s);
+inline constexpr EnumNames<TrialState, 3> trial_states{"trial state",
+                                                       {{TrialState::paused, "paused"},
+                                                        {TrialState::finished, "finished"},
+                                                        {TrialState::failed, "failed"}}};
+inline const char* state_name(TrialState s) { return trial_states.name(s); }
 
 struct TrialOutcome {
   int trial = 0;

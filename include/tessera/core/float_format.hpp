@@ -3,16 +3,23 @@
 // without Kokkos: the deck reader includes it.
 #pragma once
 
+#include <tessera/core/enum_names.hpp>
+
 #include <string>
 #include <vector>
 
 namespace tessera {
 
 enum class FloatFormat { fp32, bf16, fp16 };
+inline constexpr EnumNames<FloatFormat, 3> float_formats{
+    "format",
+    {{FloatFormat::fp32, "fp32"}, {FloatFormat::bf16, "bf16"}, {FloatFormat::fp16, "fp16"}}};
 // "fp32", "bf16", "fp16".
-const char* float_format_name(FloatFormat format);
+inline const char* float_format_name(FloatFormat format) { return float_formats.name(format); }
 // The inverse of float_format_name; throws Error naming the allowed names.
-FloatFormat float_format_from_name(const std::string& name);
+inline FloatFormat float_format_from_name(const std::string& name) {
+  return float_formats.value(name, "tessera::float_format_from_name");
+}
 // Every name, in declaration order (what a deck key allows).
 const std::vector<std::string>& float_format_names();
 // Bytes per value.

@@ -7,6 +7,8 @@
 // OPENBLAS_CORETYPE=SkylakeX gives.
 #pragma once
 
+#include <tessera/core/enum_names.hpp>
+
 #include <string>
 #include <vector>
 
@@ -16,8 +18,14 @@ namespace tessera {
 // avx512 the Skylake-X set (F, CD, BW, DQ, VL) that OpenBLAS's SkylakeX
 // kernels use.
 enum class VectorIsa { unknown, sse, avx, avx2, avx512 };
+inline constexpr EnumNames<VectorIsa, 5> vector_isas{"instruction set",
+                                                     {{VectorIsa::unknown, "unknown"},
+                                                      {VectorIsa::sse, "SSE"},
+                                                      {VectorIsa::avx, "AVX"},
+                                                      {VectorIsa::avx2, "AVX2+FMA"},
+                                                      {VectorIsa::avx512, "AVX-512"}}};
 
-const char* isa_name(VectorIsa isa);
+inline const char* isa_name(VectorIsa isa) { return vector_isas.name(isa); }
 
 // The widest set the CPU flags (as /proc/cpuinfo lists them) cover.
 VectorIsa widest_isa(const std::vector<std::string>& cpu_flags);

@@ -6,6 +6,7 @@
 // reader; app/sweep.hpp plans and runs the trials.
 #pragma once
 
+#include <tessera/core/enum_names.hpp>
 #include <tessera/deck/deck.hpp>
 
 #include <cstdint>
@@ -29,7 +30,13 @@ enum class Distribution {
   uniform,     // drawn uniformly in [low, high]
   log_uniform  // drawn so that its logarithm is uniform in [log low, log high]
 };
-const char* distribution_name(Distribution d);
+inline constexpr EnumNames<Distribution, 4> distributions{
+    "distribution",
+    {{Distribution::grid, "grid"},
+     {Distribution::choice, "choice"},
+     {Distribution::uniform, "uniform"},
+     {Distribution::log_uniform, "log_uniform"}}};
+inline const char* distribution_name(Distribution d) { return distributions.name(d); }
 
 struct SweepParameter {
   std::string key;       // deck key path, e.g. "optimizer.lr" or "model.layers[0].units"
@@ -52,7 +59,12 @@ enum class SweepStrategy {
   random,  // `trials` draws of every parameter, from `seed`
   halving  // successive halving over the grid (or over `trials` draws)
 };
-const char* strategy_name(SweepStrategy s);
+inline constexpr EnumNames<SweepStrategy, 3> sweep_strategies{
+    "strategy",
+    {{SweepStrategy::grid, "grid"},
+     {SweepStrategy::random, "random"},
+     {SweepStrategy::halving, "halving"}}};
+inline const char* strategy_name(SweepStrategy s) { return sweep_strategies.name(s); }
 
 struct SweepSpec {
   std::string path;

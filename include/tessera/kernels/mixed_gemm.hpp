@@ -15,6 +15,7 @@
 #pragma once
 
 #include <tessera/core/compat.hpp>
+#include <tessera/core/enum_names.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
@@ -32,19 +33,13 @@ namespace tessera::kernels {
 
 enum class MixedGemmMethod { automatic, widen_blas, tiled, vendor };
 
-inline const char* to_string(MixedGemmMethod method) {
-  switch (method) {
-    case MixedGemmMethod::automatic:
-      return "automatic";
-    case MixedGemmMethod::widen_blas:
-      return "widen_blas";
-    case MixedGemmMethod::tiled:
-      return "tiled";
-    case MixedGemmMethod::vendor:
-      return "vendor";
-  }
-  return "?";
-}
+inline constexpr EnumNames<MixedGemmMethod, 4> mixed_gemm_methods{
+    "mixed_gemm method",
+    {{MixedGemmMethod::automatic, "automatic"},
+     {MixedGemmMethod::widen_blas, "widen_blas"},
+     {MixedGemmMethod::tiled, "tiled"},
+     {MixedGemmMethod::vendor, "vendor"}}};
+inline const char* to_string(MixedGemmMethod method) { return mixed_gemm_methods.name(method); }
 
 // Float copies of the operands for widen_blas, and float results that a
 // layer rounds to 16 bits (mixed_gemm_result), kept between calls so that a

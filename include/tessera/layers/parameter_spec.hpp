@@ -3,6 +3,7 @@
 // (model/parameters.hpp); layers only describe them.
 #pragma once
 
+#include <tessera/core/enum_names.hpp>
 #include <tessera/core/tensor.hpp>
 
 #include <cstdint>
@@ -15,10 +16,19 @@ namespace tessera {
 // fan_in + fan_out; uniform bounds and normal deviations match PyTorch's
 // kaiming_*_(a = 0) and xavier_*_.
 enum class Init { zeros, ones, he_uniform, he_normal, xavier_uniform, xavier_normal };
+inline constexpr EnumNames<Init, 6> init_names{"initializer",
+                                               {{Init::zeros, "zeros"},
+                                                {Init::ones, "ones"},
+                                                {Init::he_uniform, "he_uniform"},
+                                                {Init::he_normal, "he_normal"},
+                                                {Init::xavier_uniform, "xavier_uniform"},
+                                                {Init::xavier_normal, "xavier_normal"}}};
 
 // "he_uniform" <-> Init::he_uniform, ...; throws tessera::Error listing the names.
-Init init_from_name(const std::string& name);
-const char* init_name(Init init);
+inline Init init_from_name(const std::string& name) {
+  return init_names.value(name, "tessera::init_from_name");
+}
+inline const char* init_name(Init init) { return init_names.name(init); }
 // Whether an Init draws random numbers scaled by the fans (weights, not biases).
 inline bool is_fan_based(Init init) { return init != Init::zeros && init != Init::ones; }
 

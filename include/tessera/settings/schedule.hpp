@@ -3,6 +3,8 @@
 // formulas.
 #pragma once
 
+#include <tessera/core/enum_names.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,11 +12,20 @@
 namespace tessera {
 
 enum class ScheduleType { constant, step, multistep, exponential, cosine };
+inline constexpr EnumNames<ScheduleType, 5> schedule_types{
+    "schedule",
+    {{ScheduleType::constant, "constant"},
+     {ScheduleType::step, "step"},
+     {ScheduleType::multistep, "multistep"},
+     {ScheduleType::exponential, "exponential"},
+     {ScheduleType::cosine, "cosine"}}};
 
 // "constant", "step", "multistep", "exponential", "cosine"; throws
 // tessera::Error naming the allowed values.
-ScheduleType schedule_type(const std::string& name);
-const char* schedule_name(ScheduleType type);
+inline ScheduleType schedule_type(const std::string& name) {
+  return schedule_types.value(name, "tessera::schedule_type");
+}
+inline const char* schedule_name(ScheduleType type) { return schedule_types.name(type); }
 
 struct LrSchedule {
   ScheduleType type = ScheduleType::constant;
