@@ -38,27 +38,6 @@ std::vector<std::int64_t> shuffled_order(std::int64_t n, std::uint64_t seed, int
   return order;
 }
 
-namespace {
-// Splits wall time into phases: stop(bucket) fences the device, then adds
-// the time since the previous stop (or start) to the bucket.
-class PhaseClock {
- public:
-  void start() {
-    Kokkos::fence();
-    last_ = std::chrono::steady_clock::now();
-  }
-  void stop(double& bucket) {
-    Kokkos::fence();
-    const auto now = std::chrono::steady_clock::now();
-    bucket += std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_;
-};
-}  // namespace
-
 void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
   // Name the first parameter whose gradient is not finite. With a sharded
   // optimizer each rank holds the summed gradients of its slice only: each
@@ -98,6 +77,66 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
   throw CollectiveError(os.str());
 }
 
+void Trainer::attach_pipeline(std::vector<Model*> replicas) {
+  TESSERA_REQUIRE(comm_ != nullptr, "tessera::Trainer: a pipeline needs the communicator it spans");
+  TESSERA_REQUIRE(!options_.shard_optimizer,
+                  "tessera::Trainer: a pipeline updates each stage's parameters on its own "
+                  "ranks already; it cannot also shard the optimizer over the data ranks");
+  TESSERA_REQUIRE(pipeline_->micro_batches() == options_.accumulation_steps,
+                  "tessera::Trainer: the pipeline was set up for "
+                      << pipeline_->micro_batches() << " micro-batches, the options have "
+                      << options_.accumulation_steps);
+  TESSERA_REQUIRE(static_cast<std::int64_t>(replicas.size()) + 1 == pipeline_->in_flight(),
+                  "tessera::Trainer: stage " << pipeline_->stage() + 1 << " holds "
+                                             << pipeline_->in_flight()
+                                             << " micro-batches at once and needs as many "
+                                                "models; got the model and "
+                                             << replicas.size() << " replicas");
+  for (Model* r : replicas) {
+    TESSERA_REQUIRE(r != nullptr && r->compiled() && r->max_batch() == model_.max_batch() &&
+                        r->parameters().values().data() == model_.parameters().values().data(),
+                    "tessera::Trainer: a pipeline replica must be compiled for the model's "
+                    "batch and share its weights (Model::compile(max_batch, model))");
+    slots_.push_back(r);
+  }
+  const LayerRange stage = pipeline_->layers(model_);
+  for (const Model* m : slots_)
+    TESSERA_REQUIRE(m->workspace().first <= stage.first && stage.last <= m->workspace().last,
+                    "tessera::Trainer: stage "
+                        << pipeline_->stage() + 1 << " runs layers [" << stage.first << ", "
+                        << stage.last << "); a model's workspace holds layers ["
+                        << m->workspace().first << ", " << m->workspace().last
+                        << ") (compile it for the stage's layers)");
+  std::vector<int> offsets, counts;
+  pipeline_->slices(model_, model_.parameters(), offsets, counts);
+  stage_slices_ =
+      std::make_unique<OptimizerSharding>(pipeline_->line(), optimizer_, offsets, counts);
+  pipeline_->slices(model_, model_.state(), state_offsets_, state_counts_);
+}
+
+void Trainer::set_up_exchange() {
+  if (pipeline_) {
+    if (options_.sync_batchnorm && data_ranks_ > 1)
+      sync_ = std::make_unique<CommunicatorSync>(*data_comm_);
+  } else if (ranks_ > 1) {
+    averager_ = std::make_unique<GradientAverager>(*comm_, model_, options_.bucket_bytes,
+                                                   options_.overlap, options_.gradient_dtype);
+    GradientAverager* averager = averager_.get();
+    after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
+    if (options_.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm_);
+    if (options_.shard_optimizer) {
+      sharding_ = std::make_unique<OptimizerSharding>(*comm_, optimizer_, model_.parameters());
+      averager_->reduce_to_slices(sharding_->offsets(), sharding_->counts());
+      // The next forward waits for each bucket of parameters as it needs it.
+      if (options_.overlap_gather) {
+        sharding_->gather_in_buckets(model_.parameters(), averager_->buckets());
+        OptimizerSharding* sharding = sharding_.get();
+        before_layer_ = [sharding](std::size_t layer) { sharding->wait_for_layer(layer); };
+      }
+    }
+  }
+}
+
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
                  const Communicator* comm, Pipeline* pipeline, std::vector<Model*> replicas)
     : model_(model), optimizer_(optimizer), options_(options), comm_(comm), pipeline_(pipeline) {
@@ -112,43 +151,7 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     data_ranks_ = data_comm_->size();
   }
   slots_.push_back(&model);
-  if (pipeline) {
-    TESSERA_REQUIRE(comm != nullptr,
-                    "tessera::Trainer: a pipeline needs the communicator it spans");
-    TESSERA_REQUIRE(!options.shard_optimizer,
-                    "tessera::Trainer: a pipeline updates each stage's parameters on its own "
-                    "ranks already; it cannot also shard the optimizer over the data ranks");
-    TESSERA_REQUIRE(pipeline->micro_batches() == options.accumulation_steps,
-                    "tessera::Trainer: the pipeline was set up for "
-                        << pipeline->micro_batches() << " micro-batches, the options have "
-                        << options.accumulation_steps);
-    TESSERA_REQUIRE(static_cast<std::int64_t>(replicas.size()) + 1 == pipeline->in_flight(),
-                    "tessera::Trainer: stage " << pipeline->stage() + 1 << " holds "
-                                               << pipeline->in_flight()
-                                               << " micro-batches at once and needs as many "
-                                                  "models; got the model and "
-                                               << replicas.size() << " replicas");
-    for (Model* r : replicas) {
-      TESSERA_REQUIRE(r != nullptr && r->compiled() && r->max_batch() == model.max_batch() &&
-                          r->parameters().values().data() == model.parameters().values().data(),
-                      "tessera::Trainer: a pipeline replica must be compiled for the model's "
-                      "batch and share its weights (Model::compile(max_batch, model))");
-      slots_.push_back(r);
-    }
-    const LayerRange stage = pipeline->layers(model);
-    for (const Model* m : slots_)
-      TESSERA_REQUIRE(m->workspace().first <= stage.first && stage.last <= m->workspace().last,
-                      "tessera::Trainer: stage "
-                          << pipeline->stage() + 1 << " runs layers [" << stage.first << ", "
-                          << stage.last << "); a model's workspace holds layers ["
-                          << m->workspace().first << ", " << m->workspace().last
-                          << ") (compile it for the stage's layers)");
-    std::vector<int> offsets, counts;
-    pipeline->slices(model, model.parameters(), offsets, counts);
-    stage_slices_ =
-        std::make_unique<OptimizerSharding>(pipeline->line(), optimizer, offsets, counts);
-    pipeline->slices(model, model.state(), state_offsets_, state_counts_);
-  }
+  if (pipeline) attach_pipeline(std::move(replicas));
   TESSERA_REQUIRE(
       options.accumulation_steps >= 1 && options.batch_size >= options.accumulation_steps,
       "tessera::Trainer: accumulation steps " << options.accumulation_steps
@@ -180,26 +183,7 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     scale_.scale = scaling.initial;
   }
   loss_ = make_loss(options.loss);
-  if (pipeline) {
-    if (options.sync_batchnorm && data_ranks_ > 1)
-      sync_ = std::make_unique<CommunicatorSync>(*data_comm_);
-  } else if (ranks_ > 1) {
-    averager_ = std::make_unique<GradientAverager>(*comm, model, options.bucket_bytes,
-                                                   options.overlap, options.gradient_dtype);
-    GradientAverager* averager = averager_.get();
-    after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
-    if (options.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm);
-    if (options.shard_optimizer) {
-      sharding_ = std::make_unique<OptimizerSharding>(*comm, optimizer, model.parameters());
-      averager_->reduce_to_slices(sharding_->offsets(), sharding_->counts());
-      // The next forward waits for each bucket of parameters as it needs it.
-      if (options.overlap_gather) {
-        sharding_->gather_in_buckets(model.parameters(), averager_->buckets());
-        OptimizerSharding* sharding = sharding_.get();
-        before_layer_ = [sharding](std::size_t layer) { sharding->wait_for_layer(layer); };
-      }
-    }
-  }
+  set_up_exchange();
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
   norm_scratch_ = Kokkos::View<double*, MemSpace>(
@@ -339,253 +323,6 @@ std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
     }
   }
   return std::make_unique<BatchStream>(data, std::move(rows), std::move(counts));
-}
-
-void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
-                         std::int64_t batch, Model& model, const WindowDraw& draw,
-                         BatchStream* stream) {
-  const ExecSpace exec;
-  const auto labels =
-      Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
-  if (stream)
-    stream->next(exec, model.input(batch), labels);
-  else
-    gather_batch(exec, data, order, first, model.input(batch), labels, draw);
-}
-
-void Trainer::evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
-                            std::int64_t global, bool train, double* sums) {
-  const ExecSpace exec;
-  const auto labels =
-      Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
-  // Scaling by a power of two after the division keeps every gradient
-  // an exact multiple of the unscaled one.
-  loss_->evaluate(exec, output, labels,
-                  scale_.scale * (1.0f / static_cast<float>(global * positions_)),
-                  model.output_gradient(batch), sample_loss_, sample_correct_, train);
-  Kokkos::deep_copy(sample_loss_host_, sample_loss_);
-  Kokkos::deep_copy(sample_correct_host_, sample_correct_);
-  for (std::int64_t i = 0; i < batch * positions_; ++i) {
-    sums[0] += sample_loss_host_(i);
-    sums[1] += sample_correct_host_(i);
-  }
-}
-
-template <class Clock>
-void Trainer::pipeline_batch(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                             std::int64_t start, std::int64_t global, const WindowDraw& draw,
-                             bool sync, BatchStream* stream, Clock& clock, double* sums) {
-  Pipeline& pipe = *pipeline_;
-  const LayerRange range = pipe.layers(model_);
-  const std::int64_t micro_steps = options_.accumulation_steps;
-  const auto slots = static_cast<std::int64_t>(slots_.size());
-  for (const PipelineOp& op : pipeline_schedule(pipe.stage(), pipe.stages(), micro_steps, train)) {
-    const Shard micro = shard_of(global, static_cast<int>(op.micro), static_cast<int>(micro_steps));
-    const Shard part = shard_of(micro.count, data_rank_, data_ranks_);
-    const std::int64_t batch = part.count, offset = micro.offset + part.offset;
-    // Every stage of this pipeline has the same share: all skip it together.
-    if (batch == 0) continue;
-    const std::int64_t slot = op.micro % slots;
-    Model& model = *slots_[slot];
-    pipe.wait(slot);
-    const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
-                          micro.count};
-    if (op.forward) {
-      if (pipe.first_stage() || pipe.last_stage()) {
-        load_batch(data, order, start + offset, batch, model, draw, stream);
-        clock.stop(time_.data);
-      }
-      if (!pipe.first_stage()) {
-        pipe.receive_forward(model.activation(range.first - 1, batch));
-        clock.stop(time_.communication);
-      }
-      const Tensor<float> output = model.forward(batch, ctx, {}, range);
-      if (pipe.last_stage())
-        evaluate_loss(model, output, batch, global, train, sums);
-      else
-        pipe.send_forward(slot, output);
-      clock.stop(time_.forward);
-      continue;
-    }
-    if (!pipe.last_stage()) {
-      pipe.receive_backward(model.activation_gradient(range.last - 1, batch));
-      clock.stop(time_.communication);
-    }
-    model.backward(batch, ctx, nullptr, range);
-    if (!pipe.first_stage())
-      pipe.send_backward(slot, model.activation_gradient(range.first - 1, batch));
-    clock.stop(time_.backward);
-  }
-  pipe.wait_all();
-  clock.stop(time_.communication);
-}
-
-Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                                const std::function<void(const std::string&)>& log, int epoch,
-                                std::int64_t first_step) {
-  const ExecSpace exec;
-  const std::int64_t n = data.size();
-  const std::int64_t batch_size = options_.batch_size, micro_steps = options_.accumulation_steps;
-  const std::int64_t positions = positions_;
-  const WindowDraw draw{options_.seed, epoch};
-  const std::int64_t steps = steps_per_epoch(n);
-  TESSERA_REQUIRE(first_step >= 0 && first_step < steps,
-                  "tessera::Trainer: epoch " << epoch + 1 << " has " << steps
-                                             << " steps; cannot start at step " << first_step + 1);
-  // Synchronised statistics need samples on every rank in every micro-batch.
-  const bool sync = train && sync_ != nullptr;
-  if (sync) {
-    const std::int64_t last = n % batch_size ? n % batch_size : batch_size;
-    const std::int64_t smallest = std::min(batch_size, last) / micro_steps;
-    if (smallest < data_ranks_)
-      throw CollectiveError(
-          "tessera::Trainer: synchronised BatchNorm needs at least one sample per "
-          "rank in every micro-batch; batch size " +
-          std::to_string(batch_size) + " in " + std::to_string(micro_steps) +
-          " micro-batch(es) over " + std::to_string(n) + " samples leaves micro-batches of " +
-          std::to_string(smallest) + " for " + std::to_string(data_ranks_) +
-          " ranks; choose another batch size");
-  }
-  // A streamed dataset is read ahead: this rank's share of every batch left.
-  // Inner pipeline stages take no data.
-  std::unique_ptr<BatchStream> stream;
-  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
-  if (data.streamed() && takes_data) stream = plan_stream(data, order, first_step, steps);
-  if (sharding_) sharding_->reset_gather_wait();
-  // Sums over the samples seen so far: loss, correct predictions.
-  double totals[2] = {0, 0};
-  const auto started = std::chrono::steady_clock::now();
-  PhaseClock clock;
-  for (std::int64_t s = first_step; s < steps; ++s) {
-    const std::int64_t start = s * batch_size;
-    // The last batch of an epoch holds the remainder; its gradient is the
-    // mean over its own samples.
-    const std::int64_t global = std::min(batch_size, n - start);
-    clock.start();
-    if (train) model_.zero_gradients();
-    // Summed on the host in sample order: the same total for any thread count.
-    double sums[2] = {0, 0};
-    if (pipeline_)
-      pipeline_batch(data, order, train, start, global, draw, sync, stream.get(), clock, sums);
-    else
-      for (std::int64_t m = 0; m < micro_steps; ++m) {
-        // Micro-batch m of the global batch, then this rank's share of it.
-        const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
-        const Shard part = shard_of(micro.count, rank_, ranks_);
-        const std::int64_t batch = part.count, offset = micro.offset + part.offset;
-        const bool last_micro = m + 1 == micro_steps;
-        const StepContext ctx{
-            train, options_.seed, step_, offset, sync ? sync_.get() : nullptr, micro.count};
-        if (batch > 0) {
-          load_batch(data, order, start + offset, batch, model_, draw, stream.get());
-          clock.stop(time_.data);
-          const Tensor<float> output = model_.forward(batch, ctx, before_layer_);
-          evaluate_loss(model_, output, batch, global, train, sums);
-        }
-        // Backward reads every parameter; a rank without samples waits here.
-        settle_parameters();
-        clock.stop(time_.forward);
-        if (!train) continue;
-        // Gradients are averaged while the last micro-batch runs backward.
-        if (last_micro && averager_) averager_->begin();
-        if (batch > 0) model_.backward(batch, ctx, last_micro ? after_layer_ : nullptr);
-        clock.stop(time_.backward);
-      }
-    if (!train) {
-      totals[0] += sums[0];
-      totals[1] += sums[1];
-      continue;
-    }
-    if (averager_) {
-      averager_->finish();
-      clock.stop(time_.communication);
-    }
-    if (pipeline_ && data_ranks_ > 1) {
-      // The stage's ranks sum their gradients (zero outside the stage).
-      const OptimizerSharding& mine = *stage_slices_;
-      data_comm_->sum(
-          Vector<float>(model_.parameters().gradients().data() + mine.offset(), mine.count()));
-      clock.stop(time_.communication);
-    }
-    // One process communicates nothing: its time goes to the next phase.
-    if (ranks_ > 1) {
-      comm_->sum(sums, 2);
-      clock.stop(time_.communication);
-    }
-    const double batch_loss = sums[0];
-    if (!std::isfinite(batch_loss))
-      throw CollectiveError("tessera::Trainer: non-finite loss at epoch " +
-                            std::to_string(epoch + 1) + ", step " + std::to_string(s + 1) +
-                            " (optimizer step " + std::to_string(step_ + 1) +
-                            "); the weights were not updated with it; lower the learning rate, "
-                            "clip gradients or check the data");
-    totals[0] += sums[0];
-    totals[1] += sums[1];
-    const float scale = scale_.scale;
-    double norm = 0;
-    const bool update = unscale_gradients(epoch, s, norm);
-    grad_norm_ = static_cast<float>(norm);
-    // The cosine schedule spans the whole run: options_.epochs epochs. A
-    // skipped step keeps its place in it, as in the data order.
-    lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
-    if (update) {
-      if (options_.clip_norm > 0) clip_to_norm(exec, model_.parameters(), norm, options_.clip_norm);
-      optimizer_.step(model_.parameters(), lr_);
-    } else {
-      ++skipped_;
-    }
-    clock.stop(time_.optimizer);
-    if (update && sharding_) {
-      // Overlapped: the next forward pass waits for each bucket in turn.
-      if (before_layer_)
-        sharding_->start_gather();
-      else
-        sharding_->gather_parameters(model_.parameters());
-      clock.stop(time_.communication);
-    }
-    if (ranks_ > 1) {
-      average_state();
-      clock.stop(time_.communication);
-    }
-    ++step_;
-    if (on_step_)
-      on_step_(StepReport{step_, epoch, global,
-                          batch_loss / static_cast<double>(global * positions), lr_, grad_norm_, s,
-                          scale, !update});
-    if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      const double done = static_cast<double>(start + global - first_step * batch_size);
-      const double predictions = done * static_cast<double>(positions);
-      std::ostringstream os;
-      os << std::fixed << "epoch " << epoch + 1 << " step " << s + 1 << "/" << steps << "  loss "
-         << std::setprecision(4) << totals[0] / predictions << "  acc " << totals[1] / predictions
-         << "  lr " << std::defaultfloat << std::setprecision(4) << lr_ << std::fixed << "  ";
-      if (options_.loss_scaling.dynamic)
-        os << "loss scale " << std::setprecision(0) << scale_.scale << " (" << skipped_
-           << " skipped)  ";
-      os << std::setprecision(0) << done / seconds << " samples/s  ETA " << std::setprecision(1)
-         << seconds / done * static_cast<double>(n - start - global) << " s";
-      log(os.str());
-    }
-  }
-  if (sharding_) {
-    // Waiting for parameters inside forward is communication, not compute;
-    // the wait for the last step's parameters is communication too.
-    const double in_forward = sharding_->gather_wait_seconds();
-    settle_parameters();
-    time_.forward -= in_forward;
-    time_.communication += sharding_->gather_wait_seconds();
-  }
-  if (!train && comm_ != nullptr) comm_->sum(totals, 2);
-  Evaluation result;
-  result.samples = n - first_step * batch_size;
-  const double predictions = static_cast<double>(result.samples * positions);
-  result.loss = totals[0] / predictions;
-  result.accuracy = totals[1] / predictions;
-  if (!train && !std::isfinite(result.loss))
-    throw CollectiveError("tessera::Trainer: non-finite loss in the evaluation; check the data");
-  return result;
 }
 
 EpochReport Trainer::train_epoch(const Dataset& data, int epoch,

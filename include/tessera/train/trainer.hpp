@@ -140,6 +140,12 @@ class Trainer {
   const Communicator* replica_comm() const { return data_comm_; }
 
  private:
+  // The constructor's pipeline part: checks the replicas and the stage's
+  // layers, and sets up the stage's parameter slices.
+  void attach_pipeline(std::vector<Model*> replicas);
+  // The gradient exchange the options and ranks ask for: bucket averaging,
+  // ZeRO-1 sharding with its gather, synchronised BatchNorm.
+  void set_up_exchange();
   void ensure_buffers(const Dataset& data);
   Evaluation run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
                          const std::function<void(const std::string&)>& log, int epoch,
@@ -147,6 +153,29 @@ class Trainer {
   std::unique_ptr<BatchStream> plan_stream(const Dataset& data, const Vector<std::int64_t>& order,
                                            std::int64_t first_step, std::int64_t steps) const;
   void average_state();
+  // Throws CollectiveError when synchronised BatchNorm would see a
+  // micro-batch with no sample on some rank (n samples an epoch).
+  void check_sync_batchnorm(std::int64_t n) const;
+  // One global batch (places [start, start + global) of order) on this rank
+  // alone or data parallel: its micro-batches' forward and, when training,
+  // backward, with gradient averaging started during the last backward;
+  // adds the loss and correct predictions of this rank's samples to sums.
+  template <class Clock>
+  void micro_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
+                     std::int64_t start, std::int64_t global, const WindowDraw& draw, bool sync,
+                     BatchStream* stream, Clock& clock, double* sums);
+  // After a batch's backward (step s of `steps` in the epoch): the
+  // gradients exchanged, sums (loss, correct predictions) added over the
+  // ranks and the loss checked, the gradients unscaled, clipped and applied
+  // at the step's learning rate, the parameters gathered and the state
+  // averaged; what the step did.
+  template <class Clock>
+  StepReport finish_step(int epoch, std::int64_t s, std::int64_t steps, std::int64_t global,
+                         double* sums, Clock& clock);
+  // The progress line after step r: `done` samples of the epoch's
+  // `samples` in `seconds`, totals their loss and correct predictions.
+  std::string progress_line(const StepReport& r, std::int64_t steps, std::int64_t samples,
+                            double done, double seconds, const double* totals) const;
   // One global batch's micro-batches on this pipeline stage; adds the loss
   // and correct predictions of the last stage's samples to sums.
   template <class Clock>
