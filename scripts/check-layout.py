@@ -12,8 +12,14 @@
                                 scripts/layout-exceptions.txt, which may
                                 only shrink (an entry that no longer exceeds
                                 its limit is an error too)
-  check-layout.py self-test     both checks fail on planted trees (a
-                                back-edge, a cycle, a long function)
+  check-layout.py mpi ROOT      no MPI function is called in src/,
+                                include/ and apps/ outside
+                                src/parallel/communicator.cpp (the MPI
+                                calls of tessera::Communicator) and MPI's
+                                start and end in src/core/runtime.cpp
+  check-layout.py self-test     the checks fail on planted trees (a
+                                back-edge, a cycle, a long function, a
+                                direct MPI call)
 
 Exit status: 0 when the tree holds, 1 with one line per violation
 (file:line and what to change) when it does not, 2 on bad usage.
@@ -30,6 +36,20 @@ EXCEPTIONS = "scripts/layout-exceptions.txt"
 FUNCTION_LINES = 80
 FILE_LINES = 600
 INCLUDE = re.compile(r'^\s*#\s*include\s*<tessera/([a-z_]+)/([^>]+)>', re.M)
+# A call of an MPI function (MPI_Allreduce(, PMPI_Send(, MPIX_Query_cuda_support().
+MPI_CALL = re.compile(r"\b(P?MPIX?_[A-Z][a-z0-9_]*)\s*\(")
+# MPI's handle types, which a functional cast could write like a call.
+MPI_TYPES = {"MPI_Aint", "MPI_Comm", "MPI_Count", "MPI_Datatype", "MPI_Errhandler", "MPI_File",
+             "MPI_Fint", "MPI_Group", "MPI_Info", "MPI_Message", "MPI_Offset", "MPI_Op",
+             "MPI_Request", "MPI_Session", "MPI_Status", "MPI_Win"}
+# The files that may call MPI, and which functions (None: any).
+MPI_ALLOWED = {
+    # tessera::Communicator and its request lists: every other file goes through them.
+    "src/parallel/communicator.cpp": None,
+    # tessera::Runtime starts and ends MPI; core/ sits below parallel/ on the ladder.
+    "src/core/runtime.cpp": {"MPI_Initialized", "MPI_Init_thread", "MPI_Comm_rank",
+                             "MPI_Comm_size", "MPI_Finalized", "MPI_Finalize"},
+}
 
 
 def ladder_of(root):
@@ -257,6 +277,26 @@ def check_sizes(root):
     return errors
 
 
+def check_mpi(root):
+    errors = []
+    for path, _ in sources(root, ["src", "include", "apps"]):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        allowed = MPI_ALLOWED.get(rel, set())
+        if allowed is None:
+            continue
+        with open(path, encoding="utf-8") as f:
+            code = strip_code(f.read())
+        for m in MPI_CALL.finditer(code):
+            name = m.group(1)
+            if name in MPI_TYPES or name in allowed:
+                continue
+            line = code.count("\n", 0, m.start()) + 1
+            errors.append(f"{rel}:{line}: {name} called directly: go through tessera::Communicator "
+                          "(include/tessera/parallel/communicator.hpp), adding the wrapper it "
+                          "lacks to src/parallel/communicator.cpp")
+    return errors
+
+
 def self_test(root):
     """Each check must fail on a copy of the tree with a planted violation."""
     failures = []
@@ -272,7 +312,7 @@ def self_test(root):
         tree = os.path.join(scratch, "tree")
         for top in ("include", "src", "apps", "docs", "scripts"):
             shutil.copytree(os.path.join(root, top), os.path.join(tree, top))
-        if check_ladder(tree) or check_sizes(tree):
+        if check_ladder(tree) or check_sizes(tree) or check_mpi(tree):
             failures.append("the copied tree does not pass to begin with")
         ladder, _ = ladder_of(tree)
         low, high = ladder[1], ladder[-1]
@@ -299,6 +339,20 @@ def self_test(root):
             failures.append(f"a function of {FUNCTION_LINES + 1} lines was not reported: {errors}")
         if any("function ok" in e for e in errors):
             failures.append(f"a short member function was reported: {errors}")
+        # A direct MPI call beside mentions that are not calls (a comment, a
+        # string, a handle type's cast), and one MPI_Finalize too many in the
+        # runtime, which may call MPI only to start and end it.
+        plant(tree, f"src/{ladder[-1]}", "planted_mpi.cpp",
+              "// MPI_Barrier(comm) in a comment\nvoid planted(MPI_Comm c) {\n"
+              "  const char* s = \"MPI_Barrier(c)\";\n  MPI_Comm d = MPI_Comm(c);\n"
+              "  MPI_Barrier (d);\n}\n")
+        with open(os.path.join(tree, "src/core/runtime.cpp"), "a", encoding="utf-8") as f:
+            f.write("void planted() { MPI_Abort(MPI_COMM_WORLD, 1); }\n")
+        errors = check_mpi(tree)
+        expected = [f"src/{ladder[-1]}/planted_mpi.cpp:5: MPI_Barrier called directly",
+                    "src/core/runtime.cpp:"]
+        if len(errors) != 2 or not all(any(e.startswith(x) for e in errors) for x in expected):
+            failures.append(f"the planted MPI calls were not reported as {expected}: {errors}")
     return failures
 
 
@@ -309,13 +363,15 @@ def main(argv):
         for failure in failures:
             print(f"check-layout self-test: {failure}")
         if not failures:
-            print("check-layout self-test: a planted back-edge, cycle and long function fail")
+            print("check-layout self-test: a planted back-edge, cycle, long function and direct "
+                  "MPI call fail")
         return 1 if failures else 0
-    if len(argv) != 3 or argv[1] not in ("ladder", "sizes"):
+    checks = {"ladder": check_ladder, "sizes": check_sizes, "mpi": check_mpi}
+    if len(argv) != 3 or argv[1] not in checks:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     root = argv[2]
-    errors = check_ladder(root) if argv[1] == "ladder" else check_sizes(root)
+    errors = checks[argv[1]](root)
     for error in errors:
         print(error)
     if not errors:

@@ -452,7 +452,7 @@ bool Run::minutes_due() {
                                                        outputs_->last_checkpoint_time)
                              .count();
   int due = elapsed >= 60.0 * minutes;
-  MPI_Bcast(&due, 1, MPI_INT, 0, comm_->comm());
+  comm_->broadcast(due);
   return due != 0;
 }
 

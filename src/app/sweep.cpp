@@ -34,14 +34,6 @@ namespace {
 
 constexpr int record_tag = 16;
 
-// Rank 0's string on every rank of `comm`.
-void broadcast_text(MPI_Comm comm, std::string& text) {
-  long size = static_cast<long>(text.size());
-  MPI_Bcast(&size, 1, MPI_LONG, 0, comm);
-  text.resize(static_cast<std::size_t>(size));
-  MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm);
-}
-
 // The results go through the checkpoints' atomic publication (temporary
 // file, fsync, rename): a kill leaves the previous version whole.
 void replace_file(const std::string& path, const std::string& text) {
@@ -66,7 +58,7 @@ std::string shell_word(const std::string& word) {
 
 // The sweep log's one writer (world rank 0) and its senders (group leaders).
 struct Sweep::Messenger {
-  MPI_Comm comm = MPI_COMM_NULL;
+  const Communicator* comm = nullptr;  // the sweep's world
   int rank = 0;
   // World rank 0.
   std::string path;
@@ -78,14 +70,12 @@ struct Sweep::Messenger {
   std::function<void(const json&)> on_record;
   // The others.
   std::deque<std::string> outbox;
-  std::vector<MPI_Request> sending;
+  Requests sending;
 
   void post(const std::string& line) {
     if (rank == 0) return write(line);
     outbox.push_back(line);
-    sending.emplace_back();
-    MPI_Isend(outbox.back().data(), static_cast<int>(outbox.back().size()), MPI_CHAR, 0, record_tag,
-              comm, &sending.back());
+    sending.add(comm->start_send(outbox.back(), 0, record_tag));
   }
 
   void write(const std::string& line) {
@@ -100,39 +90,25 @@ struct Sweep::Messenger {
     if (on_record) on_record(record);
   }
 
-  void receive(const MPI_Status& status) {
-    int count = 0;
-    MPI_Get_count(&status, MPI_CHAR, &count);
-    std::string line(static_cast<std::size_t>(count), ' ');
-    MPI_Recv(line.data(), count, MPI_CHAR, status.MPI_SOURCE, record_tag, comm, MPI_STATUS_IGNORE);
+  void receive(const std::string& line) {
     ++received;
     write(line);
   }
 
   // World rank 0: the records that have arrived.
   void poll() {
-    int arrived = 1;
-    while (true) {
-      MPI_Status status;
-      MPI_Iprobe(MPI_ANY_SOURCE, record_tag, comm, &arrived, &status);
-      if (!arrived) return;
-      receive(status);
-    }
+    std::string line;
+    while (comm->poll_text(record_tag, line)) receive(line);
   }
 
   // World rank 0: waits until `total` records have come from other ranks.
   void await(int total) {
-    while (received < total) {
-      MPI_Status status;
-      MPI_Probe(MPI_ANY_SOURCE, record_tag, comm, &status);
-      receive(status);
-    }
+    while (received < total) receive(comm->receive_text(record_tag));
   }
 
   // The others: every record sent is received.
   void settle() {
-    if (!sending.empty())
-      MPI_Waitall(static_cast<int>(sending.size()), sending.data(), MPI_STATUSES_IGNORE);
+    if (!sending.empty()) sending.wait_all();
     sending.clear();
     outbox.clear();
   }
@@ -140,8 +116,9 @@ struct Sweep::Messenger {
 
 Sweep::Sweep(SweepSpec spec, Deck deck, MPI_Comm world)
     : spec_(std::move(spec)), deck_(std::move(deck)) {
-  MPI_Comm_rank(world, &rank_);
-  MPI_Comm_size(world, &ranks_);
+  const Communicator ranks(world);
+  rank_ = ranks.rank();
+  ranks_ = ranks.size();
   // Every rank computes the same verdict from the same numbers.
   if (ranks_ % spec_.ranks_per_trial != 0)
     throw CollectiveError(spec_.ranks_per_trial_location +
@@ -151,30 +128,27 @@ Sweep::Sweep(SweepSpec spec, Deck deck, MPI_Comm world)
                           std::to_string(spec_.ranks_per_trial) + " ranks");
   identity_ = sweep_identity(deck_, spec_);
   trials_ = plan_trials(spec_);
-  require_same_on_every_rank(Communicator(world), content_hash(identity_),
-                             "the deck and sweep file",
+  require_same_on_every_rank(ranks, content_hash(identity_), "the deck and sweep file",
                              "start every rank with the same deck, sweep file and --set options");
-  MPI_Comm_dup(world, &world_);
+  world_ = std::make_unique<Communicator>(ranks.duplicate());
   groups_ = ranks_ / spec_.ranks_per_trial;
   group_index_ = rank_ / spec_.ranks_per_trial;
-  MPI_Comm_split(world_, group_index_, rank_, &group_);
+  group_ = std::make_unique<Communicator>(world_->split(group_index_, rank_));
   messenger_ = std::make_unique<Messenger>();
-  messenger_->comm = world_;
+  messenger_->comm = world_.get();
   messenger_->rank = rank_;
 }
 
 Sweep::~Sweep() {
   if (messenger_ && messenger_->lock >= 0) ::close(messenger_->lock);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
-  if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+  // The group's communicator, then the sweep's world (each frees its MPI_Comm).
+  group_.reset();
+  world_.reset();
 }
 
 void Sweep::prepare() {
   TESSERA_REQUIRE(!prepared_, "tessera::Sweep::prepare: called twice");
-  const Communicator world(world_);
+  const Communicator& world = *world_;
   Messenger& m = *messenger_;
   m.path = spec_.output_dir + "/sweep.jsonl";
   std::string text, failure;
@@ -212,7 +186,7 @@ void Sweep::prepare() {
     }
   }
   world.agree(failure);
-  broadcast_text(world_, text);
+  world.broadcast(text);
   const SweepLog log = read_sweep_log(text, m.path, identity_);
   logged_ = log.outcomes;
   if (log.starts > 0) {
@@ -256,7 +230,7 @@ void Sweep::prepare() {
 
 TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last) {
   ScopedRegion region("tessera::Sweep::trial");
-  const Communicator group(group_);
+  const Communicator& group = *group_;
   const bool leader = group.rank() == 0;
   const int trials = static_cast<int>(trials_.size());
   const std::string dir = spec_.output_dir + "/" + trial_directory(trial.index, trials);
@@ -268,7 +242,7 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
   // A trial cut short goes on from its latest checkpoint; its leader's view
   // of the directory decides for the group.
   int resume = leader && std::filesystem::exists(dir + "/checkpoints/latest");
-  MPI_Bcast(&resume, 1, MPI_INT, 0, group_);
+  group.broadcast(resume);
   if (leader) {
     json values = json::array();
     for (const auto& v : trial.values) values.push_back(v.label);
@@ -299,7 +273,7 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
       failure = e.what();
     }
     group.agree(failure);
-    Run run(std::move(deck), group_);
+    Run run(std::move(deck), group.comm());
     run.prepare(resume ? "latest" : "", {}, &data_);
     epochs_done = run.first_epoch();
     std::ofstream trial_log;
@@ -330,7 +304,7 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
     if (!dynamic_cast<const CollectiveError*>(&e) && group.size() > 1) {
       std::cerr << "tessera-sweep: rank " << rank_ << ": trial " << trial.index
                 << ": error: " << e.what() << "; stopping every rank" << std::endl;
-      Communicator(world_).abort(1);
+      world_->abort(1);
     }
     outcome.state = TrialState::failed;
     outcome.error = e.what();
@@ -344,7 +318,7 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
 SweepSummary Sweep::run(const SweepCallbacks& callbacks) {
   TESSERA_REQUIRE(prepared_, "tessera::Sweep::run: call prepare() first");
   ScopedRegion region("tessera::Sweep::run");
-  const Communicator world(world_);
+  const Communicator& world = *world_;
   Messenger& m = *messenger_;
   SweepSummary summary;
   summary.trials = trials_;
@@ -402,7 +376,7 @@ SweepSummary Sweep::run(const SweepCallbacks& callbacks) {
       m.settle();
     world.agree(rank_ == 0 ? m.failure : "");
     std::string outcomes = rank_ == 0 ? m.rung_outcomes : "";
-    broadcast_text(world_, outcomes);
+    world.broadcast(outcomes);
     for (const auto& o : read_sweep_log(outcomes, m.path, identity_).outcomes)
       summary.outcomes.push_back(o);
     if (last) break;

@@ -15,6 +15,9 @@
 
 namespace tessera {
 
+// MPI's start and end are the one place outside tessera::Communicator that
+// calls MPI: core/ sits below parallel/ on the ladder, and every app starts
+// MPI here before Kokkos (scripts/check-layout.py mpi allows these calls).
 Runtime::Runtime(int& argc, char**& argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);

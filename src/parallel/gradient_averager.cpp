@@ -32,11 +32,6 @@ SliceParts slice_parts(std::int64_t offset, std::int64_t count, const std::vecto
 }
 
 namespace {
-void check_mpi(int status, const char* what) {
-  TESSERA_REQUIRE(status == MPI_SUCCESS,
-                  "tessera::GradientAverager: " << what << " failed (MPI error " << status << ")");
-}
-
 constexpr bool memspace_is_host = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
 
 // Free functions: CUDA forbids device lambdas inside private member functions.
@@ -112,7 +107,7 @@ GradientAverager::GradientAverager(const Communicator& comm, Model& model,
     }
   }
   if (any) buckets_.push_back(open);
-  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  requests_ = Requests(buckets_.size());
   if (format_ != FloatFormat::fp32) {
     codes_ = Vector<std::uint16_t>("tessera::GradientAverager::codes", gradients_.size());
     if (!memspace_is_host)
@@ -205,22 +200,19 @@ void GradientAverager::start(std::size_t b) {
     data = staging_.data() + bucket.offset;
   }
   post(b, data, (comm_.direct() ? received_.data() : received_host_.data()) + receive_at(b),
-       MPI_FLOAT, MPI_SUM);
+       MPI_SUM);
 }
 
 // Bucket b's sum of `data` over the ranks: reduce-scattered into `into`
 // when the optimizer is sharded, else all-reduced in place.
-void GradientAverager::post(std::size_t b, void* data, void* into, MPI_Datatype type, MPI_Op op) {
+template <class T>
+void GradientAverager::post(std::size_t b, T* data, T* into, MPI_Op op) {
   if (b == 0) first_start_ = Clock::now();
   if (scatters()) {
-    check_mpi(MPI_Ireduce_scatter(data, into, bucket_counts_[b].data(), type, op, comm_.comm(),
-                                  &requests_[b]),
-              "MPI_Ireduce_scatter");
+    requests_.set(b, comm_.start_sum_scatter(data, into, bucket_counts_[b], op));
     return;
   }
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(buckets_[b].count), type, op,
-                           comm_.comm(), &requests_[b]),
-            "MPI_Iallreduce");
+  requests_.set(b, comm_.start_sum(data, static_cast<int>(buckets_[b].count), op));
 }
 
 void GradientAverager::start16(std::size_t b) {
@@ -239,7 +231,7 @@ void GradientAverager::start16(std::size_t b) {
   // The codes must be complete before MPI reads them.
   Kokkos::fence();
   post(b, data, (memspace_is_host ? received16_.data() : received16_host_.data()) + receive_at(b),
-       MPI_UINT16_T, sum16_);
+       sum16_);
 }
 
 void GradientAverager::widen16() {
@@ -257,12 +249,8 @@ void GradientAverager::widen16() {
 void GradientAverager::layer_done(std::size_t layer) {
   if (comm_.size() == 1 || !overlap_) return;
   while (next_ < buckets_.size() && buckets_[next_].ready_after == layer) start(next_++);
-  if (next_ > 0) {
-    // Open MPI progresses non-blocking collectives inside MPI calls.
-    int done = 0;
-    check_mpi(MPI_Testall(static_cast<int>(next_), requests_.data(), &done, MPI_STATUSES_IGNORE),
-              "MPI_Testall");
-  }
+  // Open MPI progresses non-blocking collectives inside MPI calls.
+  if (next_ > 0) requests_.test_all(0, next_);
 }
 
 void GradientAverager::finish() {
@@ -270,8 +258,7 @@ void GradientAverager::finish() {
   ScopedRegion region("tessera::GradientAverager::finish");
   const auto backward_end = Clock::now();
   while (next_ < buckets_.size()) start(next_++);
-  check_mpi(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
-            "MPI_Waitall");
+  requests_.wait_all();
   if (scatters())
     collect_slice();
   else if (format_ != FloatFormat::fp32)

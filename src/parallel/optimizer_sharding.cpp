@@ -3,7 +3,6 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/kernels/reduce.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
-#include <tessera/parallel/impl/mpi_status.hpp>
 #include <tessera/parallel/optimizer_sharding.hpp>
 
 #include <algorithm>
@@ -78,9 +77,11 @@ void OptimizerSharding::gather_parameters(const ParameterStore& params) const {
 OptimizerSharding::~OptimizerSharding() {
   // Unwinding from an error on this rank: the other ranks posted the same
   // gather, so it completes; its status no longer matters.
-  if (in_flight_)
-    MPI_Waitall(static_cast<int>(requests_.size() - waited_), requests_.data() + waited_,
-                MPI_STATUSES_IGNORE);
+  if (!in_flight_) return;
+  try {
+    requests_.wait_all(waited_, requests_.size());
+  } catch (const Error&) {
+  }
 }
 
 void OptimizerSharding::gather_in_buckets(const ParameterStore& params,
@@ -108,7 +109,7 @@ void OptimizerSharding::gather_in_buckets(const ParameterStore& params,
   values_ = params.values();
   if (!comm_.direct())
     staging_ = Vector<float, HostSpace>("tessera::OptimizerSharding::staging", values_.size());
-  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  requests_ = Requests(buckets_.size());
   waited_ = buckets_.size();
   bucketed_ = true;
 }
@@ -129,17 +130,14 @@ void OptimizerSharding::start_gather() {
     base = staging_.data();
   }
   for (std::size_t b = 0; b < buckets_.size(); ++b)
-    impl::check_mpi(
-        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, buckets_[b].parts.counts.data(),
-                        buckets_[b].parts.offsets.data(), MPI_FLOAT, comm_.comm(), &requests_[b]),
-        "tessera::OptimizerSharding::start_gather", "MPI_Iallgatherv");
+    requests_.set(
+        b, comm_.start_allgather_slices(base, buckets_[b].parts.counts, buckets_[b].parts.offsets));
   waited_ = 0;
   in_flight_ = true;
 }
 
 void OptimizerSharding::wait_bucket(std::size_t b) {
-  impl::check_mpi(MPI_Wait(&requests_[b], MPI_STATUS_IGNORE),
-                  "tessera::OptimizerSharding::wait_for_layer", "MPI_Wait");
+  requests_.wait(b);
   if (!comm_.direct()) {
     const std::pair<std::int64_t, std::int64_t> range(buckets_[b].offset,
                                                       buckets_[b].offset + buckets_[b].count);
@@ -156,10 +154,7 @@ void OptimizerSharding::wait_for_layer(std::size_t layer) {
     in_flight_ = false;
   } else {
     // Open MPI progresses non-blocking collectives inside MPI calls.
-    int done = 0;
-    impl::check_mpi(MPI_Testall(static_cast<int>(buckets_.size() - waited_),
-                                requests_.data() + waited_, &done, MPI_STATUSES_IGNORE),
-                    "tessera::OptimizerSharding::wait_for_layer", "MPI_Testall");
+    requests_.test_all(waited_, buckets_.size());
   }
   wait_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

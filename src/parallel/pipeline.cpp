@@ -2,7 +2,6 @@
 // order, and the point-to-point traffic between stages.
 #include <tessera/core/profiling.hpp>
 #include <tessera/kernels/reduce.hpp>
-#include <tessera/parallel/impl/mpi_status.hpp>
 #include <tessera/parallel/pipeline.hpp>
 
 #include <algorithm>
@@ -171,26 +170,18 @@ Pipeline::Pipeline(const Communicator& world, const PipelinePlan& plan, std::int
   const int data_ranks = world.size() / stages;
   stage_ = world.rank() / data_ranks;
   const int data_rank = world.rank() % data_ranks;
-  impl::check_mpi(MPI_Comm_split(world.comm(), stage_, data_rank, &data_comm_), "tessera::Pipeline",
-                  "MPI_Comm_split");
-  impl::check_mpi(MPI_Comm_split(world.comm(), data_rank, stage_, &line_comm_), "tessera::Pipeline",
-                  "MPI_Comm_split");
-  const DeviceMpi device = world.direct() ? DeviceMpi::direct : DeviceMpi::staged;
-  data_ = std::make_unique<Communicator>(data_comm_, device);
-  line_ = std::make_unique<Communicator>(line_comm_, device);
+  data_ = std::make_unique<Communicator>(world.split(stage_, data_rank));
+  line_ = std::make_unique<Communicator>(world.split(data_rank, stage_));
   pending_.resize(static_cast<std::size_t>(in_flight()));
   staged_.resize(static_cast<std::size_t>(in_flight()));
 }
 
 Pipeline::~Pipeline() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
   // Sends still in flight after an error: their partners are gone too.
-  for (auto& slot : pending_)
-    for (MPI_Request& r : slot) MPI_Request_free(&r);
-  if (data_comm_ != MPI_COMM_NULL) MPI_Comm_free(&data_comm_);
-  if (line_comm_ != MPI_COMM_NULL) MPI_Comm_free(&line_comm_);
+  for (Requests& slot : pending_) slot.release();
+  // The stage's communicator, then the pipeline's.
+  data_.reset();
+  line_.reset();
 }
 
 LayerRange Pipeline::layers(const Model& model) const {
@@ -246,9 +237,7 @@ void Pipeline::send(std::int64_t slot, const Tensor<float>& values, int to, int 
                       values.flat());
     data = staged.back().data();
   }
-  pending.emplace_back();
-  impl::check_mpi(MPI_Isend(data, count, MPI_FLOAT, to, tag, line_->comm(), &pending.back()),
-                  "tessera::Pipeline", "MPI_Isend");
+  pending.add(line_->start_send(data, count, to, tag));
 }
 
 void Pipeline::receive(const Tensor<float>& values, int from, int tag) {
@@ -258,14 +247,10 @@ void Pipeline::receive(const Tensor<float>& values, int from, int tag) {
   const auto started = std::chrono::steady_clock::now();
   if (line_->direct()) {
     Kokkos::fence();
-    impl::check_mpi(
-        MPI_Recv(values.data(), count, MPI_FLOAT, from, tag, line_->comm(), MPI_STATUS_IGNORE),
-        "tessera::Pipeline", "MPI_Recv");
+    line_->receive(values.data(), count, from, tag);
   } else {
     std::vector<float> host(static_cast<std::size_t>(count));
-    impl::check_mpi(
-        MPI_Recv(host.data(), count, MPI_FLOAT, from, tag, line_->comm(), MPI_STATUS_IGNORE),
-        "tessera::Pipeline", "MPI_Recv");
+    line_->receive(host.data(), count, from, tag);
     Kokkos::deep_copy(values.flat(),
                       Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                           host.data(), host.size()));
@@ -299,9 +284,7 @@ void Pipeline::wait(std::int64_t slot) {
   auto& pending = pending_.at(static_cast<std::size_t>(slot));
   if (pending.empty()) return;
   const auto started = std::chrono::steady_clock::now();
-  impl::check_mpi(
-      MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE),
-      "tessera::Pipeline", "MPI_Waitall");
+  pending.wait_all();
   pending.clear();
   staged_[static_cast<std::size_t>(slot)].clear();
   waiting_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -176,8 +176,8 @@ class Sweep {
   Deck deck_;
   std::vector<Trial> trials_;
   std::string identity_;
-  MPI_Comm world_ = MPI_COMM_NULL;  // a duplicate: the sweep's own messages
-  MPI_Comm group_ = MPI_COMM_NULL;  // this rank's trial group
+  std::unique_ptr<Communicator> world_;  // a duplicate: the sweep's own messages
+  std::unique_ptr<Communicator> group_;  // this rank's trial group
   int rank_ = 0, ranks_ = 1, group_index_ = 0, groups_ = 1;
   std::unique_ptr<Messenger> messenger_;
   DatasetCache data_;  // a group reads each data file once for all its trials

@@ -78,7 +78,8 @@ class GradientAverager {
   using Clock = std::chrono::steady_clock;
   void start(std::size_t bucket);
   void start16(std::size_t bucket);  // narrows the bucket to format_ and starts it
-  void post(std::size_t bucket, void* data, void* into, MPI_Datatype type, MPI_Op op);
+  template <class T>                 // float or std::uint16_t (16-bit codes)
+  void post(std::size_t bucket, T* data, T* into, MPI_Op op);
   void widen16();        // the summed codes back into the gradients
   void collect_slice();  // reduce-scatter: the received sums into the slice
   // Reduce-scatter: where bucket b's sums for this rank go in the receive buffer.
@@ -104,7 +105,7 @@ class GradientAverager {
   Vector<std::uint16_t> received16_;
   Vector<std::uint16_t, HostSpace> received16_host_;
   std::vector<Bucket> buckets_;
-  std::vector<MPI_Request> requests_;
+  Requests requests_;     // one place per bucket
   std::size_t next_ = 0;  // buckets start in order, the same on every rank
   Clock::time_point first_start_;
   double overlapped_ = 0, exposed_ = 0;

@@ -19,8 +19,6 @@
 #include <tessera/parallel/communicator.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <vector>
 
@@ -106,7 +104,7 @@ class OptimizerSharding {
   Vector<float> values_;
   Vector<float, HostSpace> staging_;  // host copy when MPI cannot read MemSpace
   std::vector<GatherBucket> buckets_;
-  std::vector<MPI_Request> requests_;
+  Requests requests_;       // one place per bucket
   std::size_t waited_ = 0;  // buckets complete, in buffer order
   bool bucketed_ = false;   // gather_in_buckets was called
   bool in_flight_ = false;

@@ -15,8 +15,6 @@
 #include <tessera/model/model.hpp>
 #include <tessera/parallel/communicator.hpp>
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -120,10 +118,9 @@ class Pipeline {
   PipelinePlan plan_;
   std::int64_t micro_batches_ = 1;
   int stage_ = 0;
-  MPI_Comm data_comm_ = MPI_COMM_NULL, line_comm_ = MPI_COMM_NULL;
-  std::unique_ptr<Communicator> data_, line_;
+  std::unique_ptr<Communicator> data_, line_;  // split from the world; they free their MPI_Comm
   // Sends in flight per slot, and host copies when device memory is staged.
-  std::vector<std::vector<MPI_Request>> pending_;
+  std::vector<Requests> pending_;
   std::vector<std::vector<std::vector<float>>> staged_;
   double waiting_ = 0;
 };
