@@ -8,6 +8,7 @@
 #include <tessera/layers/dense.hpp>
 #include <tessera/layers/dropout.hpp>
 #include <tessera/layers/pool.hpp>
+#include <tessera/settings/device_mpi.hpp>
 
 #include <unistd.h>
 #include <cstdlib>
@@ -104,6 +105,7 @@ TEST(EnumNames, EveryTableRoundTrips) {
   expect_table(trial_states, "tessera::Sweep");
   expect_table(vector_isas, "tessera::isa_name");
   expect_table(kernels::mixed_gemm_methods, "tessera::kernels::mixed_gemm");
+  expect_table(device_mpi_names, "tessera::device_mpi_from_name");
   EXPECT_EQ(schedule_types.list(), "constant, step, multistep, exponential, cosine");
   EXPECT_EQ(
       weight_initializer_names(),

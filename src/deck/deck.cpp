@@ -3,6 +3,7 @@
 // come from the engine's settings structs, never from here.
 #include <tessera/deck/deck.hpp>
 #include <tessera/layers/registry.hpp>
+#include <tessera/settings/device_mpi.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -457,8 +458,8 @@ Deck parse_deck(const std::string& text, const std::string& path,
   training.sync_batchnorm =
       r.choice(parallel, "parallel.", "batchnorm", training.sync_batchnorm ? "sync" : "local",
                {"local", "sync"}) == "sync";
-  deck.gpu_aware_mpi =
-      r.choice(parallel, "parallel.", "gpu_aware_mpi", deck.gpu_aware_mpi, {"auto", "on", "off"});
+  deck.gpu_aware_mpi = r.choice(parallel, "parallel.", "gpu_aware_mpi", deck.gpu_aware_mpi,
+                                device_mpi_names.names());
   training.gradient_dtype = float_format_from_name(
       r.choice(parallel, "parallel.", "gradient_dtype", float_format_name(training.gradient_dtype),
                float_format_names()));

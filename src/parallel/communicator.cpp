@@ -134,13 +134,6 @@ void sum_view(const Communicator& comm, const Vector<T>& values) {
 }
 }  // namespace
 
-DeviceMpi device_mpi_from_name(const std::string& name) {
-  if (name == "auto") return DeviceMpi::automatic;
-  if (name == "on") return DeviceMpi::direct;
-  if (name == "off") return DeviceMpi::staged;
-  throw Error("tessera::device_mpi_from_name: '" + name + "' is not one of auto, on, off");
-}
-
 Communicator::Communicator(MPI_Comm comm, DeviceMpi device) : comm_(comm) {
   check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(comm, &size_), "MPI_Comm_size");

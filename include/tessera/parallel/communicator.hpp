@@ -16,6 +16,7 @@
 #include <tessera/core/batch_sync.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/settings/device_mpi.hpp>
 
 #include <mpi.h>
 
@@ -36,13 +37,6 @@ class CollectiveError : public Error {
 };
 
 // How gradients reach MPI when they live in device memory.
-enum class DeviceMpi {
-  automatic,  // device pointers if the build (Tessera_ENABLE_GPU_AWARE_MPI) or the MPI
-              // library reports GPU support, else staging
-  direct,     // always pass device pointers (the MPI library must be GPU-aware)
-  staged      // always copy through host memory
-};
-DeviceMpi device_mpi_from_name(const std::string& name);  // "auto" | "on" | "off"
 
 // One non-blocking operation in flight, from a Communicator's start_*
 // call. Its buffers must stay untouched until it completes: hand it to a
