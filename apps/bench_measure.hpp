@@ -1,0 +1,160 @@
+// tessera-bench's own measurements of the device: the sgemm peak, the
+// 16-bit products of kernels/mixed_gemm.hpp and the STREAM triad, each the
+// median of timed repetitions after a warm-up; the peaks they make up scale
+// the per-layer figures.
+#pragma once
+
+#include <tessera/core/compat.hpp>
+#include <tessera/core/precision.hpp>
+#include <tessera/core/profiling.hpp>
+#include <tessera/core/random.hpp>
+#include <tessera/core/types.hpp>
+#include <tessera/kernels/mixed_gemm.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fma_peak.hpp"
+
+namespace tessera::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Peaks the device reaches on its own: they scale the per-layer figures.
+
+// 16-bit products (--mixed-gemm): one type and method of
+// tessera::kernels::mixed_gemm on the sgemm peak's shape.
+struct MixedGemmFigure {
+  std::string type, method;
+  double gflops = 0;
+};
+
+struct Peaks {
+  FmaPeak fma;
+  std::int64_t gemm_size = 0;
+  double gemm_gflops = 0;
+  std::int64_t triad_elements = 0;
+  double triad_gbs = 0;
+  std::vector<MixedGemmFigure> mixed_gemm;
+  FmaExpectation fma_expected;
+  PeakVerdict verdict;
+  std::map<std::string, double> overrides;  // --peaks-override, applied
+};
+
+// Seeded values in [-0.5, 0.5) for the operands of a timed product. (Not in
+// measure_product: nvcc allows no device lambda in a function whose template
+// arguments include a host lambda's type.)
+template <class T>
+void fill_operands(const tessera::ExecSpace& exec, const tessera::Matrix<T>& a,
+                   const tessera::Matrix<T>& b) {
+  const std::int64_t n = a.extent(1);
+  Kokkos::parallel_for(
+      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, a.size()),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        a(i / n, i % n) = T(tessera::counter_uniform(1, 0, i) - 0.5f);
+        b(i / n, i % n) = T(tessera::counter_uniform(1, 1, i) - 0.5f);
+      });
+}
+
+// Median GFLOP/s of C = A B by `product(a, b, c)`, with A and B n x n of T
+// (seeded values in [-0.5, 0.5)) and C n x n of float.
+template <class T, class Product>
+double measure_product(const char* region_name, std::int64_t n, int repetitions,
+                       const Product& product) {
+  tessera::ScopedRegion region(region_name);
+  const tessera::ExecSpace exec;
+  tessera::Matrix<T> a("bench::A", n, n), b("bench::B", n, n);
+  tessera::Matrix<float> c("bench::C", n, n);
+  fill_operands(exec, a, b);
+  std::vector<double> gflops;
+  for (int r = -1; r < repetitions; ++r) {  // r = -1 warms up
+    Kokkos::fence();
+    const auto start = Clock::now();
+    product(exec, a, b, c);
+    Kokkos::fence();
+    if (r >= 0)
+      gflops.push_back(2.0 * double(n) * double(n) * double(n) / seconds_since(start) * 1e-9);
+  }
+  return median(gflops);
+}
+
+// The sgemm peak: float matrices through KokkosBlas::gemm.
+inline double measure_sgemm(std::int64_t n, int repetitions) {
+  return measure_product<float>("tessera::bench::sgemm", n, repetitions,
+                                [](const auto& exec, const auto& a, const auto& b, const auto& c) {
+                                  tessera::compat::gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c);
+                                });
+}
+
+// A and B of T (bf16 or fp16) through one method of
+// tessera::kernels::mixed_gemm; the warm-up sizes its workspace.
+template <class T>
+double measure_mixed_gemm(std::int64_t n, int repetitions,
+                          tessera::kernels::MixedGemmMethod method) {
+  tessera::kernels::MixedGemmWorkspace<> workspace;
+  return measure_product<T>("tessera::bench::mixed_gemm", n, repetitions,
+                            [&](const auto& exec, const auto& a, const auto& b, const auto& c) {
+                              tessera::kernels::mixed_gemm(exec, "N", "N", 1.0f, a, b, 0.0f, c,
+                                                           workspace, method);
+                            });
+}
+
+// Every method mixed_gemm has on this backend, for both 16-bit types.
+inline std::vector<MixedGemmFigure> measure_mixed_gemms(std::int64_t n, int repetitions) {
+  using tessera::kernels::MixedGemmMethod;
+  std::vector<MixedGemmMethod> methods{MixedGemmMethod::widen_blas, MixedGemmMethod::tiled};
+  if (tessera::kernels::automatic_mixed_gemm_method<tessera::ExecSpace>() ==
+      MixedGemmMethod::vendor)
+    methods.push_back(MixedGemmMethod::vendor);
+  std::vector<MixedGemmFigure> figures;
+  for (const MixedGemmMethod method : methods) {
+    figures.push_back({"bf16", tessera::kernels::to_string(method),
+                       measure_mixed_gemm<tessera::bf16>(n, repetitions, method)});
+    figures.push_back({"fp16", tessera::kernels::to_string(method),
+                       measure_mixed_gemm<tessera::fp16>(n, repetitions, method)});
+  }
+  return figures;
+}
+
+// Median GB/s of a[i] = b[i] + s c[i] (three arrays of floats, counted as
+// STREAM does: two reads and one write per element).
+inline double measure_triad(std::int64_t n, int repetitions) {
+  tessera::ScopedRegion region("tessera::bench::triad");
+  const tessera::ExecSpace exec;
+  tessera::Vector<float> a("bench::a", n), b("bench::b", n), c("bench::c", n);
+  Kokkos::parallel_for(
+      "tessera::bench::fill", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        b(i) = 1.0f;
+        c(i) = 2.0f;
+      });
+  const float s = 3.0f;
+  std::vector<double> gbs;
+  for (int r = -1; r < repetitions; ++r) {
+    Kokkos::fence();
+    const auto start = Clock::now();
+    Kokkos::parallel_for(
+        "tessera::bench::triad", Kokkos::RangePolicy<tessera::ExecSpace>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t i) { a(i) = b(i) + s * c(i); });
+    Kokkos::fence();
+    if (r >= 0) gbs.push_back(3.0 * sizeof(float) * double(n) / seconds_since(start) * 1e-9);
+  }
+  return median(gbs);
+}
+
+}  // namespace tessera::bench

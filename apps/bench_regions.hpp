@@ -1,0 +1,167 @@
+// tessera-bench's per-layer and per-kernel times, from Kokkos Tools
+// callbacks on the profiling regions the model and its layers open.
+#pragma once
+
+#include <tessera/model/model.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_measure.hpp"
+
+namespace tessera::bench {
+
+// Per-layer and per-kernel times from Kokkos Tools callbacks. Model::forward
+// and Model::backward each open a region, and every layer opens
+// "tessera::<Type>::forward" / "::backward" directly inside it, in model
+// order forward and reverse order backward; inside a layer, every Kokkos
+// kernel, deep copy and KokkosBlas call is a kernel. Each boundary fences the
+// device, so asynchronous backends are timed correctly (at the price of the
+// fences: this run is separate from the step timing).
+
+enum class Pass { forward = 0, backward = 1 };
+
+struct KernelTime {
+  double seconds = 0;
+  std::int64_t calls = 0;
+};
+
+struct LayerTimes {
+  double seconds[2] = {0, 0};
+  std::int64_t calls[2] = {0, 0};
+  std::map<std::string, KernelTime> kernels[2];
+};
+
+class RegionProfiler {
+ public:
+  static RegionProfiler& instance() {
+    static RegionProfiler profiler;
+    return profiler;
+  }
+
+  void start(const tessera::Model& model) {
+    layers_.assign(model.layers().size(), LayerTimes{});
+    for (int p = 0; p < 2; ++p) expected_[p].clear();
+    for (const auto& layer : model.layers()) {
+      const std::string prefix = std::string("tessera::") + layer->type();
+      expected_[0].push_back(prefix + "::forward");
+      expected_[1].push_back(prefix + "::backward");
+    }
+    frames_.clear();
+    namespace tools = Kokkos::Tools::Experimental;
+    tools::set_push_region_callback(&RegionProfiler::push);
+    tools::set_pop_region_callback(&RegionProfiler::pop);
+    tools::set_begin_parallel_for_callback(&RegionProfiler::begin_kernel);
+    tools::set_end_parallel_for_callback(&RegionProfiler::end_kernel);
+    tools::set_begin_parallel_reduce_callback(&RegionProfiler::begin_kernel);
+    tools::set_end_parallel_reduce_callback(&RegionProfiler::end_kernel);
+    tools::set_begin_parallel_scan_callback(&RegionProfiler::begin_kernel);
+    tools::set_end_parallel_scan_callback(&RegionProfiler::end_kernel);
+    tools::set_begin_deep_copy_callback(&RegionProfiler::begin_copy);
+    tools::set_end_deep_copy_callback(&RegionProfiler::end_copy);
+  }
+
+  std::vector<LayerTimes> stop() {
+    namespace tools = Kokkos::Tools::Experimental;
+    tools::set_push_region_callback(nullptr);
+    tools::set_pop_region_callback(nullptr);
+    tools::set_begin_parallel_for_callback(nullptr);
+    tools::set_end_parallel_for_callback(nullptr);
+    tools::set_begin_parallel_reduce_callback(nullptr);
+    tools::set_end_parallel_reduce_callback(nullptr);
+    tools::set_begin_parallel_scan_callback(nullptr);
+    tools::set_end_parallel_scan_callback(nullptr);
+    tools::set_begin_deep_copy_callback(nullptr);
+    tools::set_end_deep_copy_callback(nullptr);
+    return std::move(layers_);
+  }
+
+ private:
+  enum class Kind { model, layer, kernel, other };
+  struct Frame {
+    Kind kind;
+    std::string name;
+    Clock::time_point start;
+  };
+
+  static void push(const char* name) { instance().open(Kind::other, name, true); }
+  static void pop() { instance().close(); }
+  static void begin_kernel(const char* name, std::uint32_t, std::uint64_t*) {
+    instance().open(Kind::kernel, name, false);
+  }
+  static void end_kernel(std::uint64_t) { instance().close(); }
+  static void begin_copy(Kokkos::Tools::SpaceHandle, const char* dst, const void*,
+                         Kokkos::Tools::SpaceHandle, const char* src, const void*, std::uint64_t) {
+    instance().open(Kind::kernel, std::string("deep_copy ") + src + " -> " + dst, false);
+  }
+  static void end_copy() { instance().close(); }
+
+  // The frame of the innermost open layer, or -1.
+  int open_layer_frame() const {
+    for (int f = static_cast<int>(frames_.size()) - 1; f >= 0; --f)
+      if (frames_[f].kind == Kind::layer) return f;
+    return -1;
+  }
+
+  void open(Kind kind, std::string name, bool region) {
+    Kokkos::fence();
+    if (region) {
+      if (name == "tessera::Model::forward" || name == "tessera::Model::backward") {
+        kind = Kind::model;
+        pass_ = name == "tessera::Model::forward" ? Pass::forward : Pass::backward;
+        next_ = pass_ == Pass::forward ? 0 : static_cast<int>(layers_.size()) - 1;
+      } else if (!frames_.empty() && frames_.back().kind == Kind::model && next_ >= 0 &&
+                 next_ < static_cast<int>(layers_.size()) &&
+                 name == expected_[static_cast<int>(pass_)][next_]) {
+        kind = Kind::layer;
+        layer_ = next_;
+        next_ += pass_ == Pass::forward ? 1 : -1;
+      } else if (name.rfind("KokkosBlas::", 0) == 0) {
+        kind = Kind::kernel;
+      }
+    }
+    // Only the outermost kernel inside a layer is timed (a BLAS call or a
+    // deep copy may launch kernels of its own); nested KokkosBlas regions
+    // lend the outer one their more specific name ("gemm[TPL_BLAS,float]").
+    const int layer = open_layer_frame();
+    if (kind == Kind::kernel && layer >= 0) {
+      for (std::size_t f = layer + 1; f < frames_.size(); ++f)
+        if (frames_[f].kind == Kind::kernel) {
+          if (region) frames_[f].name = name;
+          kind = Kind::other;
+          break;
+        }
+    }
+    frames_.push_back(Frame{kind, std::move(name), Clock::now()});
+  }
+
+  void close() {
+    Kokkos::fence();
+    if (frames_.empty()) return;
+    const Frame frame = std::move(frames_.back());
+    frames_.pop_back();
+    const double seconds = seconds_since(frame.start);
+    const int p = static_cast<int>(pass_);
+    if (frame.kind == Kind::layer) {
+      layers_[layer_].seconds[p] += seconds;
+      ++layers_[layer_].calls[p];
+    } else if (frame.kind == Kind::kernel && open_layer_frame() >= 0) {
+      auto& k = layers_[layer_].kernels[p][frame.name];
+      k.seconds += seconds;
+      ++k.calls;
+    }
+  }
+
+  std::vector<LayerTimes> layers_;
+  std::vector<std::string> expected_[2];
+  std::vector<Frame> frames_;
+  Pass pass_ = Pass::forward;
+  int next_ = -1;
+  int layer_ = -1;
+};
+
+}  // namespace tessera::bench
