@@ -283,10 +283,8 @@ SweepLog read_sweep_log(const std::string& text, const std::string& path,
         o.trial = record.at("trial");
         o.rung = record.at("rung");
         const std::string state = record.at("state");
-        if (!trial_states.contains(state))
-          throw Error(where + "unknown trial state '" + state +
-                      "'; allowed: " + trial_states.list());
-        o.state = trial_states.value(state, "tessera::Sweep");
+        // An unknown state: "<path>:<line>: unknown trial state '...'; allowed: ...".
+        o.state = trial_states.value(state, (path + ":" + std::to_string(line)).c_str());
         o.epochs = record.at("epochs");
         o.seconds = record.at("seconds");
         if (o.state == TrialState::failed) {

@@ -33,11 +33,6 @@ struct EnumNames {
       if (entry.value == value) return entry.name;
     return "?";
   }
-  bool contains(const std::string& text) const {
-    for (const auto& entry : entries)
-      if (text == entry.name) return true;
-    return false;
-  }
   // The value named `text`; otherwise throws tessera::Error
   // "<fn>: unknown <what> '<text>'; allowed: a, b, c".
   E value(const std::string& text, const char* fn) const {

@@ -71,6 +71,28 @@ struct ThreadBlock {
   }
 };
 
+// The scratch of ConvSchedule::threads and ::winograd, laid out as
+// Conv2dGeometry::thread_scratch_size counts it: the rows' sums for the
+// bias gradient, the groups' partials, Winograd's transformed weights (the
+// forward's, then the input gradient's), then one slot per thread.
+struct ThreadScratch {
+  float* row_sums;
+  float* partials;
+  float* slots;
+  float* forward_weights;
+  float* gradient_weights;
+  std::int64_t slot_size;
+  ThreadScratch(const Conv2dGeometry& g, float* scratch)
+      : row_sums(scratch),
+        partials(scratch + g.batch * g.out_channels),
+        slots(scratch + g.thread_scratch_fixed()),
+        forward_weights(slots - g.winograd_weights_size()),
+        gradient_weights(slots - g.winograd_weights_size() / 2),
+        slot_size(g.thread_slot_size()) {}
+  // Thread `id`'s slot (Conv2dGeometry::thread_slot_size floats).
+  float* slot(int id) const { return slots + id * slot_size; }
+};
+
 // y = conv(x, W) + b, ConvSchedule::threads: each block of samples is
 // lowered, multiplied and stored by the thread that takes it.
 template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
@@ -82,8 +104,7 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
     const std::int64_t k = g.patch(), positions = g.positions();
     const std::int64_t out = g.out_channels, lda = w.stride(0);
-    const std::int64_t per_thread = g.thread_slot_size();
-    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    const ThreadScratch ts(g, scratch.data());
     Kokkos::parallel_for(
         "tessera::kernels::conv2d_forward_threads",
         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0,
@@ -92,7 +113,7 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
           const int id = token.acquire();
           const ThreadBlock s(g, block);
           const std::int64_t n = s.count * positions;
-          float* const col = slots + id * per_thread;
+          float* const col = ts.slot(id);
           float* const product = col + k * n;
           lower_samples(g, x, s.first, s.count, col, n);
           thread_gemm(gemm, 'N', 'N', out, n, k, w.data(), lda, col, n, 0, product, n);
@@ -123,11 +144,9 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
         check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
     const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
     const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
-    const std::int64_t per_thread = g.thread_slot_size();
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
-    float* const row_sums = scratch.data();
-    float* const partials = row_sums + g.batch * out;
-    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    const ThreadScratch ts(g, scratch.data());
+    float *const row_sums = ts.row_sums, *const partials = ts.partials;
     const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
     const std::int64_t groups = g.thread_groups();
     Kokkos::parallel_for(
@@ -141,7 +160,7 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
           for (std::int64_t block = group * per_group; block < last; ++block) {
             const ThreadBlock s(g, block);
             const std::int64_t n = s.count * positions;
-            float* const col = slots + id * per_thread;
+            float* const col = ts.slot(id);
             float* const grad = col + k * n;
             lower_samples(g, x, s.first, s.count, col, n);
             for (std::int64_t r = 0; r < s.count * out; ++r)

@@ -182,11 +182,11 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
     HostSgemm* const gemm =
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
-    float* const slots = scratch.data() + g.thread_scratch_fixed();
-    float* const u = slots - g.winograd_weights_size();
+    const ThreadScratch ts(g, scratch.data());
+    float* const u = ts.forward_weights;
     const Winograd wg(g.rows.kernel);
     winograd_weights(exec, wg, g, w, false, u);
-    const std::int64_t per_thread = g.thread_slot_size(), samples = g.winograd_block_samples();
+    const std::int64_t samples = g.winograd_block_samples();
     const std::int64_t in = g.in_channels * g.input_positions();
     const std::int64_t out = g.out_channels * g.positions();
     const float* const bias = b.extent(0) > 0 ? b.data() : nullptr;
@@ -199,7 +199,7 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
                            const std::int64_t count =
                                g.batch - first < samples ? g.batch - first : samples;
                            winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
-                                          y.data() + first * out, false, slots + id * per_thread);
+                                          y.data() + first * out, false, ts.slot(id));
                            token.release(id);
                          });
   } else {
@@ -269,14 +269,12 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
         check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
     const std::int64_t positions = g.positions(), plane = g.input_positions();
     const std::int64_t in = g.in_channels, out = g.out_channels;
-    const std::int64_t per_thread = g.thread_slot_size();
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
-    float* const row_sums = scratch.data();
-    float* const partials = row_sums + g.batch * out;
-    float* const slots = scratch.data() + g.thread_scratch_fixed();
+    const ThreadScratch ts(g, scratch.data());
+    float *const row_sums = ts.row_sums, *const partials = ts.partials;
     const Conv2dGeometry t = g.transposed();
     const Winograd wg(g.rows.kernel);
-    float* const u = slots - g.winograd_weights_size() / 2;
+    float* const u = ts.gradient_weights;
     if (with_dx) winograd_weights(exec, wg, g, w, true, u);
     const std::int64_t samples = g.winograd_block_samples(), blocks = g.winograd_blocks();
     const std::int64_t per_group = g.winograd_group_blocks(), groups = g.winograd_groups();
@@ -286,7 +284,7 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
         [=](const std::int64_t group) {
           const int id = token.acquire();
-          float* const work = slots + id * per_thread;
+          float* const work = ts.slot(id);
           const std::int64_t last =
               (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
           for (std::int64_t block = group * per_group; block < last; ++block) {
