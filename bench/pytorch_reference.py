@@ -13,6 +13,10 @@ and one is measured on each `measure VARIANT` line of stdin, so that the
 interleaved rounds of the benchmark protocol compile once. --parameters
 prints the model's parameter count as tessera-train --check does and exits
 (tests/app/pytorch_twin.sh compares the two).
+
+--device cuda runs the twin on the GPU (scripts/gpu-validate.sh): in fp32
+throughout, with TF32 off for matrix products and cuDNN as Tessera computes
+in fp32, and attention through scaled_dot_product_attention where torch has it.
 """
 import argparse
 import ctypes
@@ -34,6 +38,8 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 VARIANTS = ("eager", "compiled", "eager+channels_last", "compiled+channels_last")
+# Set in main(): attention through torch's fused kernel (--device cuda on torch 2.x).
+FUSED_ATTENTION = False
 
 
 def fail(message):
@@ -106,9 +112,9 @@ class Embedding(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """nanoGPT's attention (its explicit path: PyTorch 1.13 has no fused
-    scaled_dot_product_attention): fused QKV, causal mask, softmax,
-    dropout, output projection."""
+    """nanoGPT's attention: fused QKV, causal mask, softmax, dropout,
+    output projection; through torch's fused scaled_dot_product_attention
+    where it has one (2.x), else the explicit path (1.13)."""
 
     def __init__(self, channels, positions, heads, dropout, bias):
         super().__init__()
@@ -122,6 +128,10 @@ class CausalSelfAttention(nn.Module):
         n, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(n, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        if FUSED_ATTENTION:
+            y = nn.functional.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout.p if self.training else 0.0, is_causal=True)
+            return self.proj(y.transpose(1, 2).reshape(n, t, c))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.heads))
         att = self.dropout(att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(dim=-1))
         return self.proj((att @ v).transpose(1, 2).reshape(n, t, c))
@@ -331,6 +341,8 @@ def main():
     parser.add_argument("--serve", action="store_true",
                         help="warm up, print a ready line, then measure on each 'measure VARIANT' "
                         "line of stdin until 'quit' or end of input")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where the twin trains (cuda: fp32 with TF32 off, fused attention)")
     parser.add_argument("--parameters", action="store_true",
                         help="print the parameter count ('total parameters: N') and exit")
     args = parser.parse_args()
@@ -350,6 +362,15 @@ def main():
         return
     if args.steps < 1 or args.repetitions < 1:
         fail("--steps and --repetitions must be at least 1")
+    global FUSED_ATTENTION
+    device = torch.device(args.device)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            fail("--device cuda: torch sees no CUDA GPU")
+        # Both sides in fp32: no TF32 in matrix products or convolutions.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        FUSED_ATTENTION = hasattr(nn.functional, "scaled_dot_product_attention")
     batch = args.batch or deck.get("training", {}).get("batch_size", 128)
     clip_norm = deck.get("training", {}).get("clip_norm", 0.0)
 
@@ -359,6 +380,9 @@ def main():
           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", ""),
           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
           "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", ""),
+          "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+          "tf32": False if args.device == "cuda" else None,
+          "fused_attention": FUSED_ATTENTION,
           "blas": blas_in_process()})
 
     probe = DeckModel(deck)
@@ -387,6 +411,7 @@ def main():
     else:
         x = torch.rand((samples,) + probe.input_shape, generator=generator) * 2 - 1
         y = torch.randint(0, classes, (samples,), generator=generator)
+    x, y = x.to(device), y.to(device)
     del probe
 
     class Variant:
@@ -401,7 +426,7 @@ def main():
             if name.startswith("compiled") and not can_compile:
                 raise RuntimeError(f"PyTorch {torch.__version__} has no torch.compile")
             torch.manual_seed(seed)
-            self.model = DeckModel(deck)
+            self.model = DeckModel(deck).to(device)
             if self.channels_last:
                 self.model = self.model.to(memory_format=torch.channels_last)
             self.model.train()
@@ -415,7 +440,9 @@ def main():
             self.forward_loss = torch.compile(forward_loss) if name.startswith("compiled") else forward_loss
 
         def epoch(self):
-            order = torch.randperm(samples, generator=generator)
+            order = torch.randperm(samples, generator=generator).to(device)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             start = time.perf_counter()
             for s in range(args.steps):
                 index = order[s * batch:(s + 1) * batch]
@@ -428,7 +455,7 @@ def main():
                 if clip_norm > 0:
                     nn.utils.clip_grad_norm_(self.model.parameters(), clip_norm)
                 self.optimizer.step()
-            loss.item()
+            loss.item()  # waits for the device
             return (time.perf_counter() - start) / args.steps
 
         def measure(self):

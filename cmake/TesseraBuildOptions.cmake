@@ -27,6 +27,14 @@ else()
   set(Tessera_EXECUTION_SPACE_NAME ${Tessera_EXECUTION_SPACE})
 endif()
 
+# Whether CUDA builds call cuBLAS (option Tessera_ENABLE_CUBLAS), as a 0 or 1
+# for core/config.hpp.
+if(Tessera_ENABLE_CUBLAS AND Kokkos_ENABLE_CUDA)
+  set(TESSERA_ENABLE_CUBLAS_VALUE 1)
+else()
+  set(TESSERA_ENABLE_CUBLAS_VALUE 0)
+endif()
+
 # The host instruction set Tessera's own kernels are compiled for: empty
 # keeps the compiler's default (x86-64: SSE2, which runs anywhere),
 # `native` targets the CPU of the build machine (AVX2 and FMA, or AVX-512,

@@ -44,8 +44,9 @@ if(_tessera_problem)
 endif()
 tessera_find(KokkosKernels ${Tessera_KOKKOS_MIN_VERSION})
 # CUDA builds take 16-bit products through cuBLAS's cublasGemmEx
-# (kernels/mixed_gemm.hpp), which Kokkos Kernels does not offer.
-if(Kokkos_ENABLE_CUDA)
+# (kernels/mixed_gemm.hpp), which Kokkos Kernels does not offer, unless
+# built with -DTessera_ENABLE_CUBLAS=OFF.
+if(Kokkos_ENABLE_CUDA AND Tessera_ENABLE_CUBLAS)
   tessera_find(CUDAToolkit)
 endif()
 tessera_find(MPI COMPONENTS CXX)

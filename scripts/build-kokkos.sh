@@ -27,7 +27,7 @@ case "$backend" in
   *) echo "usage: $0 [--prefix] <openmp|cuda|hip|clang>" >&2; exit 2 ;;
 esac
 
-# Four settings change the recipe; they are part of the prefix's hash:
+# Five settings change the recipe; they are part of the prefix's hash:
 #   TESSERA_KOKKOS_SOURCE     a directory with Kokkos and Kokkos Kernels release
 #                             sources to build instead of Debian's 3.4.01:
 #                             folders kokkos-<version>/ and kokkos-kernels-<version>/,
@@ -43,12 +43,22 @@ esac
 #   TESSERA_GPU_TOOLCHAIN     "system": use the nvcc or hipcc already on PATH
 #                             instead of installing Debian's; Kokkos Kernels
 #                             then calls cuBLAS or rocBLAS
+#   TESSERA_KOKKOS_VENDOR_LIBRARIES  cuda: "off" builds Kokkos Kernels without
+#                             cuBLAS, cuSPARSE and cuSOLVER, which it otherwise
+#                             calls; for binaries that run where CUDA 11.8's
+#                             libraries are absent (scripts/gpu-bundle.sh)
 cxx_standard="${TESSERA_KOKKOS_CXX_STANDARD:-17}"
 case "$cxx_standard" in
   17|20) ;;
   *) echo "$0: TESSERA_KOKKOS_CXX_STANDARD=${cxx_standard}: use 17 or 20" >&2; exit 2 ;;
 esac
+vendor_libraries="${TESSERA_KOKKOS_VENDOR_LIBRARIES:-on}"
+case "$vendor_libraries" in
+  on|off) ;;
+  *) echo "$0: TESSERA_KOKKOS_VENDOR_LIBRARIES=${vendor_libraries}: use on or off" >&2; exit 2 ;;
+esac
 settings="${TESSERA_KOKKOS_SOURCE:-}|${TESSERA_KOKKOS_ARCH:-}|${TESSERA_GPU_TOOLCHAIN:-}"
+[ "$vendor_libraries" = on ] || settings+="|no-vendor-libraries"
 # The default standard leaves the hash (and so the cached prefixes) as it was.
 [ "$cxx_standard" = 17 ] || settings+="|c++${cxx_standard}"
 recipe_hash=$( (cat "${BASH_SOURCE[0]}"; echo "$settings") | sha256sum | cut -c1-12)
@@ -179,6 +189,10 @@ case "$backend" in
                   -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
                   "-DKokkos_ARCH_${TESSERA_KOKKOS_ARCH:-AMPERE80}=ON")
     kk_args+=(-DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" "${no_eti[@]}")
+    if [ "$vendor_libraries" = off ]; then
+      kk_args+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=OFF -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF
+                -DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF)
+    fi
     ;;
   hip)
     if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then

@@ -15,7 +15,8 @@ while IFS= read -r -d '' file; do
     *.sh) scripts+=("$file") ;;
     *) if head -n1 "$file" 2>/dev/null | grep -qE '^#!(/usr)?/bin/(env )?(ba|da)?sh'; then scripts+=("$file"); fi ;;
   esac
-done < <(find . \( -name .git -o -name 'build' -o -name 'build-*' -o -name output -o -name __pycache__ \) -prune \
+done < <(find . \( -name .git -o -name 'build' -o -name 'build-*' -o -name output -o -name __pycache__ \
+           -o -name gpu-bundle -o -name 'gpu-validate-*' \) -prune \
            -o -type f \( -name '*.sh' -o -path './.ci/*' -o -path './scripts/*' -o -path './bench/*' -o -path './tests/*' \) -print0 | sort -z)
 [ "${#scripts[@]}" -gt 0 ] || { echo "FAIL: no shell scripts found under $source_dir"; exit 1; }
 echo "shellcheck $(shellcheck --version | sed -n 's/^version: //p') on ${#scripts[@]} scripts"

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,6 +19,17 @@
 #include <unistd.h>
 
 namespace tessera::test {
+
+#if defined(TESSERA_SOURCE_DIR)
+// The source tree the tests read (docs, decks, expected skips): the
+// environment's TESSERA_SOURCE_DIR where set (test binaries carried to
+// another machine, scripts/gpu-validate.sh --bundle), else the tree this
+// build was configured from (the tests linking tessera_test_main).
+inline std::string source_dir() {
+  const char* env = std::getenv("TESSERA_SOURCE_DIR");
+  return env && *env ? std::string(env) : std::string(TESSERA_SOURCE_DIR);
+}
+#endif
 
 // The default space, plus Serial where it is enabled beside another backend.
 #if defined(KOKKOS_ENABLE_SERIAL) &&                                    \

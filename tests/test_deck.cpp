@@ -309,8 +309,7 @@ TEST(Deck, NormalisationOnThe0To255ScaleIsCaught) {
 TEST(Deck, EveryShippedDeckParses) {
   int decks = 0;
   for (const auto& dir : {"inputs", "tests/app"}) {
-    for (const auto& entry :
-         std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/" + dir)) {
+    for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/" + dir)) {
       // *.sweep.toml are sweep files (test_sweep parses them).
       const std::string name = entry.path().filename().string();
       if (entry.path().extension() != ".toml" || name.rfind("bad_", 0) == 0 ||
@@ -328,7 +327,7 @@ TEST(Deck, EveryShippedDeckParses) {
 
 // The examples in the deck reference are decks too.
 TEST(Deck, DocumentationExamplesParse) {
-  std::ifstream doc(std::string(TESSERA_SOURCE_DIR) + "/docs/decks.md");
+  std::ifstream doc(test::source_dir() + "/docs/decks.md");
   ASSERT_TRUE(doc) << "docs/decks.md";
   std::string line, block;
   bool inside = false;

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <tessera/core/runtime.hpp>
 
+#include "tessera_test.hpp"
+
 #include <fnmatch.h>
 
 #include <cstdlib>
@@ -75,7 +77,7 @@ class SkipAccounting : public ::testing::EmptyTestEventListener {
     if (!unexpected_.empty())
       std::cout << "tessera tests: " << unexpected_.size()
                 << " skipped test case(s) are not listed for configuration '" << configuration_
-                << "' in " << TESSERA_SOURCE_DIR
+                << "' in " << tessera::test::source_dir()
                 << "/tests/expected_skips.txt: make the case run in this configuration, or "
                    "list it there with the reason\n";
   }
@@ -105,7 +107,7 @@ int main(int argc, char** argv) {
   const std::string configuration = env && *env ? env : TESSERA_TEST_CONFIGURATION;
   auto* accounting = new SkipAccounting(
       configuration,
-      read_expected_skips(std::string(TESSERA_SOURCE_DIR) + "/tests/expected_skips.txt"));
+      read_expected_skips(tessera::test::source_dir() + "/tests/expected_skips.txt"));
   ::testing::UnitTest::GetInstance()->listeners().Append(accounting);  // gtest owns it
   if (const char* inject = std::getenv("TESSERA_TEST_INJECT_SKIP"); inject && *inject)
     ::testing::RegisterTest("SkipAccounting", "InjectedSkip", nullptr, nullptr, __FILE__, __LINE__,

@@ -80,7 +80,7 @@ TEST(Registry, NamesAreUniqueAndFound) {
 
 // docs/decks.md carries the registry's table between two markers.
 TEST(Registry, DeckReferenceListsEveryLayerTypeAsRegistered) {
-  std::ifstream file(std::string(TESSERA_SOURCE_DIR) + "/docs/decks.md");
+  std::ifstream file(test::source_dir() + "/docs/decks.md");
   ASSERT_TRUE(file) << "docs/decks.md";
   const std::string doc{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
   const std::string begin = "<!-- layer types: generated from the layer registry",

@@ -103,7 +103,7 @@ TEST(SweepFile, GridParsesWithDefaults) {
 
 TEST(SweepFile, ShippedSweepFilesParse) {
   // Every shipped sweep file sweeps the MLP deck.
-  const std::string root = TESSERA_SOURCE_DIR;
+  const std::string root = test::source_dir();
   const Deck mlp = load_deck(root + "/inputs/fashion_mnist_mlp.toml");
   int files = 0;
   for (const auto& dir : {"/inputs", "/tests/app"})

@@ -29,7 +29,15 @@ bool is_host(const char* space) {
   return std::strcmp(space, "Host") == 0 || std::strcmp(space, "HostSpace") == 0;
 }
 
+// Kokkos reports a fill with one value (deep_copy(view, value), with or
+// without an execution space) as a copy from that value in host memory,
+// labelled "Scalar" or "(none)".
+bool is_fill(const std::string& source_label) {
+  return source_label == "Scalar" || source_label == "(none)";
+}
+
 void on_allocate(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+  if (size == 0) return;  // holds no memory (see memory_events.hpp)
   Events& e = events();
   std::lock_guard<std::mutex> lock(e.mutex);
   ++e.allocations;
@@ -76,7 +84,13 @@ std::uint64_t MemoryEventCounter::bytes_allocated(const std::string& prefix) con
     if (e.labels[i].rfind(prefix, 0) == 0) bytes += e.sizes[i];
   return bytes;
 }
-std::vector<std::string> MemoryEventCounter::allocation_labels() const { return events().labels; }
+std::vector<std::string> MemoryEventCounter::allocation_labels() const {
+  const Events& e = events();
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < e.labels.size(); ++i)
+    out.push_back(e.labels[i] + " (" + std::to_string(e.sizes[i]) + " bytes)");
+  return out;
+}
 const std::vector<DeepCopyEvent>& MemoryEventCounter::deep_copies() const {
   return events().copies;
 }
@@ -84,7 +98,9 @@ const std::vector<DeepCopyEvent>& MemoryEventCounter::deep_copies() const {
 std::int64_t MemoryEventCounter::host_to_device_copies() const {
   std::int64_t count = 0;
   for (const auto& c : events().copies)
-    if (is_host(c.source_space.c_str()) && !is_host(c.destination_space.c_str())) ++count;
+    if (is_host(c.source_space.c_str()) && !is_host(c.destination_space.c_str()) &&
+        !is_fill(c.source_label))
+      ++count;
   return count;
 }
 

@@ -16,6 +16,8 @@ fi
 # ctest shellcheck lints these with every other script.
 bash -n "$script"
 bash -n "${source_dir}/scripts/build-kokkos.sh"
+bash -n "${source_dir}/scripts/gpu-bundle.sh"
+bash -n "${source_dir}/scripts/gpu-bundle-dry-run.sh"
 expect() {  # expect <status> <message fragment> <args...>
   local status="$1" fragment="$2" out rc=0
   shift 2
@@ -33,3 +35,6 @@ unset TESSERA_KOKKOS_SOURCE TESSERA_KOKKOS_ARCH TESSERA_KOKKOS_CXX_STANDARD TESS
 expect 2 "usage: " rocm
 expect 2 "needs Kokkos 4.x: set TESSERA_KOKKOS_SOURCE" cuda HOPPER90
 expect 2 "no cuda GPU found" cuda
+expect 2 "no such directory or file" --bundle /nonexistent/bundle.tar.xz cuda
+expect 2 "openmp runs a bundle" openmp
+expect 2 "usage: " --bundle

@@ -24,14 +24,21 @@ class MemoryEventCounter {
   MemoryEventCounter(const MemoryEventCounter&) = delete;
   MemoryEventCounter& operator=(const MemoryEventCounter&) = delete;
 
+  // Allocations that hold memory. Zero-byte allocation events are left out:
+  // Kokkos 4's CUDA backend reports one for every team launch that asks for
+  // no level-1 scratch (Kokkos Kernels' gemm on the GPU).
   std::int64_t allocations() const;
   std::uint64_t bytes_allocated() const;
   // Bytes of the allocations whose label starts with `prefix`.
   std::uint64_t bytes_allocated(const std::string& prefix) const;
-  // Labels of the allocations seen, in order (for failure messages).
+  // Labels of the allocations counted, in order, each with its bytes
+  // ("label (N bytes)"), for failure messages.
   std::vector<std::string> allocation_labels() const;
   const std::vector<DeepCopyEvent>& deep_copies() const;
-  // Copies whose source is host memory and destination is not.
+  // Copies whose source is host memory and destination is not. A fill with
+  // one value (Kokkos::deep_copy([exec,] view, value), which Kokkos reports
+  // as a copy from host memory labelled "Scalar" or "(none)") uploads no
+  // data and is not one.
   std::int64_t host_to_device_copies() const;
   void reset();
 };

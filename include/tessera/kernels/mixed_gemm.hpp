@@ -197,7 +197,7 @@ void mixed_gemm(const ExecSpace& exec, const char* trans_a, const char* trans_b,
       impl::mixed_gemm_tiled(exec, trans_a, trans_b, alpha, a, b, beta, c);
       return;
     case MixedGemmMethod::vendor:
-#if defined(KOKKOS_ENABLE_CUDA)
+#if defined(KOKKOS_ENABLE_CUDA) && TESSERA_ENABLE_CUBLAS
       if constexpr (impl::has_vendor_mixed_gemm<ExecSpace>() && std::is_same<TA, TB>::value &&
                     !std::is_same<TA, float>::value) {
         impl::mixed_gemm_cublas(exec, trans_a, trans_b, alpha, a, b, beta, c);
@@ -205,7 +205,8 @@ void mixed_gemm(const ExecSpace& exec, const char* trans_a, const char* trans_b,
       }
 #endif
       throw Error(std::string(fn) +
-                  ": method vendor needs the CUDA backend and A and B of one 16-bit type; "
+                  ": method vendor needs the CUDA backend with cuBLAS (Tessera_ENABLE_CUBLAS) "
+                  "and A and B of one 16-bit type; "
                   "use automatic, widen_blas or tiled");
     case MixedGemmMethod::automatic:
       break;
