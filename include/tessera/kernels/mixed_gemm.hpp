@@ -15,6 +15,7 @@
 #pragma once
 
 #include <tessera/core/compat.hpp>
+#include <tessera/core/config.hpp>
 #include <tessera/core/enum_names.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/precision.hpp>
@@ -197,7 +198,7 @@ void mixed_gemm(const ExecSpace& exec, const char* trans_a, const char* trans_b,
       impl::mixed_gemm_tiled(exec, trans_a, trans_b, alpha, a, b, beta, c);
       return;
     case MixedGemmMethod::vendor:
-#if defined(KOKKOS_ENABLE_CUDA) && TESSERA_ENABLE_CUBLAS
+#if TESSERA_ENABLE_CUBLAS
       if constexpr (impl::has_vendor_mixed_gemm<ExecSpace>() && std::is_same<TA, TB>::value &&
                     !std::is_same<TA, float>::value) {
         impl::mixed_gemm_cublas(exec, trans_a, trans_b, alpha, a, b, beta, c);

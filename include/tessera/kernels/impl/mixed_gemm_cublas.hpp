@@ -1,8 +1,9 @@
 // The vendor method of mixed_gemm.hpp on NVIDIA GPUs: cuBLAS's
 // cublasGemmEx with 16-bit inputs and float output and compute, on the
-// stream of the caller's Kokkos::Cuda instance. Empty without the CUDA
-// backend, and in CUDA builds configured with -DTessera_ENABLE_CUBLAS=OFF
-// (core/config.hpp's TESSERA_ENABLE_CUBLAS), which take the tiled method.
+// stream of the caller's Kokkos::Cuda instance. Empty unless
+// core/config.hpp's TESSERA_ENABLE_CUBLAS is 1: without the CUDA backend,
+// and in CUDA builds configured with -DTessera_ENABLE_CUBLAS=OFF, which
+// take the tiled method.
 // AMD GPUs have no vendor path: Debian packages no rocBLAS to build against,
 // so HIP takes the tiled method.
 #pragma once
@@ -13,7 +14,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/gemm_operand.hpp>
 
-#if defined(KOKKOS_ENABLE_CUDA) && TESSERA_ENABLE_CUBLAS
+#if TESSERA_ENABLE_CUBLAS
 #include <cublas_v2.h>
 #endif
 
@@ -21,7 +22,7 @@
 
 namespace tessera::kernels::impl {
 
-#if defined(KOKKOS_ENABLE_CUDA) && TESSERA_ENABLE_CUBLAS
+#if TESSERA_ENABLE_CUBLAS
 template <class T>
 constexpr cudaDataType cuda_type() {
   return std::is_same<T, bf16>::value ? CUDA_R_16BF : CUDA_R_16F;
@@ -65,7 +66,7 @@ void mixed_gemm_cublas(const Kokkos::Cuda& exec, const char* trans_a, const char
 
 template <class ExecSpace>
 constexpr bool has_vendor_mixed_gemm() {
-#if defined(KOKKOS_ENABLE_CUDA) && TESSERA_ENABLE_CUBLAS
+#if TESSERA_ENABLE_CUBLAS
   return std::is_same<ExecSpace, Kokkos::Cuda>::value;
 #else
   return false;
