@@ -198,18 +198,21 @@ if [ "$backend" = cuda ]; then
   trap 'kill "$memory_sampler" 2>/dev/null || true' EXIT
 fi
 
-# The decks, each bounded: its name, deck file, and --set overrides. The
-# wide MLP is bench/cases.txt's mlp-512-256.
+# The decks, each bounded: the benchmark cases of bench/cases.txt (name,
+# deck file, --set overrides), the token deck reading the token files of
+# TESSERA_TOKEN_DIR.
 tokens="${TESSERA_TOKEN_DIR}"
-deck_names=(mlp mlp-512-256 cnn resnet gpt)
-declare -A deck_file=(
-  [mlp]=inputs/fashion_mnist_mlp.toml [mlp-512-256]=inputs/fashion_mnist_mlp.toml
-  [cnn]=inputs/fashion_mnist_cnn.toml [resnet]=inputs/fashion_mnist_resnet.toml
-  [gpt]=inputs/tiny_gpt.toml)
-declare -A deck_sets=(
-  [mlp]="" [mlp-512-256]="model.layers[0].units=512 model.layers[2].units=256"
-  [cnn]="" [resnet]=""
-  [gpt]="data.train_tokens=${tokens}/devil.train.bin data.test_tokens=${tokens}/devil.val.bin")
+deck_names=()
+declare -A deck_file=() deck_sets=()
+while IFS='|' read -r name file sets _; do
+  case "$name" in '' | '#'*) continue ;; esac
+  deck_names+=("$name")
+  deck_file[$name]="$file"
+  deck_sets[$name]="$sets"
+  if [ "$file" = inputs/tiny_gpt.toml ]; then
+    deck_sets[$name]+=" data.train_tokens=${tokens}/devil.train.bin data.test_tokens=${tokens}/devil.val.bin"
+  fi
+done < "${TESSERA_ROOT}/bench/cases.txt"
 # deck_args <name> <extra sets...>: the deck file and its --set arguments.
 deck_args() {
   local name="$1" o
