@@ -31,6 +31,28 @@ inline std::string source_dir() {
 }
 #endif
 
+// Restores an environment variable as it was when the guard was made.
+class EnvironmentGuard {
+ public:
+  explicit EnvironmentGuard(std::string name) : name_(std::move(name)) {
+    const char* value = std::getenv(name_.c_str());
+    set_ = value != nullptr;
+    if (set_) value_ = value;
+  }
+  ~EnvironmentGuard() {
+    if (set_)
+      ::setenv(name_.c_str(), value_.c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  EnvironmentGuard(const EnvironmentGuard&) = delete;
+  EnvironmentGuard& operator=(const EnvironmentGuard&) = delete;
+
+ private:
+  std::string name_, value_;
+  bool set_ = false;
+};
+
 // The default space, plus Serial where it is enabled beside another backend.
 #if defined(KOKKOS_ENABLE_SERIAL) &&                                    \
     (defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS) || \

@@ -438,9 +438,34 @@ TEST(Deck, DataPathsExpandTesseraDataDir) {
     ::setenv("TESSERA_DATA_DIR", previous.c_str(), 1);
   else
     ::unsetenv("TESSERA_DATA_DIR");
-  expect_deck_error("other_variable",
-                    test::replace_once(valid_deck, "\"a\"", "\"${HOME}/train.gz\""), 6, 16,
-                    "data.train_images", "only ${TESSERA_DATA_DIR} is expanded");
+  expect_deck_error(
+      "other_variable", test::replace_once(valid_deck, "\"a\"", "\"${HOME}/train.gz\""), 6, 16,
+      "data.train_images", "only ${TESSERA_DATA_DIR} or ${TESSERA_TOKEN_DIR} are expanded");
+}
+
+// One rule for every shipped deck: image data under ${TESSERA_DATA_DIR},
+// token files under ${TESSERA_TOKEN_DIR}, each moved by its variable alone.
+TEST(Deck, ShippedDecksFindTheirDataThroughTheDataVariables) {
+  const test::EnvironmentGuard data("TESSERA_DATA_DIR"), tokens("TESSERA_TOKEN_DIR");
+  ::setenv("TESSERA_DATA_DIR", "/scratch/images", 1);
+  ::setenv("TESSERA_TOKEN_DIR", "/scratch/tokens", 1);
+  int decks = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/inputs")) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() != ".toml" || path.find(".sweep.") != std::string::npos) continue;
+    const Deck deck = load_deck(path);
+    ASSERT_FALSE(deck.data_files.empty()) << path;
+    const std::string expected =
+        deck.data_format == "tokens" ? "/scratch/tokens/" : "/scratch/images/";
+    for (const auto& f : deck.data_files)
+      EXPECT_EQ(f.path.rfind(expected, 0), 0u) << path << ": data." << f.key << " = " << f.path;
+    ++decks;
+  }
+  EXPECT_GE(decks, 4);
+  ::unsetenv("TESSERA_TOKEN_DIR");
+  const Deck gpt = load_deck(test::source_dir() + "/inputs/tiny_gpt.toml");
+  EXPECT_EQ(gpt.train_tokens, std::string(default_token_dir) + "/devil.train.bin");
+  EXPECT_EQ(data_dir("TESSERA_TOKEN_DIR"), default_token_dir);
 }
 
 TEST(Deck, Hdf5DataKeys) {
@@ -468,9 +493,9 @@ TEST(Deck, Hdf5DataKeys) {
   expect_deck_error("idx_streaming",
                     test::replace_once(valid_deck, "test_labels = \"d\"",
                                        "test_labels = \"d\"\nstreaming = true"),
-                    10, 1, "data.streaming", "does not apply to type 'idx'; it applies to: hdf5");
+                    10, 1, "data.streaming", "does not apply to format 'idx'; it applies to: hdf5");
   expect_deck_error("hdf5_idx_key", hdf5_data + "train_images = \"a\"\n\n" + text, 5, 1,
-                    "data.train_images", "does not apply to type 'hdf5'; it applies to: idx");
+                    "data.train_images", "does not apply to format 'hdf5'; it applies to: idx");
   expect_deck_error("hdf5_missing_file",
                     "[data]\nformat = \"hdf5\"\ntrain_file = \"t.h5\"\n\n" + text, 1, 1,
                     "data.test_file", "required key is missing");
@@ -478,7 +503,39 @@ TEST(Deck, Hdf5DataKeys) {
                     test::replace_once(valid_deck, "test_labels = \"d\"",
                                        "test_labels = \"d\"\nimages_dataset = \"x\""),
                     10, 1, "data.images_dataset",
-                    "does not apply to type 'idx'; it applies to: hdf5");
+                    "does not apply to format 'idx'; it applies to: hdf5");
+}
+
+// --set data.format=F runs an IDX deck on HDF5 (or tokens) data: the deck's
+// keys of its own format give way; those given with --set stay, and are
+// still checked against the new format.
+TEST(Deck, SetDataFormatSwitchesTheDeckToAnotherFormat) {
+  const Deck hdf5 = parse_deck(valid_deck, "switch.toml",
+                               {"data.format=hdf5", "data.train_file=t.h5", "data.test_file=v.h5"});
+  EXPECT_EQ(hdf5.data_format, "hdf5");
+  EXPECT_EQ(hdf5.train_file, "t.h5");
+  ASSERT_EQ(hdf5.data_files.size(), 2u);
+  EXPECT_TRUE(hdf5.train_images.empty());
+  // Without the switch the deck's format stays, and a key of another format
+  // is still an error.
+  try {
+    parse_deck(valid_deck, "switch.toml", {"data.train_file=t.h5"});
+    ADD_FAILURE() << "a key of another format was accepted";
+  } catch (const DeckError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.train_file: does not apply to format 'idx'"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    parse_deck(
+        valid_deck, "switch.toml",
+        {"data.format=hdf5", "data.train_file=t.h5", "data.test_file=v.h5", "data.train_images=a"});
+    ADD_FAILURE() << "an IDX key given with --set was dropped";
+  } catch (const DeckError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.train_images: does not apply to format 'hdf5'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Deck, SyntaxError) {

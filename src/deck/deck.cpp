@@ -258,6 +258,44 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   return parse_deck(text, path, overrides);
 }
 
+namespace {
+
+// The [data] keys that belong to some formats only.
+const std::vector<impl::Reader::KeyUse>& data_format_keys() {
+  static const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"}, tokens{"tokens"},
+      pixels{"idx", "hdf5"};
+  static const std::vector<impl::Reader::KeyUse> keys{
+      {"train_images", idx},     {"train_labels", idx},      {"test_images", idx},
+      {"test_labels", idx},      {"train_file", hdf5},       {"test_file", hdf5},
+      {"images_dataset", hdf5},  {"labels_dataset", hdf5},   {"streaming", hdf5},
+      {"max_resident_mb", hdf5}, {"train_tokens", tokens},   {"test_tokens", tokens},
+      {"token_type", tokens},    {"normalize_mean", pixels}, {"normalize_std", pixels}};
+  return keys;
+}
+
+// --set data.format=F switches the deck's data to format F: the keys the
+// deck wrote for its own format that F does not use are dropped (the
+// files of the new format come with --set too), so that one deck runs on
+// IDX, HDF5 or streamed data from the command line.
+void switch_data_format(toml::table& root, const std::vector<std::string>& overrides) {
+  std::set<std::string> set_keys;
+  bool switched = false;
+  for (const auto& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    set_keys.insert(key);
+    switched = switched || key == "data.format";
+  }
+  toml::table* data = root.get_as<toml::table>("data");
+  const auto* format = data ? data->get_as<std::string>("format") : nullptr;
+  if (!switched || !format) return;
+  for (const auto& use : data_format_keys())
+    if (std::find(use.types.begin(), use.types.end(), format->get()) == use.types.end() &&
+        !set_keys.count("data." + use.key))
+      data->erase(use.key);
+}
+
+}  // namespace
+
 Deck parse_deck(const std::string& text, const std::string& path,
                 const std::vector<std::string>& overrides) {
   Deck deck;
@@ -274,6 +312,7 @@ Deck parse_deck(const std::string& text, const std::string& path,
     throw DeckError(os.str());
   }
   for (const auto& o : overrides) impl::apply_override(root, o);
+  switch_data_format(root, overrides);
   const Reader r(path);
   r.only_keys(root, "",
               {"run", "data", "model", "loss", "optimizer", "schedule", "training", "precision",
@@ -297,23 +336,7 @@ Deck parse_deck(const std::string& text, const std::string& path,
                "token_type", "normalize_mean", "normalize_std", "validation_split", "train_samples",
                "test_samples", "streaming", "max_resident_mb"});
   deck.data_format = r.choice(data, "data.", "format", "idx", {"idx", "hdf5", "tokens"});
-  const std::vector<std::string> idx{"idx"}, hdf5{"hdf5"}, tokens{"tokens"}, pixels{"idx", "hdf5"};
-  r.keys_for_type(data, "data.", deck.data_format,
-                  {{"train_images", idx},
-                   {"train_labels", idx},
-                   {"test_images", idx},
-                   {"test_labels", idx},
-                   {"train_file", hdf5},
-                   {"test_file", hdf5},
-                   {"images_dataset", hdf5},
-                   {"labels_dataset", hdf5},
-                   {"streaming", hdf5},
-                   {"max_resident_mb", hdf5},
-                   {"train_tokens", tokens},
-                   {"test_tokens", tokens},
-                   {"token_type", tokens},
-                   {"normalize_mean", pixels},
-                   {"normalize_std", pixels}});
+  r.keys_for_type(data, "data.", deck.data_format, data_format_keys(), "format");
   using FileKey = std::pair<const char*, std::string*>;
   const std::vector<FileKey> files =
       deck.data_format == "idx" ? std::vector<FileKey>{{"train_images", &deck.train_images},
@@ -509,14 +532,19 @@ Deck parse_deck(const std::string& text, const std::string& path,
   return deck;
 }
 
-std::string data_dir() {
-  const char* dir = std::getenv("TESSERA_DATA_DIR");
-  return dir && *dir ? dir : default_data_dir;
+std::string data_dir(const std::string& variable) {
+  for (const DataDirectory& d : data_directories) {
+    if (variable != d.variable) continue;
+    const char* dir = std::getenv(d.variable);
+    return dir && *dir ? dir : d.default_value;
+  }
+  throw Error("tessera::data_dir: '" + variable + "' is not a data directory variable");
 }
 
 std::string expand_data_path(const std::string& path) {
-  static const std::string variable = "${TESSERA_DATA_DIR}";
-  std::string out;
+  std::string out, known;
+  for (const DataDirectory& d : data_directories)
+    known += (known.empty() ? "${" : " or ${") + std::string(d.variable) + "}";
   for (std::size_t at = 0; at < path.size();) {
     const std::size_t open = path.find("${", at);
     if (open == std::string::npos) {
@@ -524,12 +552,18 @@ std::string expand_data_path(const std::string& path) {
       break;
     }
     out += path.substr(at, open - at);
-    if (path.compare(open, variable.size(), variable) != 0)
-      throw DeckError("'" + path +
-                      "': only ${TESSERA_DATA_DIR} is expanded in data paths (found '" +
-                      path.substr(open, path.find('}', open) - open + 1) + "')");
-    out += data_dir();
-    at = open + variable.size();
+    const std::size_t close = path.find('}', open);
+    const std::string name =
+        close == std::string::npos ? "" : path.substr(open + 2, close - open - 2);
+    const auto found = std::find_if(std::begin(data_directories), std::end(data_directories),
+                                    [&](const DataDirectory& d) { return name == d.variable; });
+    if (found == std::end(data_directories))
+      throw DeckError(
+          "'" + path + "': only " + known + " are expanded in data paths (found '" +
+          path.substr(open, close == std::string::npos ? std::string::npos : close - open + 1) +
+          "')");
+    out += data_dir(name);
+    at = close + 1;
   }
   return out;
 }

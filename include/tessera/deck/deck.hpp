@@ -113,12 +113,30 @@ Deck parse_deck(const std::string& text, const std::string& path,
 // location of the key otherwise.
 void check_data_files(const Deck& deck);
 
-// Data paths in decks may start with ${TESSERA_DATA_DIR}: the environment
-// variable of that name, or default_data_dir where it is unset or empty (the
-// directory of Debian's dataset-fashion-mnist package). No other variable is
-// expanded; another ${...} is an error (DeckError with the path).
-inline constexpr const char* default_data_dir = "/usr/share/datasets/fashion-mnist";
-std::string data_dir();
+// Data paths in decks may use two variables, one per kind of data, each the
+// environment variable of that name or its default where it is unset or
+// empty:
+//   ${TESSERA_DATA_DIR}   image datasets: Fashion-MNIST's IDX files and the
+//                         HDF5 files made from them (default: the directory
+//                         of Debian's dataset-fashion-mnist package);
+//   ${TESSERA_TOKEN_DIR}  token files (tessera-tokenize's output; default
+//                         where scripts/setup.sh writes them).
+// No other variable is expanded; another ${...} is an error (DeckError with
+// the path and the variables there are). A relative path is relative to
+// the working directory.
+struct DataDirectory {
+  const char* variable;
+  const char* default_value;
+  const char* holds;
+};
+inline constexpr DataDirectory data_directories[] = {
+    {"TESSERA_DATA_DIR", "/usr/share/datasets/fashion-mnist", "image datasets"},
+    {"TESSERA_TOKEN_DIR", "/var/lib/tessera", "token files"}};
+inline constexpr const char* default_data_dir = data_directories[0].default_value;
+inline constexpr const char* default_token_dir = data_directories[1].default_value;
+// The directory `variable` stands for: the environment's value, or its
+// default.
+std::string data_dir(const std::string& variable = "TESSERA_DATA_DIR");
 std::string expand_data_path(const std::string& path);
 
 }  // namespace tessera
