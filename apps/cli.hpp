@@ -17,15 +17,26 @@
 
 namespace tessera::app {
 
+// The rank a launcher gives each process, by launcher.
+inline constexpr const char* launcher_rank_variables[] = {
+    "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK"};
+
 // Whether this process is the first of an MPI job (or not under a launcher).
 // Read from the launchers' environment, since MPI is not started yet when the
 // command line is parsed: under mpiexec only the first rank prints help.
 inline bool first_rank() {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK"}) {
+  for (const char* name : launcher_rank_variables)
     if (const char* value = std::getenv(name)) return std::string(value) == "0";
-  }
   return true;
+}
+
+// Whether a launcher (mpiexec, srun) started this process: its output then
+// goes through the launcher, a pty or a pipe to the job's log, never straight
+// to a user's terminal.
+inline bool under_launcher() {
+  for (const char* name : launcher_rank_variables)
+    if (std::getenv(name)) return true;
+  return false;
 }
 
 inline bool is_kokkos_option(const std::string& arg) { return arg.rfind("--kokkos-", 0) == 0; }

@@ -9,7 +9,6 @@
 #include <tessera/core/runtime.hpp>
 #include <tessera/layers/registry.hpp>
 
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -60,6 +59,8 @@ struct CommandLine {
   bool list_layers = false;
   std::vector<std::string> overrides;
   std::string restart;
+  bool overwrite = false;
+  std::string progress = "auto";
   std::string fault_text;
   Fault fault;
 };
@@ -80,6 +81,11 @@ void declare_options(CLI::App& app, CommandLine& cl) {
   app.add_option("--restart", cl.restart,
                  "resume from a checkpoint: a file, a directory (its latest), or 'latest' (the "
                  "newest in the deck's checkpoint.directory)");
+  app.add_flag("--overwrite", cl.overwrite,
+               "start a new run in an output folder that holds an earlier run: remove its "
+               "metrics.jsonl and checkpoints first (without it such a run is refused)");
+  app.add_option("--progress", cl.progress, tessera::app::progress_modes_help)
+      ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_option("--inject-fault", cl.fault_text,
                  "testing: make one rank fail, data@RANK (cannot read its data) or step:N@RANK "
                  "(fails after optimizer step N)")
@@ -125,7 +131,8 @@ std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator&
                              ": cannot read (fault injected by --inject-fault)");
       }
     };
-    run->prepare(cl.restart, hooks);
+    run->prepare(cl.restart, hooks, nullptr,
+                 cl.overwrite ? tessera::EarlierRun::replace : tessera::EarlierRun::refuse);
     if (root) {
       std::cout << run->data_description() << "\nmetrics: " << run->metrics_path() << "\n";
       if (!run->resumed_from().empty()) std::cout << run->resumed_from() << "\n";
@@ -150,12 +157,13 @@ std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator&
 // Trains with a progress display and prints the test results; the exit
 // status: 0, or 1 for a failure every rank saw (one only this rank saw
 // aborts the job).
-int train(tessera::Run& run, const Fault& fault, const std::string& who) {
+int train(tessera::Run& run, const CommandLine& cl, const std::string& who) {
   const tessera::Deck& deck = run.deck();
+  const Fault& fault = cl.fault;
   const int ranks = run.comm().size();
   const bool root = run.comm().rank() == 0;
-  tessera::app::Progress progress(root, ::isatty(STDOUT_FILENO) == 1, run.steps_per_epoch(),
-                                  deck.training.epochs);
+  tessera::app::Progress progress(root, tessera::app::progress_bar(cl.progress),
+                                  run.steps_per_epoch(), deck.training.epochs);
   tessera::RunCallbacks callbacks;
   const std::int64_t samples = run.training_data().size();
   callbacks.on_step = [&](const tessera::StepReport& r) {
@@ -168,12 +176,16 @@ int train(tessera::Run& run, const Fault& fault, const std::string& who) {
   callbacks.log = [&](const std::string& line) {
     if (!progress.terminal()) std::cout << line << std::endl;
   };
+  callbacks.evaluating = [&](const std::string& set, std::int64_t done, std::int64_t total) {
+    progress.evaluating(set, done, total);
+  };
   callbacks.on_epoch = [&](const tessera::EpochSummary& e) {
     progress.end_epoch();
     std::cout << tessera::epoch_line(e, ranks) << std::endl;
   };
   try {
     const tessera::RunResult result = run.train(callbacks);
+    progress.end_epoch();
     if (root)
       std::cout << std::fixed << std::setprecision(4) << "test loss " << result.test.loss
                 << "\ntest accuracy: " << result.test.accuracy << std::endl;
@@ -218,5 +230,5 @@ int main(int argc, char** argv) {
                               : "tessera-train: ";
   std::unique_ptr<tessera::Run> run;
   if (const auto status = start_run(cl, world, who, run)) return *status;
-  return train(*run, cl.fault, who);
+  return train(*run, cl, who);
 }

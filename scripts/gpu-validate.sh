@@ -93,6 +93,9 @@ note "$gpu"
 out="${TESSERA_VALIDATE_DIR:-${TESSERA_ROOT}/gpu-validate-${backend}}"
 mkdir -p "$out/logs" "$out/reports"
 out=$(cd "$out" && pwd)
+# The training runs of an earlier validation here are replaced (an output
+# folder holds one run).
+rm -rf "$out/runs"
 summary="$out/summary.md"
 budget="${TESSERA_VALIDATE_SECONDS:-480}"
 wanted=",${TESSERA_VALIDATE_STEPS:-unit,train,bench,pytorch,ranks,memcheck},"

@@ -4,8 +4,10 @@
     python3 scripts/plot_metrics.py output/<run>/metrics.jsonl [-o curves.png]
 
 The PNG shows the per-step training loss with the per-epoch test loss, and
-the per-epoch training and test accuracy. When the file holds several runs
-(it is appended to), the last one is plotted.
+the per-epoch training and test accuracy. A run restarted from a checkpoint
+is plotted whole, its pieces joined at the checkpoint's step; of a file that
+holds several runs (written before an output folder held one run only),
+the last.
 """
 import argparse
 import json
@@ -13,9 +15,19 @@ import os
 import sys
 
 
-def load_last_run(path):
+def load_run(path):
+    """The per-step and per-epoch records of the file's last run, joined
+    across its restarts.
+
+    A "run" record starts a new run unless a "restart" record follows it: a
+    restart continues the records before it, cut at the checkpoint's step
+    (and its completed epochs), so that steps trained after the checkpoint
+    and then trained again appear once. A "run" record with nothing after it
+    (a run that stopped before training, in files written before such runs
+    left no record) does not end the run before it.
+    """
     steps, epochs = [], []
-    previous = ([], [])
+    new_run = False
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
@@ -27,16 +39,17 @@ def load_last_run(path):
                 sys.exit(f"{path}:{number}: not a JSON line: {e}")
             kind = record.get("type")
             if kind == "run":
-                previous = (steps, epochs)
-                steps, epochs = [], []
+                new_run = True
             elif kind == "restart":
-                # A resumed run continues the run before it, from its step.
-                steps = [s for s in previous[0] if s["step"] <= record["step"]] + steps
-                epochs = previous[1] + epochs
-            elif kind == "step":
-                steps.append(record)
-            elif kind == "epoch":
-                epochs.append(record)
+                new_run = False
+                steps = [s for s in steps if s["step"] <= record["step"]]
+                if "epoch" in record:
+                    epochs = [e for e in epochs if e["epoch"] <= record["epoch"]]
+            elif kind in ("step", "epoch"):
+                if new_run:
+                    steps, epochs = [], []
+                    new_run = False
+                (steps if kind == "step" else epochs).append(record)
     if not steps:
         sys.exit(f"{path}: no training steps recorded")
     return steps, epochs
@@ -54,7 +67,7 @@ def main():
     except ImportError:
         sys.exit("plot_metrics.py needs matplotlib: apt-get install python3-matplotlib")
 
-    steps, epochs = load_last_run(args.metrics)
+    steps, epochs = load_run(args.metrics)
     output = args.output or os.path.join(os.path.dirname(args.metrics), "curves.png")
     steps_per_epoch = max(1, len(steps) // max(1, len(epochs)))
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Set up a Debian 12 machine for Tessera, build it, and run the main job.
 #
-#   scripts/setup.sh train [deck]  packages, Kokkos, build, then train the default deck
+#   scripts/setup.sh train [deck [tessera-train options]]
+#                                  packages, Kokkos, build, then train the default deck
+#                                  (a second run into the same output folder needs
+#                                  --overwrite, --restart latest or another run.output_dir)
 #   scripts/setup.sh test          packages, Kokkos, build, then the whole test suite (ctest)
 #   scripts/setup.sh build         packages, Kokkos, build the library and apps only
 #   scripts/setup.sh bench         packages (with python3-torch), PyTorch 2.x from PyPI in a
@@ -13,7 +16,10 @@
 #   TESSERA_DEPS_DIR   cached dependency prefixes (default: /opt/tessera-deps)
 #   TESSERA_JOBS       parallel build jobs        (default: nproc)
 #   TESSERA_CCACHE     0: build without ccache    (default: ccache, from Debian)
-#   TESSERA_DATA_DIR   byte-level token files     (default: /var/lib/tessera)
+#   TESSERA_TOKEN_DIR  byte-level token files, written here once and read by
+#                      decks as ${TESSERA_TOKEN_DIR} (default: /var/lib/tessera;
+#                      TESSERA_DATA_DIR, Fashion-MNIST for the decks, is
+#                      Debian's package's directory unless set)
 #   TESSERA_KOKKOS_SOURCE, TESSERA_KOKKOS_CXX_STANDARD
 #                      Kokkos release sources instead of Debian's 3.4.01, and
 #                      the C++ standard of Kokkos and Tessera (17 or 20; see
@@ -23,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 action="${1:-build}"
 case "$action" in
   train|test|build|bench) ;;
-  *) echo "usage: $0 <train [deck.toml]|test|build|bench>" >&2; exit 2 ;;
+  *) echo "usage: $0 <train [deck.toml [tessera-train options]]|test|build|bench>" >&2; exit 2 ;;
 esac
 build_dir="${TESSERA_BUILD_DIR:-${TESSERA_ROOT}/build}"
 
@@ -89,11 +95,11 @@ note "built in $(( $(date +%s) - build_start )) s"
 # inputs/tiny_gpt.toml trains on The Devil's Dictionary (Ambrose Bierce,
 # public domain; Debian's dict-devil), one token per byte, its last tenth
 # held out.
-data_dir="${TESSERA_DATA_DIR:-/var/lib/tessera}"
-if [ ! -s "${data_dir}/devil.val.bin" ]; then
-  step "Byte-level tokens of The Devil's Dictionary (${data_dir})"
-  as_root mkdir -p "$data_dir"
-  as_root "${build_dir}/apps/tessera-tokenize" /usr/share/dictd/devil.dict.dz --out "${data_dir}/devil" \
+token_dir="${TESSERA_TOKEN_DIR:-/var/lib/tessera}"
+if [ ! -s "${token_dir}/devil.val.bin" ]; then
+  step "Byte-level tokens of The Devil's Dictionary (${token_dir})"
+  as_root mkdir -p "$token_dir"
+  as_root "${build_dir}/apps/tessera-tokenize" /usr/share/dictd/devil.dict.dz --out "${token_dir}/devil" \
     || die "tessera-tokenize failed"
 fi
 
@@ -104,7 +110,7 @@ case "$action" in
   train)
     deck="${2:-${TESSERA_ROOT}/inputs/fashion_mnist_mlp.toml}"
     step "train ${deck}"
-    "${build_dir}/apps/tessera-train" "$deck"
+    "${build_dir}/apps/tessera-train" "$deck" "${@:3}"
     ;;
   bench)
     step "Tessera against PyTorch (bench/side_by_side.sh)"

@@ -197,7 +197,33 @@ void Run::require_resident(const std::string& file) const {
                   " MiB; set data.streaming = true to read them from the file batch by batch");
 }
 
-void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache) {
+// The files of an earlier run in this run's output folder: its metrics and
+// its checkpoints. A new run refuses them, or with EarlierRun::replace
+// returns them to be removed once the run is known to be valid.
+std::vector<std::string> Run::earlier_run(EarlierRun policy) const {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  std::error_code ec;
+  const std::string metrics = deck_.run.output_dir + "/metrics.jsonl";
+  if (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0) files.push_back(metrics);
+  const std::vector<std::string> checkpoints = outputs_->checkpoints->checkpoints();
+  files.insert(files.end(), checkpoints.begin(), checkpoints.end());
+  const std::string latest = deck_.run.checkpoint.directory + "/latest";
+  if (fs::exists(latest, ec)) files.push_back(latest);
+  if (files.empty() || policy == EarlierRun::replace) return files;
+  std::ostringstream os;
+  os << "tessera::Run: " << deck_.run.output_dir << " holds an earlier run (";
+  if (files.front() == metrics) os << metrics << (checkpoints.empty() ? "" : ", ");
+  if (!checkpoints.empty())
+    os << checkpoints.size() << " checkpoint(s) in " << deck_.run.checkpoint.directory
+       << ", the newest " << fs::path(checkpoints.back()).filename().string();
+  os << "); a new run does not mix with it: continue it with --restart latest, write "
+        "elsewhere with --set run.output_dir=DIR, or replace it with --overwrite";
+  throw DeckError(os.str());
+}
+
+void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache,
+                  EarlierRun earlier_run_policy) {
   TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
   const Communicator& comm = *comm_;
   const bool root = comm.rank() == 0;
@@ -289,29 +315,16 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
     }
   });
 
-  // Metrics come from rank 0 only.
+  // A new run's output folder holds no other run's metrics or checkpoints.
   Outputs& out = *outputs_;
   out.metrics_path = deck_.run.output_dir + "/metrics.jsonl";
-  agree(comm, [&] {
-    if (!root) return;
-    std::error_code made;
-    std::filesystem::create_directories(deck_.run.output_dir, made);
-    if (!made) out.metrics.open(out.metrics_path, std::ios::app);
-    if (made || !out.metrics)
-      throw DeckError("tessera::Run: cannot write metrics to " + out.metrics_path + ": " +
-                      (made ? made.message() : std::string("cannot open the file")) +
-                      " (set run.output_dir to a writable directory)");
-  });
-  record(json{{"type", "run"},
-              {"deck", deck_.path},
-              {"overrides", deck_.overrides},
-              {"build", build_description()},
-              {"ranks", comm.size()},
-              {"epochs", deck_.training.epochs},
-              {"batch_size", deck_.training.batch_size},
-              {"accumulation_steps", deck_.training.accumulation_steps},
-              {"seed", deck_.training.seed}}
-             .dump());
+  out.checkpoints = std::make_unique<CheckpointDirectory>(deck_.run.checkpoint.directory,
+                                                          deck_.run.checkpoint.keep);
+  std::vector<std::string> earlier;  // what --overwrite removes
+  if (restart.empty())
+    agree(comm, [&] {
+      if (root) earlier = earlier_run(earlier_run_policy);
+    });
 
   // Every rank initialised the same weights from the seed; rank 0's are
   // broadcast anyway and the replicas compared, so no rank starts apart.
@@ -324,12 +337,13 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
   for (const auto& r : replicas_) replicas.push_back(r.get());
   trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm, pipeline_.get(),
                                        replicas);
-  out.checkpoints = std::make_unique<CheckpointDirectory>(deck_.run.checkpoint.directory,
-                                                          deck_.run.checkpoint.keep);
 
   // Resume: every rank loads the same file, so the replicas stay equal.
+  std::string restart_from, saved_schedule;
+  float saved_lr = 0;
+  json schedule_change;
   if (!restart.empty()) {
-    std::string from;
+    std::string& from = restart_from;
     agree(comm, [&] {
       from = restart == "latest" ? out.checkpoints->resolve("latest") : resolve_checkpoint(restart);
       const CheckpointInfo saved = read_checkpoint_info(from);
@@ -357,6 +371,8 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
       if (saved.has_loss_scale && deck_.training.loss_scaling.dynamic)
         trainer_->set_loss_scale(LossScaleState{saved.loss_scale, saved.loss_scale_good_steps});
       cursor_ = saved.cursor;
+      saved_schedule = saved.schedule;
+      saved_lr = saved.lr;
       if (root) out.history = saved.metrics;
     });
     require_same_weights_on_every_rank(comm, model_->parameters().values(),
@@ -366,12 +382,74 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
     std::ostringstream os;
     os << "resuming from " << from << ": epoch " << cursor_.epoch + 1 << ", step " << cursor_.batch
        << " of " << steps_per_epoch() << " in it, " << cursor_.step << " optimizer steps taken";
+    // A restart with other epochs (or samples, or schedule settings)
+    // moves the schedule under the run: the learning rate jumps. Said, and
+    // recorded, never silent.
+    if (!saved_schedule.empty() && saved_schedule != schedule_text()) {
+      const std::int64_t steps = steps_per_epoch();
+      const float next =
+          deck_.training.schedule.lr(cursor_.step, steps, deck_.training.epochs * steps);
+      os << std::setprecision(4) << "\nnote: the deck's schedule (" << schedule_text()
+         << ") is not the checkpoint's (" << saved_schedule << "): the learning rate goes from "
+         << saved_lr << " at the checkpoint's last step to " << next << " at step "
+         << cursor_.step + 1
+         << " (the schedule spans training.epochs; restart with the checkpoint's settings to "
+            "continue it unchanged)";
+      schedule_change = json{{"from", saved_schedule},
+                             {"to", schedule_text()},
+                             {"lr_before", saved_lr},
+                             {"lr_after", next}};
+    }
     resumed_ = os.str();
-    record(json{{"type", "restart"}, {"from", from}, {"step", cursor_.step}, {"ranks", comm.size()}}
-               .dump());
+  }
+
+  // The run is valid: only now is anything written. Rank 0 writes the
+  // metrics; a restart into a new folder starts its file with the history
+  // the checkpoint carries.
+  agree(comm, [&] {
+    if (!root) return;
+    for (const std::string& file : earlier) std::filesystem::remove(file);
+    std::error_code made;
+    std::filesystem::create_directories(deck_.run.output_dir, made);
+    const bool fresh = !std::filesystem::exists(out.metrics_path) ||
+                       std::filesystem::file_size(out.metrics_path) == 0;
+    if (!made) out.metrics.open(out.metrics_path, std::ios::app);
+    if (made || !out.metrics)
+      throw DeckError("tessera::Run: cannot write metrics to " + out.metrics_path + ": " +
+                      (made ? made.message() : std::string("cannot open the file")) +
+                      " (set run.output_dir to a writable directory)");
+    if (fresh && !out.history.empty()) out.metrics << out.history << std::flush;
+  });
+  record(json{{"type", "run"},
+              {"deck", deck_.path},
+              {"overrides", deck_.overrides},
+              {"build", build_description()},
+              {"ranks", comm.size()},
+              {"epochs", deck_.training.epochs},
+              {"batch_size", deck_.training.batch_size},
+              {"accumulation_steps", deck_.training.accumulation_steps},
+              {"seed", deck_.training.seed}}
+             .dump());
+  if (!restart.empty()) {
+    json line{{"type", "restart"},
+              {"from", restart_from},
+              {"step", cursor_.step},
+              {"epoch", cursor_.epoch},
+              {"ranks", comm.size()}};
+    if (!schedule_change.is_null()) line["schedule_changed"] = schedule_change;
+    record(line.dump());
   }
   out.last_checkpoint = cursor_.step;
   prepared_ = true;
+}
+
+std::string Run::schedule_text() const {
+  const LrSchedule& s = deck_.training.schedule;
+  std::ostringstream os;
+  os << "type=" << schedule_name(s.type) << " lr=" << s.base_lr
+     << " warmup_steps=" << s.warmup_steps << " steps_per_epoch=" << steps_per_epoch()
+     << " epochs=" << deck_.training.epochs;
+  return os.str();
 }
 
 std::string Run::data_description() const {
@@ -421,12 +499,7 @@ void Run::save(const TrainingCursor& at) {
       info.world_size = comm.size();
       info.global_batch = deck_.training.batch_size;
       info.lr = trainer_->lr();
-      const LrSchedule& s = deck_.training.schedule;
-      std::ostringstream schedule;
-      schedule << "type=" << schedule_name(s.type) << " lr=" << s.base_lr
-               << " warmup_steps=" << s.warmup_steps << " steps_per_epoch=" << steps_per_epoch()
-               << " epochs=" << deck_.training.epochs;
-      info.schedule = schedule.str();
+      info.schedule = schedule_text();
       info.metrics = out.history;
       if (deck_.training.loss_scaling.dynamic) {
         info.has_loss_scale = true;
@@ -491,6 +564,16 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   });
   const std::function<void(const std::string&)> log =
       root && callbacks.log ? callbacks.log : std::function<void(const std::string&)>{};
+  // Evaluations report their progress to rank 0's callback.
+  std::string evaluated_set;
+  trainer_->on_evaluation_batch([&](std::int64_t done, std::int64_t total) {
+    if (root && callbacks.evaluating) callbacks.evaluating(evaluated_set, done, total);
+  });
+  const auto evaluate = [&](bool held_out) {
+    const bool validation = held_out && validation_.size() > 0;
+    evaluated_set = validation ? "validation" : "test";
+    return trainer_->evaluate(validation ? validation_ : test_);
+  };
 
   RunResult result;
   result.set = validation_.size() > 0 ? "validation" : "test";
@@ -498,9 +581,8 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   result.epochs = std::max(cursor_.epoch, end);
   // Nothing left to train: the checkpoint went as far already.
   if (cursor_.epoch >= end) {
-    result.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
-    if (!pausing)
-      result.test = validation_.size() > 0 ? trainer_->evaluate(test_) : result.evaluation;
+    result.evaluation = evaluate(true);
+    if (!pausing) result.test = validation_.size() > 0 ? evaluate(false) : result.evaluation;
     return result;
   }
   for (int epoch = cursor_.epoch; epoch < end; ++epoch) {
@@ -514,8 +596,7 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
     const int every = deck_.run.eval_every;
     summary.evaluated = last || (every > 0 && (epoch + 1) % every == 0);
     summary.set = result.set;
-    if (summary.evaluated)
-      summary.evaluation = trainer_->evaluate(validation_.size() > 0 ? validation_ : test_);
+    if (summary.evaluated) summary.evaluation = evaluate(true);
     if (summary.evaluated) result.evaluation = summary.evaluation;
     if (summary.evaluated && summary.set == "test" && !pausing) result.test = summary.evaluation;
     // Replicas must not drift apart (a cheap check, once an epoch).
@@ -561,7 +642,7 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   }
   // The test set is held back until the end when a validation split is used.
   if (validation_.size() > 0 && !pausing) {
-    result.test = trainer_->evaluate(test_);
+    result.test = evaluate(false);
     record(json{
         {"type", "test"}, {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}}
                .dump());

@@ -274,7 +274,9 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
     }
     group.agree(failure);
     Run run(std::move(deck), group.comm());
-    run.prepare(resume ? "latest" : "", {}, &data_);
+    // The sweep owns its trial folders: a trial started again from nothing
+    // replaces what an attempt cut short before its first checkpoint left.
+    run.prepare(resume ? "latest" : "", {}, &data_, EarlierRun::replace);
     epochs_done = run.first_epoch();
     std::ofstream trial_log;
     if (leader) {

@@ -283,6 +283,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
     } else {
       totals[0] += sums[0];
       totals[1] += sums[1];
+      if (on_evaluation_batch_) on_evaluation_batch_(start + global, n);
     }
   }
   if (sharding_) {

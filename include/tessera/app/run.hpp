@@ -70,7 +70,16 @@ struct RunCallbacks {
   std::function<void(const EpochSummary&)> on_epoch;
   // Rank 0: a progress line every training.log_every steps.
   std::function<void(const std::string&)> log;
+  // Rank 0, after every batch of an evaluation: the set ("validation" or
+  // "test"), the samples evaluated so far and the set's size.
+  std::function<void(const std::string& set, std::int64_t done, std::int64_t total)> evaluating;
 };
+
+// What a new run (no restart) does when its output folder holds an earlier
+// run's metrics.jsonl or checkpoints: refuses to start (the message names
+// the folder and the choices), or removes those files once the run is known
+// to be valid, before it writes anything.
+enum class EarlierRun { refuse, replace };
 
 class Run {
  public:
@@ -95,21 +104,26 @@ class Run {
   std::string layer_options() const;
 
   // Reads the data files (the training file split into training and
-  // validation when data.validation_split is set), opens the metrics file,
-  // makes every rank's weights rank 0's, and with `restart` not empty
-  // resumes from the checkpoint it names: a file, a directory (its
-  // latest), or "latest" in the deck's checkpoint directory. Throws
-  // CollectiveError on every rank for a bad data file, output directory or
-  // checkpoint; a data failure's message starts with "data error: ". With a
-  // cache, data files read before by this process are not read again.
+  // validation when data.validation_split is set), makes every rank's
+  // weights rank 0's, and with `restart` not empty resumes from the
+  // checkpoint it names: a file, a directory (its latest), or "latest" in
+  // the deck's checkpoint directory. A new run's output folder must not hold
+  // an earlier run (see EarlierRun). Only when all of that holds does it
+  // create the output folder and open the metrics file: a run that fails
+  // here writes nothing. Throws CollectiveError on every rank for a bad
+  // data file, output directory or checkpoint; a data failure's message
+  // starts with "data error: ". With a cache, data files read before by
+  // this process are not read again.
   void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {},
-               DatasetCache* cache = nullptr);
+               DatasetCache* cache = nullptr, EarlierRun earlier = EarlierRun::refuse);
 
   // "data: 60000 training, 0 validation and 10000 test samples of shape [784]"
   std::string data_description() const;
   std::string metrics_path() const;
   // Where a restart resumed ("resuming from <file>: epoch 2, step 0 of 235,
-  // 235 optimizer steps taken"); empty without one.
+  // 235 optimizer steps taken"), with a second line "note: ..." when the
+  // deck's schedule is not the checkpoint's and the learning rate jumps;
+  // empty without a restart.
   const std::string& resumed_from() const { return resumed_; }
 
   // Trains the epochs the deck has left, evaluating, checkpointing and
@@ -129,6 +143,10 @@ class Run {
 
  private:
   void require_resident(const std::string& file) const;
+  std::vector<std::string> earlier_run(EarlierRun policy) const;
+  // The schedule as a checkpoint records it: type, lr, warmup, steps per
+  // epoch and epochs.
+  std::string schedule_text() const;
   void record(const std::string& json_line);
   void save(const TrainingCursor& at);
   bool minutes_due();

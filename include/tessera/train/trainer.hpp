@@ -111,6 +111,11 @@ class Trainer {
   // parameters are still being gathered when it runs (the next forward
   // pass waits for them): call settle_parameters() before reading them.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
+  // Called after every batch of an evaluation with the samples evaluated so
+  // far and the dataset's size (progress displays).
+  void on_evaluation_batch(std::function<void(std::int64_t done, std::int64_t total)> callback) {
+    on_evaluation_batch_ = std::move(callback);
+  }
   // Collective. Waits for a parameter gather in flight (see on_step); every
   // rank then holds the whole updated model. train_epoch, evaluate and
   // gather_model settle by themselves.
@@ -210,6 +215,7 @@ class Trainer {
   std::function<void(std::size_t)> after_layer_;
   std::function<void(std::size_t)> before_layer_;  // a sharded optimizer's overlapped gather
   std::function<void(const StepReport&)> on_step_;
+  std::function<void(std::int64_t, std::int64_t)> on_evaluation_batch_;
   std::int64_t step_ = 0;
   float lr_ = 0;
   float grad_norm_ = 0;
