@@ -19,7 +19,8 @@ VAR=value assignments) with a program: a tessera-* app, a path under build/,
 scripts/ or bench/, or one of PROGRAMS below. Such a block without a marker
 is an error, and so is a marker with no block after it.
 
-Options of run and sample markers (repeatable, space-separated):
+Options of run and sample markers (repeatable, separated by spaces, quoted
+as in the shell where a value holds spaces):
   set=KEY=VALUE      appended as "--set KEY=VALUE" to every tessera-train,
                      tessera-sweep and tessera-bench command of the block, to
                      keep runs short
@@ -51,6 +52,7 @@ import argparse
 import glob
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -89,7 +91,7 @@ class Block:
 
 def parse_options(text):
     options = []
-    for word in text.split():
+    for word in shlex.split(text):
         key, _, value = word.partition("=")
         options.append((key, value))
     return options
