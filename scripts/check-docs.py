@@ -33,8 +33,9 @@ as in the shell where a value holds spaces):
 Options of output and sample markers:
   loose=PREFIX       a line that starts with PREFIX (after its indentation)
                      matches any output line starting with PREFIX
-  figures=any        every number in the sample matches any number: for
+  figures=all        every number in the sample matches any number: for
                      machine-dependent figures (say which machine in the text)
+  figures=PREFIX     the same for the lines that start with PREFIX
 In a sample, "..." inside a line matches any text, a line that is "..." alone
 matches any number of lines (none included), and a line ending in "..."
 matches one or more lines starting with what precedes the dots.
@@ -287,6 +288,7 @@ def clean(text):
 
 def line_pattern(expected, loose, figures):
     stripped = expected.strip()
+    figures = any(f == "all" or stripped.startswith(f) for f in figures)
     for prefix in loose:
         if stripped.startswith(prefix):
             return re.compile(re.escape(expected[:len(expected) - len(stripped)] + prefix) + ".*")
@@ -306,7 +308,7 @@ def line_pattern(expected, loose, figures):
     return re.compile("".join(parts))
 
 
-def compare(expected, actual, loose=(), figures=False):
+def compare(expected, actual, loose=(), figures=()):
     """None when the output matches the sample, else the first difference."""
     def match(e, a):
         if e == len(expected):
@@ -376,7 +378,7 @@ def check(paths, runner, out=sys.stdout):
                 counts["illustrative"] += 1
                 continue
             loose = block.option_values("loose")
-            figures = "any" in block.option_values("figures")
+            figures = block.option_values("figures")
             if block.kind == "output":
                 if last_output is None:
                     message = f"{block.where()}: an output sample with no run block before it"
