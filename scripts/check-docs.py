@@ -345,7 +345,7 @@ def compare(expected, actual, loose=(), figures=()):
     e, a = result
     want = expected[e] if e < len(expected) else "(end of the sample)"
     got = actual[a] if a < len(actual) else "(end of the output)"
-    return f"sample line {e + 1}: expected {want!r}\n    got {got!r} (output line {a + 1})"
+    return f"line {e + 1} of the sample: expected {want!r}\n    got {got!r} (line {a + 1} of the output)"
 
 
 def selected_commands(block, commands):
@@ -423,17 +423,21 @@ def check(paths, runner, out=sys.stdout):
                         print(f"  | {text}", file=out)
                     last_output = None
                     continue
-                print(f"{where}: {seconds:.1f} s: ok", file=out)
                 last_output = clean(stdout)
-                if expected is not None:
-                    while expected and not expected[-1].strip():
-                        expected.pop()
-                    counts["compared"] += 1
-                    difference = compare(expected, last_output, loose, figures)
-                    if difference:
-                        message = f"{where}: the output differs from the sample: {difference}"
-                        problems.append(message)
-                        print(f"{where}: the output differs from the sample: FAIL\n  {difference}", file=out)
+                if expected is None:
+                    print(f"{where}: {seconds:.1f} s: ok", file=out)
+                    continue
+                while expected and not expected[-1].strip():
+                    expected.pop()
+                counts["compared"] += 1
+                difference = compare(expected, last_output, loose, figures)
+                if difference:
+                    message = f"{where}: the output differs from the sample: {difference}"
+                    problems.append(message)
+                    print(f"{where}: {seconds:.1f} s: FAIL (the output differs from the sample)\n  {difference}",
+                          file=out)
+                else:
+                    print(f"{where}: {seconds:.1f} s: ok, output matches", file=out)
     return problems, counts
 
 
@@ -451,8 +455,29 @@ def documents(repo):
     return ["README.md"] + sorted(os.path.relpath(p, repo) for p in glob.glob(os.path.join(repo, "docs", "*.md")))
 
 
+MATCHER_CASES = [
+    # (sample, output, options, matches)
+    (["a", "...", "z"], ["a", "b", "c", "z"], {}, True),
+    (["a", "...", "z"], ["a", "z"], {}, True),
+    (["a", "...", "z"], ["a", "b"], {}, False),
+    (["  | ...", "end"], ["  | x", "  |", "  | y", "end"], {}, True),
+    (["  | ...", "end"], ["end"], {}, False),
+    (["took ... s"], ["took 1.5 s"], {}, True),
+    (["rate 12.5 GB/s"], ["rate 7 GB/s"], {"figures": ["all"]}, True),
+    (["rate 12.5 GB/s"], ["rate 7 GB/s"], {}, False),
+    (["rate 12.5 GB/s"], ["rate 7 MB/s"], {"figures": ["all"]}, False),
+    (["epoch: 4 (0-based)", "x"], ["epoch: 4 of 4, finished", "x"], {"loose": ["epoch:"]}, True),
+    (["a", "b"], ["a", "b", "c"], {}, False),
+]
+
+
 def self_test(repo, build):
     """Plants two drifts in a copy of docs/checkpoint.md and expects both reported."""
+    for sample, output, options, matches in MATCHER_CASES:
+        if (compare(sample, output, **options) is None) != matches:
+            print(f"self-test: the matcher {'rejects' if matches else 'accepts'} {output} for {sample} {options}: FAIL")
+            return 1
+    print(f"self-test: the matcher gives the expected verdict on {len(MATCHER_CASES)} cases")
     source = os.path.join(repo, "docs", "checkpoint.md")
     with open(source) as handle:
         lines = handle.read().split("\n")
