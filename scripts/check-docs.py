@@ -29,6 +29,9 @@ as in the shell where a value holds spaces):
   env=NAME=VALUE     set in the commands' environment
   commands=1,3       run only these commands of the block (1-based); the
                      others are illustrative
+  fresh=PATH         removed from the scratch copy before each command of the
+                     block (fresh=output: every run starts without earlier
+                     runs' output folders)
   timeout=SECONDS    for each command (default 90)
 Options of output and sample markers:
   loose=PREFIX       a line that starts with PREFIX (after its indentation)
@@ -260,8 +263,14 @@ class Runner:
             name, _, setting = value.partition("=")
             env[name] = setting
         timeout = float((block.option_values("timeout") or [DEFAULT_TIMEOUT])[-1])
+        directory = self.scratch_for(block.path)
+        for path in block.option_values("fresh"):
+            target = os.path.normpath(os.path.join(directory, path))
+            if not target.startswith(directory + os.sep):
+                raise ValueError(f"{block.where()}: fresh={path} is outside the scratch copy")
+            shutil.rmtree(target, ignore_errors=True)
         start = time.monotonic()
-        process = subprocess.Popen(["bash", "-c", command], cwd=self.scratch_for(block.path), env=env,
+        process = subprocess.Popen(["bash", "-c", command], cwd=directory, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         try:
