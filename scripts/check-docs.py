@@ -92,6 +92,13 @@ class Block:
     def option_values(self, name):
         return [value for key, value in self.options if key == name]
 
+    def lines_clean(self):
+        """The block's lines without trailing spaces and trailing blank lines."""
+        lines = [line.rstrip() for line in self.lines]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
 
 def parse_options(text):
     options = []
@@ -220,10 +227,9 @@ def prepare(command, block):
 
 
 class Runner:
-    def __init__(self, repo, build, verbose=True):
+    def __init__(self, repo, build):
         self.repo = repo
         self.build = os.path.abspath(build)
-        self.verbose = verbose
         self.scratch = {}
         self.root = tempfile.mkdtemp(prefix="tessera-docs-")
 
@@ -365,99 +371,104 @@ def selected_commands(block, commands):
     return [c for index, c in enumerate(commands, 1) if index in numbers]
 
 
-def check(paths, runner, out=sys.stdout):
-    """Checks the documents; returns the problems found."""
-    problems, counts = [], {"run": 0, "compared": 0, "illustrative": 0}
-    for path in paths:
-        with open(os.path.join(runner.repo, path) if not os.path.isabs(path) else path) as handle:
+def sample_steps(block):
+    """The (line, command, expected output) of a sample's "$ command" lines."""
+    steps = []
+    for number, line in enumerate(block.lines):
+        if line.startswith("$ "):
+            steps.append((number, line[2:].strip(), []))
+        elif steps:
+            steps[-1][2].append(line.rstrip())
+    for _, _, expected in steps:
+        while expected and not expected[-1].strip():
+            expected.pop()
+    return steps
+
+
+class Checker:
+    """Checks the blocks of documents in order, printing a line for each."""
+
+    def __init__(self, runner, out):
+        self.runner, self.out = runner, out
+        self.problems = []
+        self.counts = {"run": 0, "compared": 0, "illustrative": 0}
+        self.last_output = None
+
+    def fail(self, message, detail=""):
+        self.problems.append(message)
+        print(f"{message}: FAIL{detail}", file=self.out)
+
+    def document(self, path):
+        with open(os.path.join(self.runner.repo, path)) as handle:
             blocks, found = read_blocks(path, handle.read())
-        problems += found
         for message in found:
-            print(f"{message}: FAIL", file=out)
-        last_output = None
+            self.fail(message)
+        self.last_output = None
         for block in blocks:
             if block.kind is None:
                 if shows_command(block):
-                    message = (f"{block.where()}: a command block without a marker "
-                               "(<!-- docs: run --> or <!-- docs: illustrative -->)")
-                    problems.append(message)
-                    print(f"{message}: FAIL", file=out)
-                continue
-            if block.kind == "illustrative":
-                counts["illustrative"] += 1
-                continue
-            loose = block.option_values("loose")
-            figures = block.option_values("figures")
-            if block.kind == "output":
-                if last_output is None:
-                    message = f"{block.where()}: an output sample with no run block before it"
-                    problems.append(message)
-                    print(f"{message}: FAIL", file=out)
-                    continue
-                difference = compare(block.lines_clean(), last_output, loose, figures)
-                counts["compared"] += 1
-                if difference:
-                    message = f"{block.where()}: the output differs from the sample: {difference}"
-                    problems.append(message)
-                    print(f"{message}: FAIL", file=out)
-                else:
-                    print(f"{block.where()}: output matches: ok", file=out)
-                last_output = None
-                continue
-            if block.kind == "run":
-                steps = [(line, command, None) for line, command in selected_commands(block, commands_of(block.lines))]
-            else:   # sample: "$ command" then its output
-                steps, current = [], None
-                for number, line in enumerate(block.lines):
-                    if line.startswith("$ "):
-                        current = [number, line[2:].strip(), []]
-                        steps.append(current)
-                    elif current is not None:
-                        current[2].append(line.rstrip())
+                    self.fail(f"{block.where()}: a command block without a marker "
+                              "(<!-- docs: run --> or <!-- docs: illustrative -->)")
+            elif block.kind == "illustrative":
+                self.counts["illustrative"] += 1
+            elif block.kind == "output":
+                self.output(block)
+            elif block.kind == "run":
+                for line, command in selected_commands(block, commands_of(block.lines)):
+                    self.command(block, line, command, None)
+            else:
+                steps = sample_steps(block)
                 if not steps:
-                    message = f"{block.where()}: a sample without a '$ command' line"
-                    problems.append(message)
-                    print(f"{message}: FAIL", file=out)
-                    continue
-            for line, command, expected in steps:
-                counts["run"] += 1
-                actual = prepare(command, block)
-                status, stdout, stderr, seconds = runner.run(block, actual)
-                where = f"{block.path}:{block.line + line}"
-                if status != 0:
-                    message = f"{where}: exit status {status}: {actual}"
-                    problems.append(message)
-                    print(f"{where}: {seconds:.1f} s: FAIL (exit status {status})\n  $ {actual}", file=out)
-                    for text in clean(stdout + stderr)[-25:]:
-                        print(f"  | {text}", file=out)
-                    last_output = None
-                    continue
-                last_output = clean(stdout)
-                if expected is None:
-                    print(f"{where}: {seconds:.1f} s: ok", file=out)
-                    continue
-                while expected and not expected[-1].strip():
-                    expected.pop()
-                counts["compared"] += 1
-                difference = compare(expected, last_output, loose, figures)
-                if difference:
-                    message = f"{where}: the output differs from the sample: {difference}"
-                    problems.append(message)
-                    print(f"{where}: {seconds:.1f} s: FAIL (the output differs from the sample)\n  {difference}",
-                          file=out)
-                else:
-                    print(f"{where}: {seconds:.1f} s: ok, output matches", file=out)
-    return problems, counts
+                    self.fail(f"{block.where()}: a sample without a '$ command' line")
+                for line, command, expected in steps:
+                    self.command(block, line, command, expected)
+
+    def differs(self, block, expected, actual):
+        self.counts["compared"] += 1
+        return compare(expected, actual, block.option_values("loose"), block.option_values("figures"))
+
+    def output(self, block):
+        if self.last_output is None:
+            self.fail(f"{block.where()}: an output sample with no successful run block before it")
+            return
+        difference = self.differs(block, block.lines_clean(), self.last_output)
+        self.last_output = None
+        if difference:
+            self.fail(f"{block.where()}: the output differs from the sample: {difference}")
+        else:
+            print(f"{block.where()}: output matches: ok", file=self.out)
+
+    def command(self, block, line, command, expected):
+        self.counts["run"] += 1
+        actual = prepare(command, block)
+        status, stdout, stderr, seconds = self.runner.run(block, actual)
+        where = f"{block.path}:{block.line + line}"
+        self.last_output = None
+        if status != 0:
+            self.problems.append(f"{where}: exit status {status}: {actual}")
+            print(f"{where}: {seconds:.1f} s: FAIL (exit status {status})\n  $ {actual}", file=self.out)
+            for text in clean(stdout + stderr)[-25:]:
+                print(f"  | {text}", file=self.out)
+            return
+        self.last_output = clean(stdout)
+        if expected is None:
+            print(f"{where}: {seconds:.1f} s: ok", file=self.out)
+            return
+        difference = self.differs(block, expected, self.last_output)
+        if difference:
+            self.problems.append(f"{where}: the output differs from the sample: {difference}")
+            print(f"{where}: {seconds:.1f} s: FAIL (the output differs from the sample)\n  {difference}",
+                  file=self.out)
+        else:
+            print(f"{where}: {seconds:.1f} s: ok, output matches", file=self.out)
 
 
-def block_lines_clean(self):
-    lines = [line.rstrip() for line in self.lines]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
-
-
-Block.lines_clean = block_lines_clean
+def check(paths, runner, out=sys.stdout):
+    """Checks the documents; returns the problems found and what was done."""
+    checker = Checker(runner, out)
+    for path in paths:
+        checker.document(path)
+    return checker.problems, checker.counts
 
 
 def documents(repo):
