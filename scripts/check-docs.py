@@ -258,7 +258,11 @@ class Runner:
     def run(self, block, command):
         env = dict(os.environ)
         env.update({
-            "PATH": os.path.join(self.build, "apps") + os.pathsep + env.get("PATH", ""),
+            # The build's apps, then Debian's own Python (the one the setup
+            # script installs matplotlib for, as on the Debian 12 machine
+            # the docs address), then the rest.
+            "PATH": os.pathsep.join([os.path.join(self.build, "apps"), "/usr/bin",
+                                     env.get("PATH", "")]),
             "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
             "OMPI_MCA_rmaps_base_oversubscribe": "1",
             "TESSERA_BUILD_DIR": self.build,

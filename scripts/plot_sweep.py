@@ -17,7 +17,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_metrics import load_last_run  # noqa: E402  (the same metrics reader)
+from plot_metrics import load_run  # noqa: E402  (the same metrics reader)
 
 
 def read_sweep(directory):
@@ -59,7 +59,7 @@ def epoch_curve(directory, metric):
     """(epochs, values) of a trial's metric, each epoch once (a resumed run
     logs the epochs after its checkpoint again; the later record wins)."""
     path = os.path.join(directory, "metrics.jsonl")
-    _, epochs = load_last_run(path)
+    _, epochs = load_run(path)
     by_epoch = {e["epoch"]: e[metric] for e in epochs if metric in e}
     xs = sorted(by_epoch)
     return xs, [by_epoch[x] for x in xs]

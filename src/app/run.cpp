@@ -1,5 +1,6 @@
 // A training run from a deck: the stages of tessera-train, each that can
-// fail on one rank ending in a collective verdict.
+// fail on one rank ending in a collective verdict. The run's outputs
+// (metrics, checkpoints) and restarts are in run_outputs.cpp.
 #include <tessera/app/run.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/core/runtime.hpp>
@@ -9,6 +10,8 @@
 #include <tessera/deck/build.hpp>
 
 #include <nlohmann/json.hpp>
+
+#include "run_state.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -20,31 +23,10 @@
 
 namespace tessera {
 
+using impl::agree;
 using json = nlohmann::json;
 
-struct Run::Outputs {
-  std::string metrics_path;
-  std::ofstream metrics;  // rank 0 only
-  std::string history;    // the metrics so far: checkpoints carry them
-  std::unique_ptr<CheckpointDirectory> checkpoints;
-  std::int64_t last_checkpoint = 0;
-  std::chrono::steady_clock::time_point last_checkpoint_time = std::chrono::steady_clock::now();
-};
-
 namespace {
-
-// Runs one stage on every rank and agrees on the outcome: a failure on any
-// rank becomes the same CollectiveError on all of them.
-void agree(const Communicator& comm, const std::function<void()>& stage) {
-  std::string failure;
-  try {
-    stage();
-  } catch (const std::exception& e) {
-    failure = e.what();
-    if (failure.empty()) failure = "unknown error";
-  }
-  comm.agree(failure);
-}
 
 std::string number_text(double value) {
   std::ostringstream os;
@@ -197,36 +179,44 @@ void Run::require_resident(const std::string& file) const {
                   " MiB; set data.streaming = true to read them from the file batch by batch");
 }
 
-// The files of an earlier run in this run's output folder: its metrics and
-// its checkpoints. A new run refuses them, or with EarlierRun::replace
-// returns them to be removed once the run is known to be valid.
-std::vector<std::string> Run::earlier_run(EarlierRun policy) const {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  std::error_code ec;
-  const std::string metrics = deck_.run.output_dir + "/metrics.jsonl";
-  if (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0) files.push_back(metrics);
-  const std::vector<std::string> checkpoints = outputs_->checkpoints->checkpoints();
-  files.insert(files.end(), checkpoints.begin(), checkpoints.end());
-  const std::string latest = deck_.run.checkpoint.directory + "/latest";
-  if (fs::exists(latest, ec)) files.push_back(latest);
-  if (files.empty() || policy == EarlierRun::replace) return files;
-  std::ostringstream os;
-  os << "tessera::Run: " << deck_.run.output_dir << " holds an earlier run (";
-  if (files.front() == metrics) os << metrics << (checkpoints.empty() ? "" : ", ");
-  if (!checkpoints.empty())
-    os << checkpoints.size() << " checkpoint(s) in " << deck_.run.checkpoint.directory
-       << ", the newest " << fs::path(checkpoints.back()).filename().string();
-  os << "); a new run does not mix with it: continue it with --restart latest, write "
-        "elsewhere with --set run.output_dir=DIR, or replace it with --overwrite";
-  throw DeckError(os.str());
-}
-
 void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache,
                   EarlierRun earlier_run_policy) {
   TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
   const Communicator& comm = *comm_;
-  const bool root = comm.rank() == 0;
+  load_data(callbacks, cache);
+  shape_data();
+
+  // A new run's output folder holds no other run's metrics or checkpoints.
+  Outputs& out = *outputs_;
+  out.metrics_path = deck_.run.output_dir + "/metrics.jsonl";
+  out.checkpoints = std::make_unique<CheckpointDirectory>(deck_.run.checkpoint.directory,
+                                                          deck_.run.checkpoint.keep);
+  std::vector<std::string> earlier;  // what EarlierRun::replace removes
+  if (restart.empty())
+    agree(comm, [&] {
+      if (comm.rank() == 0) earlier = earlier_run(earlier_run_policy);
+    });
+
+  // Every rank initialised the same weights from the seed; rank 0's are
+  // broadcast anyway and the replicas compared, so no rank starts apart.
+  comm.broadcast(model_->parameters().values());
+  comm.broadcast(model_->state().values());
+  require_same_weights_on_every_rank(comm, model_->parameters().values(), "the initial weights");
+
+  optimizer_ = make_optimizer(deck_.optimizer);
+  std::vector<Model*> replicas;
+  for (const auto& r : replicas_) replicas.push_back(r.get());
+  trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm, pipeline_.get(),
+                                       replicas);
+  const Restart resumed = restart.empty() ? Restart{} : resume(restart);
+  open_outputs(earlier, resumed);
+  out.last_checkpoint = cursor_.step;
+  prepared_ = true;
+}
+
+// Every rank reads its data files (or its share of a streamed file).
+void Run::load_data(const RunCallbacks& callbacks, DatasetCache* cache) {
+  const Communicator& comm = *comm_;
   try {
     agree(comm, [&] {
       if (callbacks.before_data) callbacks.before_data(comm.rank());
@@ -268,6 +258,12 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
   } catch (const CollectiveError& e) {
     throw CollectiveError(std::string("data error: ") + e.what());
   }
+}
+
+// The data against the model, then cut to data.train_samples and
+// test_samples and split for validation.
+void Run::shape_data() {
+  const Communicator& comm = *comm_;
   agree(comm, [&] {
     const std::int64_t model_values = model_->input_shape().numel();
     for (const auto* set : {&train_, &test_}) {
@@ -314,142 +310,6 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
                         " MiB; raise it or lower training.batch_size");
     }
   });
-
-  // A new run's output folder holds no other run's metrics or checkpoints.
-  Outputs& out = *outputs_;
-  out.metrics_path = deck_.run.output_dir + "/metrics.jsonl";
-  out.checkpoints = std::make_unique<CheckpointDirectory>(deck_.run.checkpoint.directory,
-                                                          deck_.run.checkpoint.keep);
-  std::vector<std::string> earlier;  // what --overwrite removes
-  if (restart.empty())
-    agree(comm, [&] {
-      if (root) earlier = earlier_run(earlier_run_policy);
-    });
-
-  // Every rank initialised the same weights from the seed; rank 0's are
-  // broadcast anyway and the replicas compared, so no rank starts apart.
-  comm.broadcast(model_->parameters().values());
-  comm.broadcast(model_->state().values());
-  require_same_weights_on_every_rank(comm, model_->parameters().values(), "the initial weights");
-
-  optimizer_ = make_optimizer(deck_.optimizer);
-  std::vector<Model*> replicas;
-  for (const auto& r : replicas_) replicas.push_back(r.get());
-  trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm, pipeline_.get(),
-                                       replicas);
-
-  // Resume: every rank loads the same file, so the replicas stay equal.
-  std::string restart_from, saved_schedule;
-  float saved_lr = 0;
-  json schedule_change;
-  if (!restart.empty()) {
-    std::string& from = restart_from;
-    agree(comm, [&] {
-      from = restart == "latest" ? out.checkpoints->resolve("latest") : resolve_checkpoint(restart);
-      const CheckpointInfo saved = read_checkpoint_info(from);
-      const auto mismatch = [&](const std::string& what, const std::string& then,
-                                const std::string& now) {
-        if (then != now)
-          throw Error(
-              from + ": written with " + what + " " + then + ", the deck has " + now +
-              "; an exact restart needs the same (tessera-inspect shows the checkpoint's deck)");
-      };
-      mismatch("training.batch_size", std::to_string(saved.global_batch),
-               std::to_string(deck_.training.batch_size));
-      mismatch("run.seed", std::to_string(saved.seed), std::to_string(deck_.training.seed));
-      if (OptimizerSharding* sharding = trainer_->sharding()) {
-        // The file holds the whole state: each rank keeps its shard of it,
-        // whatever the rank count that wrote it.
-        const auto whole = make_optimizer(deck_.optimizer);
-        load_checkpoint(from, *model_, *whole);
-        sharding->take_state(*whole, model_->parameters());
-      } else {
-        load_checkpoint(from, *model_, *optimizer_);
-      }
-      // A checkpoint of a run without dynamic loss scaling leaves the
-      // deck's initial scale.
-      if (saved.has_loss_scale && deck_.training.loss_scaling.dynamic)
-        trainer_->set_loss_scale(LossScaleState{saved.loss_scale, saved.loss_scale_good_steps});
-      cursor_ = saved.cursor;
-      saved_schedule = saved.schedule;
-      saved_lr = saved.lr;
-      if (root) out.history = saved.metrics;
-    });
-    require_same_weights_on_every_rank(comm, model_->parameters().values(),
-                                       "the weights loaded with --restart",
-                                       "give every rank the same --restart");
-    trainer_->set_step(cursor_.step);
-    std::ostringstream os;
-    os << "resuming from " << from << ": epoch " << cursor_.epoch + 1 << ", step " << cursor_.batch
-       << " of " << steps_per_epoch() << " in it, " << cursor_.step << " optimizer steps taken";
-    // A restart with other epochs (or samples, or schedule settings)
-    // moves the schedule under the run: the learning rate jumps. Said, and
-    // recorded, never silent.
-    if (!saved_schedule.empty() && saved_schedule != schedule_text()) {
-      const std::int64_t steps = steps_per_epoch();
-      const float next =
-          deck_.training.schedule.lr(cursor_.step, steps, deck_.training.epochs * steps);
-      os << std::setprecision(4) << "\nnote: the deck's schedule (" << schedule_text()
-         << ") is not the checkpoint's (" << saved_schedule << "): the learning rate goes from "
-         << saved_lr << " at the checkpoint's last step to " << next << " at step "
-         << cursor_.step + 1
-         << " (the schedule spans training.epochs; restart with the checkpoint's settings to "
-            "continue it unchanged)";
-      schedule_change = json{{"from", saved_schedule},
-                             {"to", schedule_text()},
-                             {"lr_before", saved_lr},
-                             {"lr_after", next}};
-    }
-    resumed_ = os.str();
-  }
-
-  // The run is valid: only now is anything written. Rank 0 writes the
-  // metrics; a restart into a new folder starts its file with the history
-  // the checkpoint carries.
-  agree(comm, [&] {
-    if (!root) return;
-    for (const std::string& file : earlier) std::filesystem::remove(file);
-    std::error_code made;
-    std::filesystem::create_directories(deck_.run.output_dir, made);
-    const bool fresh = !std::filesystem::exists(out.metrics_path) ||
-                       std::filesystem::file_size(out.metrics_path) == 0;
-    if (!made) out.metrics.open(out.metrics_path, std::ios::app);
-    if (made || !out.metrics)
-      throw DeckError("tessera::Run: cannot write metrics to " + out.metrics_path + ": " +
-                      (made ? made.message() : std::string("cannot open the file")) +
-                      " (set run.output_dir to a writable directory)");
-    if (fresh && !out.history.empty()) out.metrics << out.history << std::flush;
-  });
-  record(json{{"type", "run"},
-              {"deck", deck_.path},
-              {"overrides", deck_.overrides},
-              {"build", build_description()},
-              {"ranks", comm.size()},
-              {"epochs", deck_.training.epochs},
-              {"batch_size", deck_.training.batch_size},
-              {"accumulation_steps", deck_.training.accumulation_steps},
-              {"seed", deck_.training.seed}}
-             .dump());
-  if (!restart.empty()) {
-    json line{{"type", "restart"},
-              {"from", restart_from},
-              {"step", cursor_.step},
-              {"epoch", cursor_.epoch},
-              {"ranks", comm.size()}};
-    if (!schedule_change.is_null()) line["schedule_changed"] = schedule_change;
-    record(line.dump());
-  }
-  out.last_checkpoint = cursor_.step;
-  prepared_ = true;
-}
-
-std::string Run::schedule_text() const {
-  const LrSchedule& s = deck_.training.schedule;
-  std::ostringstream os;
-  os << "type=" << schedule_name(s.type) << " lr=" << s.base_lr
-     << " warmup_steps=" << s.warmup_steps << " steps_per_epoch=" << steps_per_epoch()
-     << " epochs=" << deck_.training.epochs;
-  return os.str();
 }
 
 std::string Run::data_description() const {
@@ -457,76 +317,6 @@ std::string Run::data_description() const {
   os << "data: " << train_.size() << " training, " << validation_.size() << " validation and "
      << test_.size() << " test samples of shape " << train_.sample_shape;
   return os.str();
-}
-
-std::string Run::metrics_path() const { return outputs_->metrics_path; }
-
-void Run::record(const std::string& json_line) {
-  Outputs& out = *outputs_;
-  if (!out.metrics.is_open()) return;
-  out.metrics << json_line << "\n";
-  out.metrics.flush();
-  out.history += json_line + "\n";
-}
-
-// After a barrier, rank 0 writes (parameters are replicated); every rank
-// learns whether it worked.
-void Run::save(const TrainingCursor& at) {
-  Outputs& out = *outputs_;
-  if (at.step == out.last_checkpoint) return;
-  const Communicator& comm = *comm_;
-  // A sharded optimizer's parameters may still be on their way.
-  trainer_->settle_parameters();
-  comm.barrier();
-  // Sharded optimizer state is gathered whole on rank 0 for the file, and
-  // a pipeline's stages' weights too.
-  std::unique_ptr<Optimizer> whole;
-  if (const OptimizerSharding* sharding = trainer_->sharding()) {
-    if (sharding->root()) whole = make_optimizer(deck_.optimizer);
-    sharding->gather_state(whole.get(), model_->parameters());
-  }
-  trainer_->gather_model();
-  std::string written;
-  try {
-    agree(comm, [&] {
-      if (comm.rank() != 0) return;
-      CheckpointInfo info;
-      info.deck_path = deck_.path;
-      info.deck_text = deck_.text;
-      info.deck_overrides = deck_.overrides;
-      info.seed = deck_.training.seed;
-      info.cursor = at;
-      info.world_size = comm.size();
-      info.global_batch = deck_.training.batch_size;
-      info.lr = trainer_->lr();
-      info.schedule = schedule_text();
-      info.metrics = out.history;
-      if (deck_.training.loss_scaling.dynamic) {
-        info.has_loss_scale = true;
-        info.loss_scale = trainer_->loss_scale().scale;
-        info.loss_scale_good_steps = trainer_->loss_scale().good_steps;
-      }
-      written = out.checkpoints->commit(*model_, whole ? *whole : *optimizer_, info);
-    });
-  } catch (const CollectiveError& e) {
-    throw CollectiveError(std::string("cannot write a checkpoint: ") + e.what() +
-                          "; the previous checkpoints are untouched");
-  }
-  out.last_checkpoint = at.step;
-  out.last_checkpoint_time = std::chrono::steady_clock::now();
-  record(json{{"type", "checkpoint"}, {"path", written}, {"step", at.step}}.dump());
-}
-
-// Wall-clock checkpoints: rank 0's clock decides for every rank.
-bool Run::minutes_due() {
-  const float minutes = deck_.run.checkpoint.every_minutes;
-  if (minutes <= 0) return false;
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                       outputs_->last_checkpoint_time)
-                             .count();
-  int due = elapsed >= 60.0 * minutes;
-  comm_->broadcast(due);
-  return due != 0;
 }
 
 RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
@@ -603,37 +393,7 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
     require_same_weights_on_every_rank(*trainer_->replica_comm(), model_->parameters().values(),
                                        "the weights after epoch " + std::to_string(epoch + 1));
     if (root && callbacks.on_epoch) callbacks.on_epoch(summary);
-    const EpochReport& r = summary.report;
-    const PhaseTimes& t = r.time;
-    json line{{"type", "epoch"},
-              {"epoch", epoch + 1},
-              {"train_loss", r.train.loss},
-              {"train_accuracy", r.train.accuracy},
-              {"lr", r.lr},
-              {"seconds", r.seconds},
-              {"samples_per_second", r.samples_per_second},
-              {"time",
-               {{"data", t.data},
-                {"forward", t.forward},
-                {"backward", t.backward},
-                {"optimizer", t.optimizer},
-                {"communication", t.communication},
-                {"communication_overlapped", r.overlapped_seconds}}},
-              {"overlap_fraction", r.overlap_fraction},
-              {"peak_resident_mb", peak_resident_mib()}};
-    if (pipeline_) {
-      line["time"]["pipeline_wait"] = r.pipeline_wait_seconds;
-      line["pipeline_bubble"] = r.bubble_fraction;
-    }
-    if (scaling) {
-      line["skipped_steps"] = r.skipped_steps;
-      line["loss_scale"] = trainer_->loss_scale().scale;
-    }
-    if (summary.evaluated) {
-      line[summary.set + "_loss"] = summary.evaluation.loss;
-      line[summary.set + "_accuracy"] = summary.evaluation.accuracy;
-    }
-    record(line.dump());
+    record(epoch_record(summary));
     // By epochs, at the end of any run that checkpoints at all, and at a
     // pause whatever the cadence.
     if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) ||
@@ -648,6 +408,41 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
                .dump());
   }
   return result;
+}
+
+// An epoch's metrics record: losses, accuracies, times, memory.
+std::string Run::epoch_record(const EpochSummary& summary) const {
+  const EpochReport& r = summary.report;
+  const PhaseTimes& t = r.time;
+  json line{{"type", "epoch"},
+            {"epoch", r.epoch + 1},
+            {"train_loss", r.train.loss},
+            {"train_accuracy", r.train.accuracy},
+            {"lr", r.lr},
+            {"seconds", r.seconds},
+            {"samples_per_second", r.samples_per_second},
+            {"time",
+             {{"data", t.data},
+              {"forward", t.forward},
+              {"backward", t.backward},
+              {"optimizer", t.optimizer},
+              {"communication", t.communication},
+              {"communication_overlapped", r.overlapped_seconds}}},
+            {"overlap_fraction", r.overlap_fraction},
+            {"peak_resident_mb", peak_resident_mib()}};
+  if (pipeline_) {
+    line["time"]["pipeline_wait"] = r.pipeline_wait_seconds;
+    line["pipeline_bubble"] = r.bubble_fraction;
+  }
+  if (deck_.training.loss_scaling.dynamic) {
+    line["skipped_steps"] = r.skipped_steps;
+    line["loss_scale"] = trainer_->loss_scale().scale;
+  }
+  if (summary.evaluated) {
+    line[summary.set + "_loss"] = summary.evaluation.loss;
+    line[summary.set + "_accuracy"] = summary.evaluation.accuracy;
+  }
+  return line.dump();
 }
 
 std::string epoch_line(const EpochSummary& e, int ranks) {

@@ -239,8 +239,8 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
   overrides.push_back("checkpoint.directory=" + dir + "/checkpoints");
   const auto start = std::chrono::steady_clock::now();
 
-  // A trial cut short goes on from its latest checkpoint; its leader's view
-  // of the directory decides for the group.
+  // A trial cut short goes on from its latest checkpoint (its leader's view
+  // of the directory decides for the group), else replaces what it left.
   int resume = leader && std::filesystem::exists(dir + "/checkpoints/latest");
   group.broadcast(resume);
   if (leader) {
@@ -274,8 +274,6 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
     }
     group.agree(failure);
     Run run(std::move(deck), group.comm());
-    // The sweep owns its trial folders: a trial started again from nothing
-    // replaces what an attempt cut short before its first checkpoint left.
     run.prepare(resume ? "latest" : "", {}, &data_, EarlierRun::replace);
     epochs_done = run.first_epoch();
     std::ofstream trial_log;

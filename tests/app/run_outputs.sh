@@ -40,7 +40,7 @@ run first 0 --set "run.output_dir=$out"
 has first "data: 1024 training, 0 validation and 512 test samples"
 has first "evaluating on 512 test samples"
 before=$(fingerprint "$out")
-[ -n "$(ls "$out/checkpoints"/step-*.h5 2> /dev/null)" ] || fail "first: no checkpoints in $out/checkpoints"
+compgen -G "$out/checkpoints/step-*.h5" > /dev/null || fail "first: no checkpoints in $out/checkpoints"
 
 # A new run in the same folder is refused; the earlier run is untouched.
 run again 2 --set "run.output_dir=$out" --set training.epochs=1
@@ -54,7 +54,8 @@ has again "--overwrite"
 run replaced 0 --set "run.output_dir=$out" --set training.epochs=1 --overwrite
 has replaced "metrics: $out/metrics.jsonl"
 [ "$(records "$out/metrics.jsonl" run)" = 1 ] || fail "overwrite: $(records "$out/metrics.jsonl" run) run records"
-newest=$(ls "$out/checkpoints"/step-*.h5 | tail -1)
+checkpoints=("$out/checkpoints"/step-*.h5)
+newest="${checkpoints[-1]}"
 [ "$(basename "$newest")" = step-00000008.h5 ] && [ "$(cat "$out/checkpoints/latest")" = step-00000008.h5 ] &&
   echo "ok: --overwrite leaves one run record and the new run's checkpoints (latest $(cat "$out/checkpoints/latest"))" ||
   fail "overwrite: newest checkpoint $newest, latest $(cat "$out/checkpoints/latest")"

@@ -142,12 +142,23 @@ class Run {
   int first_epoch() const { return cursor_.epoch; }
 
  private:
+  // What a restart resumed from, for the metrics' restart record.
+  struct Restart {
+    bool requested = false;
+    std::string from;             // the checkpoint file
+    std::string schedule_change;  // JSON, when the deck's schedule is not the checkpoint's
+  };
+  void load_data(const RunCallbacks& callbacks, DatasetCache* cache);
+  void shape_data();
   void require_resident(const std::string& file) const;
   std::vector<std::string> earlier_run(EarlierRun policy) const;
+  Restart resume(const std::string& restart);
+  void open_outputs(const std::vector<std::string>& earlier, const Restart& resumed);
   // The schedule as a checkpoint records it: type, lr, warmup, steps per
   // epoch and epochs.
   std::string schedule_text() const;
   void record(const std::string& json_line);
+  std::string epoch_record(const EpochSummary& summary) const;
   void save(const TrainingCursor& at);
   bool minutes_due();
 
