@@ -54,8 +54,7 @@ void print(const tessera::CheckpointContents& c) {
             << tessera::checkpoint_format_version << ", written by Tessera " << info.tessera_version
             << "\n"
             << "step: " << info.cursor.step << "\n"
-            << "epoch: " << info.cursor.epoch << " (0-based, in progress), batch "
-            << info.cursor.batch << " (steps of that epoch taken)\n"
+            << tessera::checkpoint_progress(info) << "\n"
             << "world size: " << info.world_size << ", global batch " << info.global_batch << "\n"
             << "learning rate: " << info.lr << ", schedule: " << info.schedule << "\n"
             << "seed: " << info.seed << "\n"

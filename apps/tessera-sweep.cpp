@@ -98,7 +98,8 @@ void print_results(const tessera::SweepSpec& spec, const tessera::Deck& deck,
     const auto& best = summary.ranked.front();
     std::cout << "best: trial " << best.trial << "; alone: "
               << tessera::reproduce_command(deck, spec,
-                                            summary.trials.at(static_cast<std::size_t>(best.trial)))
+                                            summary.trials.at(static_cast<std::size_t>(best.trial)),
+                                            spec.output_dir + "/best")
               << "\n";
   } else {
     std::cerr << "tessera-sweep: every trial failed\n";

@@ -210,6 +210,28 @@ TEST_F(Checkpoint, ContentsReadWithoutAModel) {
   EXPECT_EQ(c.optimizer_buffers[1].tensors.size(), c.parameters.size());
 }
 
+// tessera-inspect's progress line: epochs done out of the deck's, and the
+// batches done of the epoch in progress.
+TEST(CheckpointProgress, SaysHowManyEpochsAreDone) {
+  CheckpointInfo info;
+  info.schedule = "type=cosine lr=0.001 warmup_steps=0 steps_per_epoch=235 epochs=4";
+  info.cursor = {4, 0, 940};
+  EXPECT_EQ(checkpoint_progress(info), "epochs done: 4 of 4 (finished)");
+  info.cursor = {0, 0, 0};
+  EXPECT_EQ(checkpoint_progress(info), "epochs done: 0 of 4; epoch 1 starts after step 0");
+  info.schedule = "type=cosine lr=0.001 warmup_steps=0 steps_per_epoch=235 epochs=10";
+  info.cursor = {4, 0, 940};
+  EXPECT_EQ(checkpoint_progress(info), "epochs done: 4 of 10; epoch 5 starts after step 940");
+  info.cursor = {2, 17, 487};
+  EXPECT_EQ(checkpoint_progress(info),
+            "epochs done: 2 of 10; in epoch 3, 17 of its 235 batches done");
+  // A schedule without the counts (written by an embedding program): no totals.
+  info.schedule = "constant";
+  EXPECT_EQ(checkpoint_progress(info), "epochs done: 2; in epoch 3, 17 batches done");
+  info.cursor = {1, 0, 7};
+  EXPECT_EQ(checkpoint_progress(info), "epochs done: 1; epoch 2 starts after step 7");
+}
+
 TEST_F(Checkpoint, WrittenBeforeTheFirstStepLoadsZeroOptimizerState) {
   auto fresh = small_model();
   Adam unused;

@@ -543,9 +543,13 @@ TEST(SweepPlan, ReproduceCommandQuotesForTheShell) {
                                      "set = [\"optimizer.type=\\\"adam\\\"\"]\noutput_dir"),
                   "s.toml", parse_deck(mlp_deck, "my decks/mlp.toml"));
   const Deck base = parse_deck(mlp_deck, "my decks/mlp.toml", {"training.epochs=3"});
-  EXPECT_EQ(reproduce_command(base, spec, plan_trials(spec)[1]),
+  // Its own output folder, so the rerun mixes with neither the deck's
+  // default folder nor the trial's.
+  EXPECT_EQ(reproduce_command(base, spec, plan_trials(spec)[1], "my sweeps/s/best"),
             "tessera-train 'my decks/mlp.toml' --set training.epochs=3 --set "
-            "'optimizer.type=\"adam\"' --set optimizer.lr=0.001 --set 'model.layers[0].units=64'");
+            "'optimizer.type=\"adam\"' --set optimizer.lr=0.001 --set 'model.layers[0].units=64' "
+            "--set 'run.output_dir=my sweeps/s/best' --set "
+            "'checkpoint.directory=my sweeps/s/best/checkpoints'");
 }
 
 }  // namespace

@@ -427,11 +427,14 @@ SweepSummary Sweep::run(const SweepCallbacks& callbacks) {
   return summary;
 }
 
-std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Trial& trial) {
+std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Trial& trial,
+                              const std::string& output_dir) {
   std::string command = "tessera-train " + shell_word(deck.path);
   std::vector<std::string> overrides = deck.overrides;
   overrides.insert(overrides.end(), spec.set.begin(), spec.set.end());
   for (const auto& o : trial_overrides(spec, trial)) overrides.push_back(o);
+  overrides.push_back("run.output_dir=" + output_dir);
+  overrides.push_back("checkpoint.directory=" + output_dir + "/checkpoints");
   for (const auto& o : overrides) command += " --set " + shell_word(o);
   return command;
 }

@@ -37,6 +37,43 @@ std::string shape_text(const std::vector<std::int64_t>& dims) {
 }
 
 namespace {
+// The value of `key=` among the schedule's space-separated entries, or -1.
+std::int64_t schedule_entry(const std::string& schedule, const std::string& key) {
+  std::istringstream entries(schedule);
+  for (std::string entry; entries >> entry;) {
+    if (entry.compare(0, key.size() + 1, key + "=") != 0) continue;
+    try {
+      std::size_t used = 0;
+      const std::int64_t value = std::stoll(entry.substr(key.size() + 1), &used);
+      return used == entry.size() - key.size() - 1 && value > 0 ? value : -1;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+}  // namespace
+
+std::string checkpoint_progress(const CheckpointInfo& info) {
+  const std::int64_t epochs = schedule_entry(info.schedule, "epochs");
+  const std::int64_t batches = schedule_entry(info.schedule, "steps_per_epoch");
+  const int done = info.cursor.epoch;
+  std::ostringstream os;
+  os << "epochs done: " << done;
+  if (epochs > 0) os << " of " << epochs;
+  if (info.cursor.batch > 0) {
+    os << "; in epoch " << done + 1 << ", " << info.cursor.batch;
+    if (batches > 0) os << " of its " << batches;
+    os << (info.cursor.batch == 1 && batches <= 0 ? " batch done" : " batches done");
+  } else if (epochs > 0 && done >= epochs) {
+    os << " (finished)";
+  } else {
+    os << "; epoch " << done + 1 << " starts after step " << info.cursor.step;
+  }
+  return os.str();
+}
+
+namespace {
 
 // An attribute or a dataset: how to read it and how to name it in messages.
 struct Object {

@@ -46,6 +46,8 @@ echo "PASS: h5dump finds the documented layout"
 # tessera-inspect prints the step and the norms the probe computed itself.
 "$inspect" "$first" > "$scratch/inspect.txt"
 grep -qx "step: 7" "$scratch/inspect.txt" || fail "tessera-inspect step: $(cat "$scratch/inspect.txt")"
+grep -qx "epochs done: 1 of 2; epoch 2 starts after step 7" "$scratch/inspect.txt" ||
+  fail "tessera-inspect progress after epoch 1 of 2: $(cat "$scratch/inspect.txt")"
 while read -r word name norm; do
   [ "$word" = norm ] || continue
   grep -qE "^  $name +\[[0-9, ]+\] +norm $norm\$" "$scratch/inspect.txt" ||
@@ -80,7 +82,10 @@ echo "PASS: a writer killed before its rename leaves latest on checkpoint 1, whi
 "$probe" "$dir" 1 > "$scratch/third.out"
 grep -qF "resumed $first at step 7" "$scratch/third.out" || fail "no resume: $(cat "$scratch/third.out")"
 [ "$(cat "$dir/latest")" = "step-00000014.h5" ] || fail "latest after resuming: $(cat "$dir/latest")"
-"$inspect" "$dir" | grep -qx "step: 14" || fail "tessera-inspect after resuming"
+"$inspect" "$dir" > "$scratch/resumed.txt"
+grep -qx "step: 14" "$scratch/resumed.txt" || fail "tessera-inspect after resuming"
+grep -qx "epochs done: 2 of 2 (finished)" "$scratch/resumed.txt" ||
+  fail "tessera-inspect progress of the finished run: $(cat "$scratch/resumed.txt")"
 echo "PASS: the next run resumes from checkpoint 1 and commits step 14"
 
 # Bad files: a clear message naming the file, exit status 2.

@@ -84,23 +84,26 @@ EOF
   best=$(field "$scratch/ref/results.csv" 1 trial)
   command=$(sed -n "s/^best: trial $best; alone: tessera-train //p" "$scratch/ref.log")
   [ -n "$command" ] || fail "the sweep did not print how to train trial $best alone"
+  # It names its own output folder in the sweep's, not the deck's default.
+  alone="$scratch/ref/best"
+  grep -qF -- "--set run.output_dir=$alone --set checkpoint.directory=$alone/checkpoints" <<<"$command" ||
+    fail "the best trial's command has no output folder of its own: $command"
   eval "set -- $command"
-  timeout 300 "$train" "$@" --set "run.output_dir=$scratch/alone" > "$scratch/alone.log" 2>&1 ||
-    fail "tessera-train $command exited $?"
+  timeout 300 "$train" "$@" > "$scratch/alone.log" 2>&1 || fail "tessera-train $command exited $?"
   last() {  # the last epoch's validation results and the test results of a run
     grep -E '"type":"(epoch|test)"' "$1/metrics.jsonl" | tail -2 |
       "$python" -c 'import json, sys
 for r in map(json.loads, sys.stdin):
     print({k: v for k, v in r.items() if "validation" in k or "test_" in k})'
   }
-  if [ -n "$(last "$scratch/alone")" ] && cmp -s <(last "$scratch/ref/trials/t00$best") <(last "$scratch/alone"); then
+  if [ -n "$(last "$alone")" ] && cmp -s <(last "$scratch/ref/trials/t00$best") <(last "$alone"); then
     echo "ok: trial $best ($command) and tessera-train alone: the same validation and test results, bit for bit:"
-    last "$scratch/alone"
+    last "$alone"
   else
-    fail "trial $best and tessera-train alone differ"; last "$scratch/ref/trials/t00$best"; last "$scratch/alone"
+    fail "trial $best and tessera-train alone differ"; last "$scratch/ref/trials/t00$best"; last "$alone"
   fi
-  final=$(cat "$scratch/alone/checkpoints/latest")
-  h5diff -q "$scratch/alone/checkpoints/$final" "$scratch/ref/trials/t00$best/checkpoints/$final" /parameters &&
+  final=$(cat "$alone/checkpoints/latest")
+  h5diff -q "$alone/checkpoints/$final" "$scratch/ref/trials/t00$best/checkpoints/$final" /parameters &&
     echo "ok: the final weights of trial $best and of tessera-train alone are bitwise equal" ||
     fail "the final weights of trial $best and of tessera-train alone differ"
 

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   info.deck_text = deck;
   info.seed = options.seed;
   info.global_batch = options.batch_size;
-  info.schedule = "constant";
+  // The schedule as a deck of 2 epochs of 7 steps describes it.
+  info.schedule = "type=constant lr=0.01 warmup_steps=0 steps_per_epoch=7 epochs=2";
   Trainer trainer(model, adam, options);
   trainer.on_step([&](const StepReport& r) {
     info.metrics += "{\"type\":\"step\",\"loss\":" + std::to_string(r.loss) + "}\n";

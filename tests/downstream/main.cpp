@@ -1,11 +1,13 @@
 // Builds a small model through the installed Tessera package and checks
-// one forward pass against the value it must have.
+// one forward pass against the value it must have, and that a check in an
+// installed header names it relative to the source tree.
 #include <tessera/core/runtime.hpp>
 #include <tessera/layers/dense.hpp>
 #include <tessera/model/model.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 int main(int argc, char** argv) {
   tessera::Runtime runtime(argc, argv);
@@ -21,6 +23,17 @@ int main(int argc, char** argv) {
   if (out.extent(0) != 2 || std::fabs(out(0) - 2.0f) > 1e-6f || std::fabs(out(1) - 2.0f) > 1e-6f) {
     std::printf("downstream: unexpected output\n");
     return 1;
+  }
+  try {
+    tessera::Shape{2, -1};
+    std::printf("downstream: a negative extent was accepted\n");
+    return 1;
+  } catch (const tessera::Error& e) {
+    if (std::string(e.what()).find(" [include/tessera/core/tensor.hpp:") == std::string::npos) {
+      std::printf("downstream: the error does not name the installed header relatively: %s\n",
+                  e.what());
+      return 1;
+    }
   }
   std::printf("downstream: Tessera::tessera works from the installed package\n");
   return 0;

@@ -58,10 +58,16 @@ for app in tessera-train tessera-sweep tessera-bench tessera-inspect tessera-idx
   run "$app-unknown" 2 "$exe" "${args[@]}" --no-such-option && has "$app-unknown" "--no-such-option"
 done
 
-# tessera-compare (Python): the build's copy knows the version; Kokkos options are ignored.
+# tessera-compare (Python): the build's copy knows the version and the build
+# (from tessera-inspect beside it); Kokkos options are ignored.
 run compare-help 0 "${apps}/tessera-compare" --help && has compare-help "usage: tessera-compare"
-run compare-version 0 "${apps}/tessera-compare" --version \
-  && has compare-version "tessera-compare (Tessera ${version})"
+# Its --version tells how the build was made, as every app's does (README).
+run compare-version 0 "${apps}/tessera-compare" --version && {
+  has compare-version "tessera-compare (Tessera ${version})"
+  for line in "Tessera ${version}" "Kokkos: " "execution space: " "Kokkos Kernels: " "BLAS: " "compiler: "; do
+    has compare-version "$line"
+  done
+}
 run compare-kokkos 0 "${apps}/tessera-compare" --kokkos-threads=1 --help
 run compare-unknown 2 "${apps}/tessera-compare" --no-such-option
 

@@ -122,8 +122,11 @@ SweepLog read_sweep_log(const std::string& text, const std::string& path,
                         const std::string& identity);
 
 // The tessera-train command line that trains `trial` alone, as the sweep
-// trained it (the deck's --set options, the sweep's `set`, the trial's values).
-std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Trial& trial);
+// trained it (the deck's --set options, the sweep's `set`, the trial's values),
+// into `output_dir` (its run.output_dir, and its checkpoint.directory's parent)
+// rather than into the deck's own folder.
+std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Trial& trial,
+                              const std::string& output_dir);
 
 struct SweepCallbacks {
   // World rank 0: a line per trial outcome and per rung.

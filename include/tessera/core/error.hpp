@@ -1,6 +1,8 @@
 // Errors Tessera raises at its API boundary. A message starts with the
 // function or deck key that failed, prints the shapes involved and says what
-// was expected; the source location is appended for developers.
+// was expected; the source location is appended for developers, relative to
+// the source tree ("[src/layers/conv.cpp:35]"), never as the build machine's
+// absolute path.
 #pragma once
 
 #include <cstddef>
@@ -27,11 +29,13 @@ class LayerError : public Error {
 };
 
 namespace impl {
-[[noreturn]] inline void throw_error(const std::string& message, const char* file, int line) {
-  std::ostringstream os;
-  os << message << " [" << file << ":" << line << "]";
-  throw Error(os.str());
-}
+// `file` as the message names it: relative to Tessera's source tree for its
+// sources, tests and apps; from "include/tessera/" on for its headers, in its
+// tree or installed; any other path unchanged.
+const char* source_relative(const char* file);
+
+// Throws Error("<message> [<source_relative(file)>:<line>]").
+[[noreturn]] void throw_error(const std::string& message, const char* file, int line);
 }  // namespace impl
 
 }  // namespace tessera

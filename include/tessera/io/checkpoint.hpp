@@ -46,6 +46,13 @@ struct CheckpointInfo {
 // "[16, 2]": a shape as messages and tessera-inspect print it.
 std::string shape_text(const std::vector<std::int64_t>& dims);
 
+// Where the run stands, as tessera-inspect prints it: "epochs done: 4 of 4
+// (finished)" at an epoch boundary, "epochs done: 2 of 10; in epoch 3, 17 of
+// its 235 batches done" within an epoch. The counts of epochs and batches come
+// from the schedule's "epochs=" and "steps_per_epoch=" entries, left out
+// where it has none.
+std::string checkpoint_progress(const CheckpointInfo& info);
+
 // One tensor as stored: /<group>/<layer>/<name>, row-major float32.
 struct CheckpointTensor {
   std::string layer, name;
