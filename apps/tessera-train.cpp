@@ -148,7 +148,9 @@ std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator&
                 << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << who << "error: " << e.what() << std::endl;
+    // One write: under mpiexec the launcher's own messages must not land
+    // inside the line.
+    std::cerr << who + "error: " + e.what() + "\n" << std::flush;
     world.abort(1);
   }
   return std::nullopt;
@@ -195,7 +197,7 @@ int train(tessera::Run& run, const CommandLine& cl, const std::string& who) {
     return 1;
   } catch (const std::exception& e) {
     // Only this rank knows: the others wait in a collective, so end them all.
-    std::cerr << who << "error: " << e.what() << "; stopping every rank" << std::endl;
+    std::cerr << who + "error: " + e.what() + "; stopping every rank\n" << std::flush;
     run.comm().abort(1);
   }
   return 0;

@@ -58,6 +58,10 @@ TEST(ErrorSuffix, TestSourceIsRelative) {
 TEST(ErrorSuffix, InstalledHeadersAndOtherFiles) {
   EXPECT_STREQ(impl::source_relative("/opt/tessera/include/tessera/core/tensor.hpp"),
                "include/tessera/core/tensor.hpp");
+  // Installed inside the source tree (a build folder's install prefix).
+  const std::string inside =
+      test::source_dir() + "/build/downstream-test/install/include/tessera/core/tensor.hpp";
+  EXPECT_STREQ(impl::source_relative(inside.c_str()), "include/tessera/core/tensor.hpp");
   EXPECT_STREQ(impl::source_relative("/home/me/app/main.cpp"), "/home/me/app/main.cpp");
 }
 

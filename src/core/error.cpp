@@ -20,16 +20,18 @@ std::string_view source_root() {
 }  // namespace
 
 const char* source_relative(const char* file) {
-  const std::string_view root = source_root(), path = file;
-  if (!root.empty() && path.size() > root.size() && path.substr(0, root.size()) == root)
-    return file + root.size();
-  // Headers compiled in another project's build: from the last
-  // "include/tessera/" on, the path they have in the source tree.
+  // Tessera's headers, in its tree or installed (wherever the install went,
+  // inside the source tree included): from the last "include/tessera/" on,
+  // the path they have in the source tree.
   const char* from = nullptr;
   for (const char* at = std::strstr(file, "include/tessera/"); at;
        at = std::strstr(at + 1, "include/tessera/"))
     from = at;
-  return from ? from : file;
+  if (from) return from;
+  const std::string_view root = source_root(), path = file;
+  if (!root.empty() && path.size() > root.size() && path.substr(0, root.size()) == root)
+    return file + root.size();
+  return file;
 }
 
 void throw_error(const std::string& message, const char* file, int line) {
