@@ -72,9 +72,10 @@ class Progress {
     evaluated_set_ = set;
     last_evaluated_ = done;
     if (!terminal()) {
-      if (first)
+      if (first) {
         std::printf("evaluating on %lld %s samples\n", static_cast<long long>(total), set.c_str());
-      std::fflush(stdout);
+        std::fflush(stdout);
+      }
       return;
     }
     const auto now = std::chrono::steady_clock::now();

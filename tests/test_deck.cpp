@@ -420,8 +420,7 @@ TEST(Deck, DataFilesAreCheckedWithTheirLocation) {
 }
 
 TEST(Deck, DataPathsExpandTesseraDataDir) {
-  const char* saved = std::getenv("TESSERA_DATA_DIR");
-  const std::string previous = saved ? saved : "";
+  const test::EnvironmentGuard guard("TESSERA_DATA_DIR");
   const std::string text =
       test::replace_once(valid_deck, "\"a\"", "\"${TESSERA_DATA_DIR}/train.gz\"");
   ::unsetenv("TESSERA_DATA_DIR");
@@ -434,10 +433,6 @@ TEST(Deck, DataPathsExpandTesseraDataDir) {
   EXPECT_NE(deck.text.find("${TESSERA_DATA_DIR}"), std::string::npos);  // as written
   ::setenv("TESSERA_DATA_DIR", "", 1);
   EXPECT_EQ(parse_deck(text, "dir.toml").train_images, std::string(default_data_dir) + "/train.gz");
-  if (saved)
-    ::setenv("TESSERA_DATA_DIR", previous.c_str(), 1);
-  else
-    ::unsetenv("TESSERA_DATA_DIR");
   expect_deck_error(
       "other_variable", test::replace_once(valid_deck, "\"a\"", "\"${HOME}/train.gz\""), 6, 16,
       "data.train_images", "only ${TESSERA_DATA_DIR} or ${TESSERA_TOKEN_DIR} are expanded");

@@ -24,19 +24,19 @@ std::vector<std::string> Run::earlier_run(EarlierRun policy) const {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
   std::error_code ec;
-  const std::string metrics = deck_.run.output_dir + "/metrics.jsonl";
+  const std::string& metrics = outputs_->metrics_path;
   if (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0) files.push_back(metrics);
-  const std::vector<std::string> checkpoints = outputs_->checkpoints->checkpoints();
+  const CheckpointDirectory& directory = *outputs_->checkpoints;
+  const std::vector<std::string> checkpoints = directory.checkpoints();
   files.insert(files.end(), checkpoints.begin(), checkpoints.end());
-  const std::string latest = deck_.run.checkpoint.directory + "/latest";
-  if (fs::exists(latest, ec)) files.push_back(latest);
+  if (directory.has_latest()) files.push_back(directory.directory() + "/latest");
   if (files.empty() || policy == EarlierRun::replace) return files;
   std::ostringstream os;
   os << "tessera::Run: " << deck_.run.output_dir << " holds an earlier run (";
   if (files.front() == metrics) os << metrics << (checkpoints.empty() ? "" : ", ");
   if (!checkpoints.empty())
-    os << checkpoints.size() << " checkpoint(s) in " << deck_.run.checkpoint.directory
-       << ", the newest " << fs::path(checkpoints.back()).filename().string();
+    os << checkpoints.size() << " checkpoint(s) in " << directory.directory() << ", the newest "
+       << fs::path(checkpoints.back()).filename().string();
   os << "); a new run does not mix with it: continue it with --restart latest, write "
         "elsewhere with --set run.output_dir=DIR, or replace it with --overwrite";
   throw DeckError(os.str());
@@ -51,7 +51,6 @@ Run::Restart Run::resume(const std::string& restart) {
   resumed.requested = true;
   std::string& from = resumed.from;
   std::string saved_schedule;
-  float saved_lr = 0;
   agree(comm, [&] {
     from = restart == "latest" ? out.checkpoints->resolve("latest") : resolve_checkpoint(restart);
     const CheckpointInfo saved = read_checkpoint_info(from);
@@ -80,7 +79,7 @@ Run::Restart Run::resume(const std::string& restart) {
       trainer_->set_loss_scale(LossScaleState{saved.loss_scale, saved.loss_scale_good_steps});
     cursor_ = saved.cursor;
     saved_schedule = saved.schedule;
-    saved_lr = saved.lr;
+    resumed.lr_before = saved.lr;
     if (root) out.history = saved.metrics;
   });
   require_same_weights_on_every_rank(comm, model_->parameters().values(),
@@ -95,19 +94,15 @@ Run::Restart Run::resume(const std::string& restart) {
   // recorded, never silent.
   if (!saved_schedule.empty() && saved_schedule != schedule_text()) {
     const std::int64_t steps = steps_per_epoch();
-    const float next =
+    resumed.other_schedule = saved_schedule;
+    resumed.lr_after =
         deck_.training.schedule.lr(cursor_.step, steps, deck_.training.epochs * steps);
     os << std::setprecision(4) << "\nnote: the deck's schedule (" << schedule_text()
        << ") is not the checkpoint's (" << saved_schedule << "): the learning rate goes from "
-       << saved_lr << " at the checkpoint's last step to " << next << " at step "
-       << cursor_.step + 1
+       << resumed.lr_before << " at the checkpoint's last step to " << resumed.lr_after
+       << " at step " << cursor_.step + 1
        << " (the schedule spans training.epochs; restart with the checkpoint's settings to "
           "continue it unchanged)";
-    resumed.schedule_change = json{
-        {"from", saved_schedule},
-        {"to", schedule_text()},
-        {"lr_before", saved_lr},
-        {"lr_after", next}}.dump();
   }
   resumed_ = os.str();
   return resumed;
@@ -151,8 +146,11 @@ void Run::open_outputs(const std::vector<std::string>& earlier, const Restart& r
               {"step", cursor_.step},
               {"epoch", cursor_.epoch},
               {"ranks", comm.size()}};
-    if (!resumed.schedule_change.empty())
-      line["schedule_changed"] = json::parse(resumed.schedule_change);
+    if (!resumed.other_schedule.empty())
+      line["schedule_changed"] = {{"from", resumed.other_schedule},
+                                  {"to", schedule_text()},
+                                  {"lr_before", resumed.lr_before},
+                                  {"lr_after", resumed.lr_after}};
     record(line.dump());
   }
 }

@@ -54,6 +54,12 @@ std::string shell_word(const std::string& word) {
   return out + "'";
 }
 
+// The --set options that put a run's output, its checkpoints included,
+// into `dir` whatever the deck says (a trial's folder, the best trial's).
+std::vector<std::string> output_overrides(const std::string& dir) {
+  return {"run.output_dir=" + dir, "checkpoint.directory=" + dir + "/checkpoints"};
+}
+
 }  // namespace
 
 // The sweep log's one writer (world rank 0) and its senders (group leaders).
@@ -235,8 +241,7 @@ TrialOutcome Sweep::run_job(const Trial& trial, int rung, int epochs, bool last)
   const int trials = static_cast<int>(trials_.size());
   const std::string dir = spec_.output_dir + "/" + trial_directory(trial.index, trials);
   std::vector<std::string> overrides = trial_overrides(spec_, trial);
-  overrides.push_back("run.output_dir=" + dir);
-  overrides.push_back("checkpoint.directory=" + dir + "/checkpoints");
+  for (auto& o : output_overrides(dir)) overrides.push_back(std::move(o));
   const auto start = std::chrono::steady_clock::now();
 
   // A trial cut short goes on from its latest checkpoint (its leader's view
@@ -433,8 +438,7 @@ std::string reproduce_command(const Deck& deck, const SweepSpec& spec, const Tri
   std::vector<std::string> overrides = deck.overrides;
   overrides.insert(overrides.end(), spec.set.begin(), spec.set.end());
   for (const auto& o : trial_overrides(spec, trial)) overrides.push_back(o);
-  overrides.push_back("run.output_dir=" + output_dir);
-  overrides.push_back("checkpoint.directory=" + output_dir + "/checkpoints");
+  for (auto& o : output_overrides(output_dir)) overrides.push_back(std::move(o));
   for (const auto& o : overrides) command += " --set " + shell_word(o);
   return command;
 }

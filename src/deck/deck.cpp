@@ -532,13 +532,26 @@ Deck parse_deck(const std::string& text, const std::string& path,
   return deck;
 }
 
+namespace {
+
+// The data directory `variable` names, or nullptr.
+const DataDirectory* find_data_directory(const std::string& variable) {
+  for (const DataDirectory& d : data_directories)
+    if (variable == d.variable) return &d;
+  return nullptr;
+}
+
+std::string directory_of(const DataDirectory& d) {
+  const char* dir = std::getenv(d.variable);
+  return dir && *dir ? dir : d.default_value;
+}
+
+}  // namespace
+
 std::string data_dir(const std::string& variable) {
-  for (const DataDirectory& d : data_directories) {
-    if (variable != d.variable) continue;
-    const char* dir = std::getenv(d.variable);
-    return dir && *dir ? dir : d.default_value;
-  }
-  throw Error("tessera::data_dir: '" + variable + "' is not a data directory variable");
+  const DataDirectory* d = find_data_directory(variable);
+  if (!d) throw Error("tessera::data_dir: '" + variable + "' is not a data directory variable");
+  return directory_of(*d);
 }
 
 std::string expand_data_path(const std::string& path) {
@@ -555,14 +568,13 @@ std::string expand_data_path(const std::string& path) {
     const std::size_t close = path.find('}', open);
     const std::string name =
         close == std::string::npos ? "" : path.substr(open + 2, close - open - 2);
-    const auto found = std::find_if(std::begin(data_directories), std::end(data_directories),
-                                    [&](const DataDirectory& d) { return name == d.variable; });
-    if (found == std::end(data_directories))
+    const DataDirectory* found = find_data_directory(name);
+    if (!found)
       throw DeckError(
           "'" + path + "': only " + known + " are expanded in data paths (found '" +
           path.substr(open, close == std::string::npos ? std::string::npos : close - open + 1) +
           "')");
-    out += data_dir(name);
+    out += directory_of(*found);
     at = close + 1;
   }
   return out;

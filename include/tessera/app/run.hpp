@@ -145,8 +145,11 @@ class Run {
   // What a restart resumed from, for the metrics' restart record.
   struct Restart {
     bool requested = false;
-    std::string from;             // the checkpoint file
-    std::string schedule_change;  // JSON, when the deck's schedule is not the checkpoint's
+    std::string from;  // the checkpoint file
+    // The checkpoint's schedule where the deck's differs (empty otherwise),
+    // and the learning rates of its last step and of the next.
+    std::string other_schedule;
+    float lr_before = 0, lr_after = 0;
   };
   void load_data(const RunCallbacks& callbacks, DatasetCache* cache);
   void shape_data();
