@@ -35,6 +35,14 @@ else()
   set(TESSERA_ENABLE_CUBLAS_VALUE 0)
 endif()
 
+# Whether host spaces take the host-only kernels (option
+# Tessera_HOST_FAST_PATHS), as a 0 or 1 for core/config.hpp.
+if(Tessera_HOST_FAST_PATHS)
+  set(TESSERA_HOST_FAST_PATHS_VALUE 1)
+else()
+  set(TESSERA_HOST_FAST_PATHS_VALUE 0)
+endif()
+
 # The host instruction set Tessera's own kernels are compiled for: empty
 # keeps the compiler's default (x86-64: SSE2, which runs anywhere),
 # `native` targets the CPU of the build machine (AVX2 and FMA, or AVX-512,

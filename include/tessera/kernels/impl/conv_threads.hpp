@@ -6,6 +6,7 @@
 #pragma once
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/kernels/impl/conv_lowering.hpp>
 
@@ -18,14 +19,15 @@ namespace tessera::kernels::impl {
 // (inside a parallel region the BLAS runs on the calling thread) and
 // Serial's one (outside any, the BLAS may use its own threads).
 template <class ExecSpace>
-constexpr bool thread_gemm_space_v =
+constexpr bool thread_gemm_space_v = host_fast_paths_v<ExecSpace> &&
+                                     (
 #ifdef KOKKOS_ENABLE_OPENMP
-    std::is_same<ExecSpace, Kokkos::OpenMP>::value ||
+                                         std::is_same<ExecSpace, Kokkos::OpenMP>::value ||
 #endif
 #ifdef KOKKOS_ENABLE_SERIAL
-    std::is_same<ExecSpace, Kokkos::Serial>::value ||
+                                         std::is_same<ExecSpace, Kokkos::Serial>::value ||
 #endif
-    false;
+                                         false);
 
 // Row-major C = op(A) op(B) + beta C on the calling thread; `gemm` is
 // column-major, so it computes C^T = op(B)^T op(A)^T.

@@ -10,22 +10,17 @@
 // do not depend on the span.
 #pragma once
 
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/types.hpp>
 
 #include <cstdint>
 
-// Host compilers whose vector extensions (vector_size, __builtin_convertvector)
-// let a kernel write one operation on a whole vector register where GCC
-// would not vectorise the scalar loop by itself.
-#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__)
-#define TESSERA_HOST_VECTORS 1
-#endif
-
 namespace tessera::kernels::impl {
 
-// True for the backends whose threads run on the host (Serial, OpenMP).
+// True for the backends whose threads run on the host (Serial, OpenMP)
+// where the build takes the host paths (core/host_paths.hpp).
 template <class ExecSpace>
-constexpr bool runs_on_host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+constexpr bool runs_on_host = host_fast_paths_v<ExecSpace>;
 
 // Elements per host span: 32 KiB of floats per buffer, enough to hide the
 // loop set-up, small enough to balance a few hundred thousand elements
