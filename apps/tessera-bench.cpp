@@ -8,6 +8,7 @@
 // execute fewer), so that a fraction of a peak is not mistaken for
 // hardware efficiency; peaks the CPU's facts make implausible are flagged.
 #include <tessera/core/compat.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
@@ -254,6 +255,7 @@ json report_identity(const Options& opt, const tessera::Deck& deck, std::int64_t
        {{"version", tessera::kokkos_version()},
         {"backends", tessera::kokkos_backends()},
         {"execution_space", tessera::execution_space_name()}}},
+      {"kernel_paths", tessera::kernel_paths_name()},
       {"kokkos_kernels", {{"version", TESSERA_KOKKOS_KERNELS_VERSION}}},
       {"blas", {{"library", blas.library}, {"core", blas.core}, {"threading", blas.threading}}},
       {"compiler", TESSERA_CXX_COMPILER},

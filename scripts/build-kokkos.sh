@@ -27,7 +27,7 @@ case "$backend" in
   *) echo "usage: $0 [--prefix] <openmp|cuda|hip|clang>" >&2; exit 2 ;;
 esac
 
-# Five settings change the recipe; they are part of the prefix's hash:
+# Six settings change the recipe; they are part of the prefix's hash:
 #   TESSERA_KOKKOS_SOURCE     a directory with Kokkos and Kokkos Kernels release
 #                             sources to build instead of Debian's 3.4.01:
 #                             folders kokkos-<version>/ and kokkos-kernels-<version>/,
@@ -47,10 +47,18 @@ esac
 #                             cuBLAS, cuSPARSE and cuSOLVER, which it otherwise
 #                             calls; for binaries that run where CUDA 11.8's
 #                             libraries are absent (scripts/gpu-bundle.sh)
+#   TESSERA_KOKKOS_BOUNDS_CHECK  "on": Kokkos_ENABLE_DEBUG_BOUNDS_CHECK, every
+#                             View access checked against its extents (CI's
+#                             Kokkos 4.6.01 tier, scripts/test-kokkos-release.sh)
 cxx_standard="${TESSERA_KOKKOS_CXX_STANDARD:-17}"
 case "$cxx_standard" in
   17|20) ;;
   *) echo "$0: TESSERA_KOKKOS_CXX_STANDARD=${cxx_standard}: use 17 or 20" >&2; exit 2 ;;
+esac
+bounds_check="${TESSERA_KOKKOS_BOUNDS_CHECK:-off}"
+case "$bounds_check" in
+  on|off) ;;
+  *) echo "$0: TESSERA_KOKKOS_BOUNDS_CHECK=${bounds_check}: use on or off" >&2; exit 2 ;;
 esac
 vendor_libraries="${TESSERA_KOKKOS_VENDOR_LIBRARIES:-on}"
 case "$vendor_libraries" in
@@ -61,6 +69,7 @@ settings="${TESSERA_KOKKOS_SOURCE:-}|${TESSERA_KOKKOS_ARCH:-}|${TESSERA_GPU_TOOL
 [ "$vendor_libraries" = on ] || settings+="|no-vendor-libraries"
 # The default standard leaves the hash (and so the cached prefixes) as it was.
 [ "$cxx_standard" = 17 ] || settings+="|c++${cxx_standard}"
+[ "$bounds_check" = off ] || settings+="|bounds-check"
 recipe_hash=$( (cat "${BASH_SOURCE[0]}"; echo "$settings") | sha256sum | cut -c1-12)
 prefix="${TESSERA_DEPS_DIR}/kokkos-${backend}-${recipe_hash}"
 if [ "$print_only" -eq 1 ]; then echo "$prefix"; exit 0; fi
@@ -133,6 +142,7 @@ mkdir -p "$build_root"
 
 kokkos_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD="$cxx_standard"
              -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkos_ENABLE_SERIAL=ON)
+[ "$bounds_check" = off ] || kokkos_args+=(-DKokkos_ENABLE_DEBUG_BOUNDS_CHECK=ON)
 kk_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkos_ROOT="$prefix"
          -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF)
 # Release sources from 4 on: Kokkos without the code 4.x deprecated (as

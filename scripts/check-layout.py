@@ -17,9 +17,18 @@
                                 src/parallel/communicator.cpp (the MPI
                                 calls of tessera::Communicator) and MPI's
                                 start and end in src/core/runtime.cpp
+  check-layout.py host_paths ROOT
+                                no kernel branches on the host outside the
+                                one predicate of include/tessera/core/
+                                host_paths.hpp (host_fast_paths_v, and
+                                TESSERA_HOST_VECTORS for vector types):
+                                no preprocessor test of a host backend or
+                                instruction set and no type test of a host
+                                space in src/, include/ and apps/, except
+                                where HOST_TESTS_ALLOWED says why
   check-layout.py self-test     the checks fail on planted trees (a
                                 back-edge, a cycle, a long function, a
-                                direct MPI call)
+                                direct MPI call, a host-only branch)
 
 Exit status: 0 when the tree holds, 1 with one line per violation
 (file:line and what to change) when it does not, 2 on bad usage.
@@ -49,6 +58,36 @@ MPI_ALLOWED = {
     # tessera::Runtime starts and ends MPI; core/ sits below parallel/ on the ladder.
     "src/core/runtime.cpp": {"MPI_Initialized", "MPI_Init_thread", "MPI_Comm_rank",
                              "MPI_Comm_size", "MPI_Finalized", "MPI_Finalize"},
+}
+
+# A preprocessor test of a host backend or a host instruction set.
+HOST_MACRO = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b[^\n]*?\b"
+                        r"(KOKKOS_ENABLE_(?:OPENMP|SERIAL|THREADS|HPX)|__(?:AVX|SSE|F16C|FMA)\w*"
+                        r"|__x86_64__|__GNUC__)", re.M)
+# A type test of a host space: whether a space is OpenMP, Serial or Threads,
+# or whether an execution space reaches host memory.
+HOST_TYPE = re.compile(r"\bis_same(?:_v)?<[^;{}]*\bKokkos::(?:OpenMP|Serial|Threads|HPX)\b"
+                       r"|\bSpaceAccessibility<\s*\w*(?:ExecSpace|Exec|Space)\s*,\s*"
+                       r"(?:Kokkos::)?HostSpace\s*>")
+# Where a host test is not a kernel path, and why (file: the tokens it may test).
+HOST_TESTS_ALLOWED = {
+    # The predicate itself.
+    "include/tessera/core/host_paths.hpp": {"__GNUC__", "SpaceAccessibility"},
+    # thread_gemm_space_v: host_fast_paths_v and a space whose threads may each call the BLAS.
+    "include/tessera/kernels/impl/conv_threads.hpp": {"KOKKOS_ENABLE_OPENMP",
+                                                      "KOKKOS_ENABLE_SERIAL", "is_same"},
+    # A team's size on a host backend (Kokkos::AUTO): team_sum's bits do not depend on it.
+    "include/tessera/kernels/impl/team.hpp": {"SpaceAccessibility"},
+    # Conversions through F16C: the same bits as the portable conversion.
+    "include/tessera/core/precision.hpp": {"__F16C__"},
+    # MPI's reduction of 16-bit buffers, which are in host memory.
+    "src/parallel/sum16.cpp": {"__F16C__", "__AVX__"},
+    # The backends and the instruction set a build has, for --version and reports.
+    "src/core/runtime.cpp": {"KOKKOS_ENABLE_OPENMP", "KOKKOS_ENABLE_THREADS",
+                             "KOKKOS_ENABLE_SERIAL"},
+    "src/core/machine.cpp": {"__AVX512F__", "__AVX2__", "__AVX__", "__SSE2__"},
+    # tessera-bench's measurement of the CPU's multiply-add peak.
+    "apps/fma_peak.hpp": {"__x86_64__", "__GNUC__"},
 }
 
 
@@ -297,6 +336,30 @@ def check_mpi(root):
     return errors
 
 
+def check_host_paths(root):
+    errors = []
+    for path, _ in sources(root, ["src", "include", "apps"]):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        allowed = HOST_TESTS_ALLOWED.get(rel, set())
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        code = strip_code(text)
+        hits = [(m.start(), m.group(1)) for m in HOST_MACRO.finditer(text)]
+        hits += [(m.start(), m.group(0).split("<")[0].split("::")[-1].replace("_v", ""))
+                 for m in HOST_TYPE.finditer(code)]
+        for start, token in sorted(hits):
+            if token in allowed:
+                continue
+            source = text if token.startswith(("KOKKOS_", "__")) else code
+            line = source.count("\n", 0, start) + 1
+            errors.append(f"{rel}:{line}: a host-only branch on {token}: test "
+                          "host_fast_paths_v<ExecSpace> (include/tessera/core/host_paths.hpp) "
+                          "instead, so that -DTessera_HOST_FAST_PATHS=OFF runs the GPU path; "
+                          "or, if it is no kernel path, add the file and why to "
+                          "HOST_TESTS_ALLOWED in scripts/check-layout.py")
+    return errors
+
+
 def self_test(root):
     """Each check must fail on a copy of the tree with a planted violation."""
     failures = []
@@ -312,7 +375,7 @@ def self_test(root):
         tree = os.path.join(scratch, "tree")
         for top in ("include", "src", "apps", "docs", "scripts"):
             shutil.copytree(os.path.join(root, top), os.path.join(tree, top))
-        if check_ladder(tree) or check_sizes(tree) or check_mpi(tree):
+        if check_ladder(tree) or check_sizes(tree) or check_mpi(tree) or check_host_paths(tree):
             failures.append("the copied tree does not pass to begin with")
         ladder, _ = ladder_of(tree)
         low, high = ladder[1], ladder[-1]
@@ -353,6 +416,23 @@ def self_test(root):
                     "src/core/runtime.cpp:"]
         if len(errors) != 2 or not all(any(e.startswith(x) for e in errors) for x in expected):
             failures.append(f"the planted MPI calls were not reported as {expected}: {errors}")
+        # Host-only branches outside the predicate: a backend macro in a
+        # kernel header and a space's type test in a layer, beside a
+        # comment that names both and a test of the predicate.
+        plant(tree, "include/tessera/kernels", "planted_host.hpp",
+              "#pragma once\n// #ifdef KOKKOS_ENABLE_OPENMP in a comment\n"
+              "#ifdef KOKKOS_ENABLE_OPENMP\nint fast();\n#endif\n")
+        plant(tree, "src/layers", "planted_host.cpp",
+              "template <class ExecSpace> int f() {\n"
+              "  if constexpr (host_fast_paths_v<ExecSpace>) return 1;\n"
+              "  if constexpr (std::is_same_v<ExecSpace, Kokkos::Serial>) return 2;\n"
+              "  return 3;\n}\n")
+        errors = check_host_paths(tree)
+        expected = ["include/tessera/kernels/planted_host.hpp:3: a host-only branch on "
+                    "KOKKOS_ENABLE_OPENMP", "src/layers/planted_host.cpp:3: a host-only branch on "
+                    "is_same"]
+        if len(errors) != 2 or not all(any(e.startswith(x) for e in errors) for x in expected):
+            failures.append(f"the planted host branches were not reported as {expected}: {errors}")
     return failures
 
 
@@ -363,10 +443,11 @@ def main(argv):
         for failure in failures:
             print(f"check-layout self-test: {failure}")
         if not failures:
-            print("check-layout self-test: a planted back-edge, cycle, long function and direct "
-                  "MPI call fail")
+            print("check-layout self-test: a planted back-edge, cycle, long function, direct "
+                  "MPI call and host-only branch fail")
         return 1 if failures else 0
-    checks = {"ladder": check_ladder, "sizes": check_sizes, "mpi": check_mpi}
+    checks = {"ladder": check_ladder, "sizes": check_sizes, "mpi": check_mpi,
+              "host_paths": check_host_paths}
     if len(argv) != 3 or argv[1] not in checks:
         print(__doc__.strip(), file=sys.stderr)
         return 2

@@ -20,7 +20,9 @@
 #                      decks as ${TESSERA_TOKEN_DIR} (default: /var/lib/tessera;
 #                      TESSERA_DATA_DIR, Fashion-MNIST for the decks, is
 #                      Debian's package's directory unless set)
-#   TESSERA_KOKKOS_SOURCE, TESSERA_KOKKOS_CXX_STANDARD
+#   TESSERA_HOST_FAST_PATHS  OFF: the kernels and schedules of the GPU builds on
+#                      the host (CMake Tessera_HOST_FAST_PATHS; default ON)
+#   TESSERA_KOKKOS_SOURCE, TESSERA_KOKKOS_CXX_STANDARD, TESSERA_KOKKOS_BOUNDS_CHECK
 #                      Kokkos release sources instead of Debian's 3.4.01, and
 #                      the C++ standard of Kokkos and Tessera (17 or 20; see
 #                      scripts/build-kokkos.sh and scripts/test-kokkos-release.sh)
@@ -74,6 +76,7 @@ step "Tessera: configure (${build_dir})"
 cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
   -DTessera_TEST_CONFIGURATION=setup -DCMAKE_CXX_STANDARD="${TESSERA_KOKKOS_CXX_STANDARD:-17}" \
+  -DTessera_HOST_FAST_PATHS="${TESSERA_HOST_FAST_PATHS:-ON}" \
   "${launcher[@]}" > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"

@@ -12,7 +12,12 @@
 #            (default: ../shared/kokkos beside the clone)
 # Environment:
 #   TESSERA_KOKKOS_CXX_STANDARD  17 (default) or 20: Kokkos and Tessera as C++20
-#   TESSERA_BUILD_DIR            build directory (default: <clone>/build-kokkos-<version>[-cxx20])
+#   TESSERA_HOST_FAST_PATHS      OFF: the suite on the kernels of the GPU builds
+#                                (CI does this, with TESSERA_KOKKOS_BOUNDS_CHECK=on:
+#                                README command 2 tests the host fast paths)
+#   TESSERA_KOKKOS_BOUNDS_CHECK  on: Kokkos built with its View bounds checks
+#   TESSERA_BUILD_DIR            build directory (default: <clone>/build-kokkos-<version>
+#                                [-cxx20][-device-paths][-bounds-check])
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 sources="${1:-${TESSERA_ROOT}/../shared/kokkos}"
@@ -26,7 +31,17 @@ version=$(find "$sources" -maxdepth 1 -name 'kokkos-[0-9]*' | sed 's|.*/kokkos-|
 cxx_standard="${TESSERA_KOKKOS_CXX_STANDARD:-17}"
 suffix=""
 [ "$cxx_standard" = 17 ] || suffix="-cxx${cxx_standard}"
-note "Kokkos ${version}, C++${cxx_standard}"
+case "${TESSERA_HOST_FAST_PATHS:-ON}" in
+  ON) paths="host fast paths" ;;
+  OFF) paths="device paths on the host"; suffix+="-device-paths" ;;
+  *) die "TESSERA_HOST_FAST_PATHS=${TESSERA_HOST_FAST_PATHS}: use ON or OFF" ;;
+esac
+bounds=""
+if [ "${TESSERA_KOKKOS_BOUNDS_CHECK:-off}" = on ]; then
+  bounds=", View bounds checked"
+  suffix+="-bounds-check"
+fi
+note "Kokkos ${version}, C++${cxx_standard}, ${paths}${bounds}"
 
 export TESSERA_KOKKOS_SOURCE="$sources" TESSERA_KOKKOS_CXX_STANDARD="$cxx_standard"
 export TESSERA_BUILD_DIR="${TESSERA_BUILD_DIR:-${TESSERA_ROOT}/build-kokkos-${version}${suffix}}"

@@ -1,5 +1,6 @@
 // Runtime start-up and build description.
 #include <tessera/core/compat.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/core/runtime.hpp>
 #include <tessera/core/types.hpp>
@@ -153,6 +154,7 @@ std::string build_configuration() {
   os << "Tessera " << TESSERA_VERSION_STRING << "\n"
      << "Kokkos: " << kokkos_version() << ", backends " << backends << "\n"
      << "execution space: " << execution_space_name() << "\n"
+     << "kernel paths: " << kernel_paths_name() << "\n"
      << "Kokkos Kernels: " << TESSERA_KOKKOS_KERNELS_VERSION << "\n"
      << "BLAS: " << blas.library;
   if (!blas.core.empty()) os << "; core " << blas.core;

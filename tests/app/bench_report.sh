@@ -58,6 +58,8 @@ check(info["blas"]["library"].startswith("OpenBLAS"), f"build_info.blas.library 
 check(info["blas"]["core"] != "", "build_info.blas.core")
 check(info["compiler"] == report["compiler"] and info["build_type"] != "", "build_info.compiler")
 check("spack_spec" in info, "build_info.spack_spec")
+check(info.get("kernel_paths") in ("host fast paths", "device paths on the host", "device paths"),
+      f"build_info.kernel_paths {info.get('kernel_paths')}")
 check(report["platform"].endswith(f" x{report['threads']}"), f"platform {report['platform']}")
 check(report["deck"] == deck, f"deck {report['deck']} != {deck}")
 machine = report["machine"]

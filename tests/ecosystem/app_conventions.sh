@@ -51,6 +51,7 @@ for app in tessera-train tessera-sweep tessera-bench tessera-inspect tessera-idx
     has "$app-version" "Tessera ${version}"
     has "$app-version" "Kokkos: "
     has "$app-version" "execution space: "
+    has "$app-version" "kernel paths: "
     has "$app-version" "BLAS: "
   }
   run "$app-kokkos-help" 0 "$exe" --kokkos-help && has "$app-kokkos-help" "--kokkos-help"
@@ -64,7 +65,7 @@ run compare-help 0 "${apps}/tessera-compare" --help && has compare-help "usage: 
 # Its --version tells how the build was made, as every app's does (README).
 run compare-version 0 "${apps}/tessera-compare" --version && {
   has compare-version "tessera-compare (Tessera ${version})"
-  for line in "Tessera ${version}" "Kokkos: " "execution space: " "Kokkos Kernels: " "BLAS: " "compiler: "; do
+  for line in "Tessera ${version}" "Kokkos: " "execution space: " "kernel paths: " "Kokkos Kernels: " "BLAS: " "compiler: "; do
     has compare-version "$line"
   done
 }
