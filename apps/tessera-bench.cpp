@@ -36,6 +36,7 @@
 
 #include "bench_data.hpp"
 #include "bench_measure.hpp"
+#include "bench_predict.hpp"
 #include "bench_regions.hpp"
 #include "cli.hpp"
 #include "fma_peak.hpp"
@@ -47,28 +48,6 @@ using nlohmann::json;
 constexpr int schema_version = 3;
 
 using namespace tessera::bench;
-
-// --peaks-override KEY=VALUE: replaces a measured figure or a machine fact,
-// so that a test can give the plausibility rule values it knows the verdict
-// on.
-const std::vector<std::string> peaks_override_keys{"fma_gflops", "sgemm_gflops", "clock_mhz",
-                                                   "cores"};
-
-std::string peaks_override_error(const std::string& text) {
-  const auto eq = text.find('=');
-  const std::string key = text.substr(0, eq);
-  if (eq == std::string::npos || std::find(peaks_override_keys.begin(), peaks_override_keys.end(),
-                                           key) == peaks_override_keys.end()) {
-    std::string keys;
-    for (const auto& k : peaks_override_keys) keys += (keys.empty() ? "" : ", ") + k;
-    return "--peaks-override " + text + ": expected KEY=VALUE with KEY one of " + keys;
-  }
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str() + eq + 1, &end);
-  if (end == text.c_str() + eq + 1 || *end != '\0' || !(value >= 0))
-    return "--peaks-override " + text + ": the value is not a number >= 0";
-  return "";
-}
 
 json shape_json(const tessera::Shape& s) {
   json a = json::array();
@@ -123,6 +102,8 @@ struct Options {
   int steps = 20, repetitions = 5, peak_repetitions = 5;
   std::int64_t gemm_size = 0, triad_elements = std::int64_t(1) << 25;
   bool skip_peaks = false, mixed_gemm = false;
+  std::string predict;            // "h100,mi250x"
+  double launch_latency_us = -1;  // < 0: each platform's assumed latency
 };
 
 // "38.1 GFLOP/s executed (61.2 % of the FMA peak), 95.4 GFLOP/s model FLOPs
@@ -283,11 +264,49 @@ json report_identity(const Options& opt, const tessera::Deck& deck, std::int64_t
   return report;
 }
 
+// The report's "peaks": the measured figures, what the CPU's facts expect
+// and the verdicts.
+json peaks_json(const Peaks& peaks, const Options& opt) {
+  const auto& expected = peaks.fma_expected;
+  const auto maybe = [](const std::optional<bool>& b) { return b ? json(*b) : json(nullptr); };
+  json out = {{"fma",
+               {{"gflops", peaks.fma.gflops},
+                {"isa", peaks.fma.isa},
+                {"threads", peaks.fma.threads},
+                {"expected_gflops", expected.gflops > 0 ? json(expected.gflops) : json(nullptr)},
+                {"expected",
+                 {{"vector_floats", expected.vector_floats},
+                  {"fma_per_cycle", expected.fma_per_cycle},
+                  {"clock_mhz", expected.clock_mhz},
+                  {"clock_source", expected.clock_source},
+                  {"cores", expected.cores},
+                  {"derivation", expected.derivation}}},
+                {"plausible", maybe(peaks.verdict.fma_plausible)}}},
+              {"sgemm",
+               {{"size", peaks.gemm_size},
+                {"gflops", peaks.gemm_gflops},
+                {"plausible", maybe(peaks.verdict.sgemm_plausible)}}},
+              {"stream_triad",
+               {{"elements", peaks.triad_elements},
+                {"gbs", peaks.triad_gbs},
+                {"best_gbs", peaks.triad_best_gbs},
+                {"plausible", nullptr}}},
+              {"warnings", peaks.verdict.warnings},
+              {"overrides", peaks.overrides},
+              {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
+  if (opt.mixed_gemm) {
+    json figures = json::array();
+    for (const auto& f : peaks.mixed_gemm)
+      figures.push_back({{"type", f.type}, {"method", f.method}, {"gflops", f.gflops}});
+    out["mixed_gemm"] = figures;
+  }
+  return out;
+}
+
 // The measurement proper, adding to `report` (its identity already there).
-int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
-            const tessera::TrainOptions& options, const std::unique_ptr<tessera::Model>& model,
-            const tessera::Shape& sample, const tessera::Shape& out,
-            const std::filesystem::path& path, std::ofstream& file, json& report) {
+void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
+             const tessera::TrainOptions& options, const std::unique_ptr<tessera::Model>& model,
+             const tessera::Shape& sample, const tessera::Shape& out, json& report) {
   std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
 
   Peaks peaks;
@@ -297,7 +316,8 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   if (!opt.skip_peaks) {
     peaks.fma = tessera::bench::measure_fma_peak(opt.peak_repetitions);
     peaks.gemm_gflops = measure_sgemm(peaks.gemm_size, opt.peak_repetitions);
-    peaks.triad_gbs = measure_triad(peaks.triad_elements, opt.peak_repetitions);
+    peaks.triad_gbs =
+        measure_triad(peaks.triad_elements, opt.peak_repetitions, peaks.triad_best_gbs);
   }
   if (opt.mixed_gemm) peaks.mixed_gemm = measure_mixed_gemms(peaks.gemm_size, opt.peak_repetitions);
   tessera::bench::CpuFacts cpu = tessera::bench::read_cpu_facts();
@@ -375,37 +395,7 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
                       {"steps", opt.steps},
                       {"repetitions", opt.repetitions},
                       {"statistic", "median over repetitions of the mean step"}};
-  const auto& expected = peaks.fma_expected;
-  const auto maybe = [](const std::optional<bool>& b) { return b ? json(*b) : json(nullptr); };
-  report["peaks"] = {
-      {"fma",
-       {{"gflops", peaks.fma.gflops},
-        {"isa", peaks.fma.isa},
-        {"threads", peaks.fma.threads},
-        {"expected_gflops", expected.gflops > 0 ? json(expected.gflops) : json(nullptr)},
-        {"expected",
-         {{"vector_floats", expected.vector_floats},
-          {"fma_per_cycle", expected.fma_per_cycle},
-          {"clock_mhz", expected.clock_mhz},
-          {"clock_source", expected.clock_source},
-          {"cores", expected.cores},
-          {"derivation", expected.derivation}}},
-        {"plausible", maybe(peaks.verdict.fma_plausible)}}},
-      {"sgemm",
-       {{"size", peaks.gemm_size},
-        {"gflops", peaks.gemm_gflops},
-        {"plausible", maybe(peaks.verdict.sgemm_plausible)}}},
-      {"stream_triad",
-       {{"elements", peaks.triad_elements}, {"gbs", peaks.triad_gbs}, {"plausible", nullptr}}},
-      {"warnings", peaks.verdict.warnings},
-      {"overrides", peaks.overrides},
-      {"repetitions", opt.skip_peaks ? 0 : opt.peak_repetitions}};
-  if (opt.mixed_gemm) {
-    json figures = json::array();
-    for (const auto& f : peaks.mixed_gemm)
-      figures.push_back({{"type", f.type}, {"method", f.method}, {"gflops", f.gflops}});
-    report["peaks"]["mixed_gemm"] = figures;
-  }
+  report["peaks"] = peaks_json(peaks, opt);
 
   json rows = json::array();
   double layers_total = 0, dense_seconds = 0;
@@ -484,15 +474,6 @@ int measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
       {"seconds", memory_seconds},
       {"gbs", memory_gbs},
       {"bandwidth_fraction", peaks.triad_gbs > 0 ? memory_gbs / peaks.triad_gbs : 0}};
-
-  std::cout << "\n";
-  print_table(std::cout, report);
-  if (!(file << report.dump(2) << "\n")) {
-    std::cerr << "tessera-bench: cannot write " << path.string() << "\n";
-    return 2;
-  }
-  std::cout << "report: " << path.string() << "\n";
-  return 0;
 }
 
 int run(const Options& opt) {
@@ -532,7 +513,18 @@ int run(const Options& opt) {
 
   json report = report_identity(opt, deck, batch);
   try {
-    return measure(opt, deck, batch, options, model, sample, out, path, file, report);
+    measure(opt, deck, batch, options, model, sample, out, report);
+    tessera::bench::add_predictions(opt.predict, opt.launch_latency_us, !opt.skip_peaks, deck,
+                                    *model, report);
+    std::cout << "\n";
+    print_table(std::cout, report);
+    tessera::bench::print_predictions(std::cout, report);
+    if (!(file << report.dump(2) << "\n")) {
+      std::cerr << "tessera-bench: cannot write " << path.string() << "\n";
+      return 2;
+    }
+    std::cout << "report: " << path.string() << "\n";
+    return 0;
   } catch (const std::exception& e) {
     report["status"] = "failed";
     report["error"] = e.what();
@@ -580,6 +572,14 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--mixed-gemm", opt.mixed_gemm,
       "also time the 16-bit products (bf16, fp16; every method) on the sgemm peak's shape");
+  app.add_option("--predict", opt.predict,
+                 "lower bounds of the step on GPUs (h100, mi250x; comma-separated) from the "
+                 "bytes, FLOPs and kernel launches counted here, in the report's predicted.*")
+      ->check(CLI::Validator(tessera::bench::predict_option_error, "PLATFORMS", "platforms"));
+  app.add_option("--launch-latency-us", opt.launch_latency_us,
+                 "the launch latency --predict assumes, in microseconds (default: 4 on the "
+                 "H100, 6 on the MI250X)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--platform", opt.platform,
                  "name of the hardware for tessera-compare, e.g. \"NVIDIA A100\" (default: the "
                  "CPU model and thread count, or the GPU backend)");

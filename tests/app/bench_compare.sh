@@ -3,7 +3,8 @@
 # the markdown table carries both columns, every layer, the measured rates
 # and the speed-up between them, the PNG chart is written, and the
 # performance-portability table over the two platforms matches the metric
-# recomputed from the reports.
+# recomputed from the reports; a report's predicted H100 step stands beside a
+# report measured on an H100 for the same deck.
 # Usage: bench_compare.sh <tessera-bench> <tessera-compare> <deck>
 set -euo pipefail
 bench="$1" compare="$2" deck="$3"
@@ -11,7 +12,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 for t in 1 2; do
   OMP_NUM_THREADS=$t "$bench" "$deck" --steps 3 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
-    --peak-repetitions 2 --json "$scratch/t$t.json" > "$scratch/t$t.log" 2>&1 \
+    --peak-repetitions 2 --predict h100 --json "$scratch/t$t.json" > "$scratch/t$t.log" 2>&1 \
     || { cat "$scratch/t$t.log"; echo "FAIL: tessera-bench with $t threads"; exit 1; }
 done
 # The chart needs matplotlib: the first python3 on PATH may lack it where
@@ -113,3 +114,31 @@ if [ "$rc" -ne 2 ] || ! grep -qF "$scratch/other.json: not a tessera-bench repor
   exit 1
 fi
 echo "PASS: non-report input -> exit 2 naming the file"
+
+# Predictions beside a measurement: the second report stands in for one
+# measured on an H100 (its platform renamed), a third for another deck.
+/usr/bin/python3 - "$scratch" <<'PY'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(f"{d}/t2.json"))
+r["platform"] = "NVIDIA H100 80GB HBM3"
+json.dump(r, open(f"{d}/h100.json", "w"))
+r["deck"] = "other.toml"
+r["step"]["seconds"] *= 3
+json.dump(r, open(f"{d}/other-deck.json", "w"))
+PY
+"$compare" "$scratch/t1.json" "$scratch/other-deck.json" "$scratch/h100.json" -o "$scratch/predicted.md"
+/usr/bin/python3 - "$scratch/t1.json" "$scratch/h100.json" "$scratch/predicted.md" <<'PY'
+import json, sys
+a, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+text = open(sys.argv[3]).read()
+rows = [l for l in text.splitlines() if l.startswith("| ") and "NVIDIA H100 SXM" in l]
+p = a["predicted"]["h100"]
+want = (f"| {a['backend']} {a['threads']}t @ {a['machine']['hostname']} | {p['platform']} | "
+        f"{p['launches_per_step']} | {1e3 * p['step_seconds']:,.3f} | {p['bounding_pass']} | "
+        f"{1e3 * gpu['step']['seconds']:,.3f} (NVIDIA H100 80GB HBM3) |")
+if "## Predicted GPU steps" not in text or want not in rows:
+    print(f"FAIL: prediction rows {rows}, expected {want}")
+    sys.exit(1)
+print("PASS: the predicted H100 step beside the H100 report of the same deck")
+PY

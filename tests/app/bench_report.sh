@@ -5,15 +5,18 @@
 # execute: Winograd's products and transforms where conv2 runs them), the
 # console names the basis of every FLOP rate, an MLP executes its model's
 # FLOPs exactly, the peaks' plausibility verdicts follow the rule (measured,
-# and with injected peaks and clocks on both sides of the threshold), and bad
-# input exits with status 2.
+# and with injected peaks and clocks on both sides of the threshold), the
+# predicted GPU steps are the roofline bounds of the report's own counts and
+# the same bounds fed this host's measured peaks never exceed its measured
+# times, and bad input exits with status 2.
 # Usage: bench_report.sh <tessera-bench> <CNN deck> [<MLP deck>]
 set -euo pipefail
 bench="$1" deck="$2" mlp_deck="${3:-$(dirname "$2")/fashion_mnist_mlp.toml}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 "$bench" "$deck" --batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
-  --peak-repetitions 2 --mixed-gemm --json "$scratch/report.json" > "$scratch/out.txt" 2>&1 \
+  --peak-repetitions 2 --mixed-gemm --predict h100,mi250x --json "$scratch/report.json" \
+  > "$scratch/out.txt" 2>&1 \
   || { cat "$scratch/out.txt"; echo "FAIL: tessera-bench exited $?"; exit 1; }
 cat "$scratch/out.txt"
 grep -q "^training step: .* samples/s at batch 16" "$scratch/out.txt" || { echo "FAIL: no training step line"; exit 1; }
@@ -266,6 +269,56 @@ print(f"PASS: report schema, {len(layers)} layers, Dense and Conv2D FLOPs on bot
       f"peak verdicts ({len(warnings)} warnings)")
 PY
 
+# --predict: each pass bounded by max(bytes / bandwidth, FLOPs / peak,
+# launches x latency) from the report's own figures, the step their sum and
+# the optimizer's sweep; fed this host's peaks (the triad on arrays that fit
+# in cache, the register-only FMA peak: upper bounds of what a small batch's
+# layers reach), no bound exceeds the time measured.
+/usr/bin/python3 - "$scratch/report.json" "$scratch/out.txt" <<'PY'
+import json, math, sys
+report = json.load(open(sys.argv[1]))
+console = open(sys.argv[2]).read().splitlines()
+errors = []
+predicted = report.get("predicted", {})
+if set(predicted) != {"h100", "mi250x", "measured"}:
+    errors.append(f"predicted has {sorted(predicted)}, expected h100, mi250x, measured")
+for key, p in predicted.items():
+    step, launches, worst, bounding = p["optimizer_seconds"], 0, -1, None
+    if not p["optimizer_seconds"] > 0:
+        errors.append(f"{key}: optimizer_seconds {p['optimizer_seconds']}")
+    for layer, bound in zip(report["layers"], p["layers"]):
+        for name in ("forward", "backward"):
+            figures = layer[name]
+            count = sum(k["calls"] for k in figures["kernels"])
+            want = max(figures["bytes"] / p["bytes_per_second"],
+                       min(figures["model_flops"], figures["executed_flops"]) / p["flops_per_second"],
+                       count * p["launch_seconds"])
+            got = bound[name]
+            if got["launches"] != count or not math.isclose(got["seconds"], want, rel_tol=1e-12):
+                errors.append(f"{key} {layer['name']} {name}: {got}, expected {want} s, {count} launches")
+            if key == "measured" and got["seconds"] > figures["seconds"]:
+                errors.append(f"measured peaks: {layer['name']} {name} bound {got['seconds']:.3e} s "
+                              f"above its measured {figures['seconds']:.3e} s")
+            step += want
+            launches += count
+            if want > worst:
+                worst, bounding = want, f"{layer['name']} {name}"
+    if not math.isclose(p["step_seconds"], step, rel_tol=1e-9) or p["launches_per_step"] != launches \
+            or p["bounding_pass"] != bounding:
+        errors.append(f"{key}: step {p['step_seconds']} launches {p['launches_per_step']} "
+                      f"bounded by {p['bounding_pass']}; expected {step}, {launches}, {bounding}")
+    if not any(l.startswith(f"predicted step on {p['platform']}: ") for l in console):
+        errors.append(f"no console line 'predicted step on {p['platform']}'")
+if predicted.get("measured", {}).get("step_seconds", 0) > report["step"]["seconds"]:
+    errors.append(f"measured peaks: step bound {predicted['measured']['step_seconds']} above the step")
+if predicted.get("h100", {}).get("launch_seconds") != 4e-6:
+    errors.append("h100's launch latency is not the documented 4 us")
+if errors:
+    print("FAIL: " + "\n      ".join(errors))
+    sys.exit(1)
+print(f"PASS: predictions for {sorted(predicted)}; no bound above the host's measured times")
+PY
+
 # An MLP executes its model's FLOPs exactly: the two bases agree everywhere.
 "$bench" "$mlp_deck" --batch 8 --steps 1 --repetitions 1 --gemm-size 64 --triad-elements 100000 \
   --peak-repetitions 1 --json "$scratch/mlp.json" > "$scratch/mlp.txt" 2>&1 \
@@ -371,6 +424,7 @@ expect "does_not_exist.toml" "$scratch/does_not_exist.toml"
 expect "--steps" "$deck" --steps 0
 expect "training.batch_size" "$deck" --set training.batch_size=0
 expect "--peaks-override fma=1: expected KEY=VALUE with KEY one of" "$deck" --peaks-override fma=1
+expect "--predict h100,a100: unknown platform 'a100' (known: h100, mi250x)" "$deck" --predict h100,a100
 touch "$scratch/file"
 expect "cannot write $scratch/file/report.json" "$deck" --batch 2 --steps 1 --repetitions 1 --skip-peaks \
   --json "$scratch/file/report.json"
