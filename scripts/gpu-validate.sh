@@ -275,9 +275,10 @@ if selected bench; then
     # Peaks on the first deck only: they do not depend on the deck.
     peaks=(--skip-peaks)
     [ "$name" != "${deck_names[0]}" ] || peaks=(--peak-repetitions 3)
+    # --predict: the bounds from this GPU's own launch counts, beside its step.
     if run_step 60 "$log" "$bin/tessera-bench" "${args[@]}" --steps 10 --repetitions 3 \
-         "${peaks[@]}" --platform "$gpu" --json "$report"; then
-      record "bench ${name}" "$(grep -m1 -iE 'samples/s' "$log" | sed 's/^ *//' | cut -c1-200)"
+         "${peaks[@]}" --predict h100,mi250x --platform "$gpu" --json "$report"; then
+      record "bench ${name}" "$(grep -m1 -iE 'samples/s' "$log" | sed 's/^ *//' | cut -c1-200); $(grep -m1 '^predicted step on NVIDIA' "$log" | cut -c1-160)"
     else
       fail_step "bench ${name}" "$?" "$log"
     fi
