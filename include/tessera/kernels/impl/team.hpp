@@ -46,6 +46,15 @@ Kokkos::TeamPolicy<ExecSpace> team_policy(const ExecSpace& exec, std::int64_t le
   return policy;
 }
 
+// The largest team a team kernel without scratch may have on exec (the
+// tests run team kernels at every size up to it).
+template <class ExecSpace>
+int team_size_max(const ExecSpace& exec) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  return Kokkos::TeamPolicy<ExecSpace>(exec, 1, 1)
+      .team_size_max(KOKKOS_LAMBDA(const Member&){}, Kokkos::ParallelForTag());
+}
+
 // Level-0 scratch bytes team_sum needs for values of type V.
 template <class V>
 constexpr std::size_t team_sum_bytes() {
