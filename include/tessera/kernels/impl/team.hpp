@@ -57,7 +57,7 @@ int team_size_max(const ExecSpace& exec) {
 
 // Level-0 scratch bytes team_sum needs for values of type V.
 template <class V>
-constexpr std::size_t team_sum_bytes() {
+KOKKOS_INLINE_FUNCTION constexpr std::size_t team_sum_bytes() {
   // Rounded up to 8 bytes, so that a second scratch array after it stays aligned.
   return (team_lanes * sizeof(V) + 7) / 8 * 8;
 }
