@@ -209,22 +209,13 @@ KOKKOS_INLINE_FUNCTION std::int64_t power_of_two_at_least(std::int64_t n) {
   return p;
 }
 
-// The GPU's backward. A team per token sorts its bucket by a bitonic
-// network in team scratch (the sorted order of distinct row indices is
-// unique, so any team size gives it); then the sums are columns sums by
-// teams (impl/column_sums.hpp) over (token, block of 8 channels) and
-// (position, block of 8 channels), each bucket's rows cut into fixed chunks
-// added in chunk order, in double. Work items at the tiny GPT's sizes
-// (4096 rows, vocabulary 256, 128 channels, 128 positions): 256 sort teams,
-// 4096 and 2048 teams of column sums.
-template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
-void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
-                              const DY& dy, const TokenBuckets& buckets, const DTable& dtable,
-                              const DPositionTable& dposition_table, TeamShape shape = {}) {
+// Sorts each token's bucket of row indices on a GPU: a team per token, a
+// bitonic network in team scratch (the sorted order of distinct row
+// indices is unique, so any team size gives it).
+template <class ExecSpace>
+void embedding_sort_teams(const ExecSpace& exec, const TokenBuckets& buckets, std::int64_t rows,
+                          std::int64_t vocabulary, TeamShape shape) {
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
-  const std::int64_t channels = dtable.extent(1);
-  embedding_buckets(exec, ids, buckets, vocabulary);
   const auto offsets = buckets.offsets;
   const auto order = buckets.rows;
   const std::int64_t capacity = power_of_two_at_least(
@@ -261,6 +252,25 @@ void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, con
         Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
                              [&](const std::int64_t i) { order(first + i) = a[i]; });
       });
+}
+
+// The GPU's backward: the buckets sorted by embedding_sort_teams, then
+// column sums by teams (impl/column_sums.hpp) over (token, block of 8
+// channels) and (position, block of 8 channels), each bucket's rows cut
+// into fixed chunks added in chunk order, in double. Work items at the tiny
+// GPT's sizes (4096 rows, vocabulary 256, 128 channels, 128 positions): 256
+// sort teams, 4096 and 2048 teams of column sums.
+template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
+void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
+                              const DY& dy, const TokenBuckets& buckets, const DTable& dtable,
+                              const DPositionTable& dposition_table, TeamShape shape = {}) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
+  const std::int64_t channels = dtable.extent(1);
+  embedding_buckets(exec, ids, buckets, vocabulary);
+  embedding_sort_teams(exec, buckets, rows, vocabulary, shape);
+  const auto offsets = buckets.offsets;
+  const auto order = buckets.rows;
   const std::int64_t blocks = (channels + column_block - 1) / column_block;
   const auto sums_policy = [&](const std::int64_t league) {
     return team_policy(exec, league, column_sums_shape<ExecSpace>(shape),

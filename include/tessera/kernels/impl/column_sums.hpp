@@ -23,7 +23,7 @@ constexpr int column_sums_gpu_team = 256;
 
 // Level-0 scratch bytes of team_column_sums for sums of type A.
 template <class A>
-constexpr std::size_t column_sums_bytes() {
+KOKKOS_INLINE_FUNCTION constexpr std::size_t column_sums_bytes() {
   return column_block * column_chunks * sizeof(A);
 }
 
