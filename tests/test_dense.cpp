@@ -1,13 +1,16 @@
 // Dense kernels: values against a naive host reference, finite-difference
 // gradients of input, weight and bias, accumulation, the layer with and
-// without a bias, and shape errors.
+// without a bias, the GPU's bias gradient at every team size, and shape
+// errors.
 #include <tessera/kernels/dense.hpp>
 #include <tessera/layers/dense.hpp>
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "layer_check.hpp"
+#include "team_sizes.hpp"
 
 namespace {
 
@@ -118,6 +121,47 @@ TYPED_TEST(DenseKernels, WithoutBias) {
   EXPECT_EQ(ys[0], ys[1]);
   EXPECT_EQ(dxs[0], dxs[1]);
   EXPECT_EQ(dws[0], dws[1]);
+}
+
+// The GPU's bias gradient (teams over blocks of 8 columns, 128 fixed chunks
+// of rows): the same bits at every team size, within the rounding of its
+// chunked sum of the double-precision column sums; for fewer rows than
+// chunks, one chunk per row, blocks of columns with a rest, and no columns.
+TYPED_TEST(DenseKernels, DeviceBiasGradientSameBitsForEveryTeamSizeAndCloseToDouble) {
+  using E = TypeParam;
+  const int shapes[][2] = {{1, 3}, {5, 10}, {130, 17}, {1000, 130}, {4096, 24}, {7, 0}};
+  for (const auto& shape : shapes) {
+    const int n = shape[0], out = shape[1];
+    SCOPED_TRACE(std::to_string(n) + " rows, " + std::to_string(out) + " columns");
+    M<E> dy("dy", n, out);
+    const auto dyh = test::random_values(std::size_t(n) * out, 51);
+    const auto start = test::random_values(out, 52);
+    test::from_host(dy, dyh);
+    std::vector<float> first;
+    for (const kernels::TeamShape team : test::team_shapes<E>()) {
+      V<E> db("db", out);
+      test::from_host(db, start);
+      kernels::impl::dense_bias_gradient_device(E(), dy, db, team);
+      const auto dbh = test::to_host(db);
+      if (first.empty() && team.size == 0) {
+        first = dbh;
+        // Each chunk's sum and the sum of the chunks and the start round at
+        // most (n / 128 + 1) + 128 + 1 times: a bound on the error relative
+        // to the sum of magnitudes.
+        const double u = std::numeric_limits<float>::epsilon() / 2;
+        for (int o = 0; o < out; ++o) {
+          double sum = start[o], magnitude = std::abs(start[o]);
+          for (int i = 0; i < n; ++i) {
+            sum += dyh[std::size_t(i) * out + o];
+            magnitude += std::abs(dyh[std::size_t(i) * out + o]);
+          }
+          EXPECT_NEAR(dbh[o], sum, (n / 128 + 130) * u * magnitude) << "column " << o;
+        }
+      } else {
+        EXPECT_EQ(dbh, first) << "team size " << team.size;
+      }
+    }
+  }
 }
 
 TYPED_TEST(DenseKernels, ShapeMismatchNamesFunctionAndShapes) {

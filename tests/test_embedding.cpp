@@ -1,12 +1,19 @@
 // Embedding: lookups against a naive host loop, a backward that sums each
 // token's rows in row order (the same bits as a sequential host sum, on
-// every space and thread count, with many repeated tokens), layer gradients
-// with and without positions, and the errors for ids outside the
-// vocabulary and for inputs that are not token ids.
+// every space and thread count, with many repeated tokens), the GPU's
+// backward by teams at every team size, layer gradients with and without
+// positions, and the errors for ids outside the vocabulary and for inputs
+// that are not token ids.
 #include <tessera/kernels/embedding.hpp>
 #include <tessera/layers/embedding.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "layer_check.hpp"
+#include "team_sizes.hpp"
 
 namespace {
 
@@ -84,6 +91,89 @@ TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
           dpos_expected[p * channels + c] += static_cast<float>(sum);
         }
       EXPECT_EQ(test::to_host(dpos), dpos_expected);
+    }
+  }
+}
+
+// The GPU's backward (buckets sorted by a team each, sums by teams in fixed
+// chunks): the same bits at every team size, each bucket sorted by row,
+// and close to double sums. Token 1 takes most rows: 200 of 250 (more rows
+// than chunks), and 4500 of 5000 in the second case, a bucket larger than
+// a team sorts in its scratch. Token 3 takes none.
+TYPED_TEST(EmbeddingKernels, TeamsBackwardSameBitsForEveryTeamSizeAndCloseToDouble) {
+  using E = TypeParam;
+  const std::int64_t vocabulary = 5, channels = 11;
+  for (const std::int64_t samples : {5, 100}) {
+    const std::int64_t positions = 50, rows = samples * positions;
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    std::vector<float> ids(rows);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::uint64_t h = counter_hash(12, 1, r);
+      ids[r] = h % 10 != 0 ? 1.0f : static_cast<float>(h / 10 % 3 == 2 ? 4 : h / 10 % 3);
+    }
+    V1<E> id_view("ids", rows);
+    V2<E> dy("dy", rows, channels);
+    test::from_host(id_view, ids);
+    const auto dy_h = test::random_values(rows * channels, 7);
+    const auto dtable_start = test::random_values(vocabulary * channels, 8);
+    const auto dpos_start = test::random_values(positions * channels, 9);
+    test::from_host(dy, dy_h);
+    std::vector<float> first_table, first_pos;
+    for (const kernels::TeamShape team : test::team_shapes<E>()) {
+      V2<E> dtable("dtable", vocabulary, channels), dpos("dpos", positions, channels);
+      test::from_host(dtable, dtable_start);
+      test::from_host(dpos, dpos_start);
+      kernels::TokenBuckets buckets("buckets", vocabulary, rows);
+      kernels::impl::embedding_backward_teams(E(), positions, id_view, dy, buckets, dtable, dpos,
+                                              team);
+      const auto table_h = test::to_host(dtable), pos_h = test::to_host(dpos);
+      const auto offsets = test::to_host(buckets.offsets), order = test::to_host(buckets.rows);
+      for (std::int64_t v = 0; v < vocabulary; ++v) {
+        std::vector<std::int64_t> expected;
+        for (std::int64_t r = 0; r < rows; ++r)
+          if (static_cast<std::int64_t>(ids[r]) == v) expected.push_back(r);
+        EXPECT_EQ(
+            std::vector<std::int64_t>(order.begin() + offsets[v], order.begin() + offsets[v + 1]),
+            expected)
+            << "bucket " << v << ", team size " << team.size;
+      }
+      if (!first_table.empty()) {
+        EXPECT_EQ(table_h, first_table) << "team size " << team.size;
+        EXPECT_EQ(pos_h, first_pos) << "team size " << team.size;
+        continue;
+      }
+      first_table = table_h;
+      first_pos = pos_h;
+      // Sums in double, rounded once to float: within a float's rounding
+      // of the start plus the sum.
+      const double u = std::numeric_limits<float>::epsilon() / 2;
+      for (std::int64_t v = 0; v < vocabulary; ++v)
+        for (std::int64_t c = 0; c < channels; ++c) {
+          double sum = 0;
+          bool any = false;
+          for (std::int64_t r = 0; r < rows; ++r)
+            if (static_cast<std::int64_t>(ids[r]) == v) {
+              sum += dy_h[r * channels + c];
+              any = true;
+            }
+          const double start = dtable_start[v * channels + c];
+          if (!any)
+            EXPECT_EQ(table_h[v * channels + c], dtable_start[v * channels + c]) << v;
+          else
+            EXPECT_NEAR(table_h[v * channels + c], start + sum,
+                        2 * u * (std::abs(start) + std::abs(sum)) + 1e-12)
+                << v << ", " << c;
+        }
+      for (std::int64_t p = 0; p < positions; ++p)
+        for (std::int64_t c = 0; c < channels; ++c) {
+          double sum = 0;
+          for (std::int64_t n = 0; n < samples; ++n)
+            sum += dy_h[(n * positions + p) * channels + c];
+          const double start = dpos_start[p * channels + c];
+          EXPECT_NEAR(pos_h[p * channels + c], start + sum,
+                      2 * u * (std::abs(start) + std::abs(sum)) + 1e-12)
+              << p << ", " << c;
+        }
     }
   }
 }

@@ -1,10 +1,17 @@
 // Losses: fused softmax cross-entropy against a double-precision reference,
-// finite-difference gradients, stability for large logits, accuracy counts;
-// the same loss over sequences (one prediction per position); mean squared
-// error values and gradient.
+// finite-difference gradients, stability for large logits, accuracy counts,
+// the GPU's team per sample at every team size (ties and NaNs in the
+// arg-max); the same loss over sequences (one prediction per position);
+// mean squared error values and gradient.
 #include <tessera/kernels/loss.hpp>
 #include <tessera/model/loss.hpp>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "team_sizes.hpp"
 #include "tessera_test.hpp"
 
 namespace {
@@ -114,6 +121,81 @@ TYPED_TEST(SoftmaxCrossEntropy, StableForLargeLogits) {
   EXPECT_NEAR(loss[0], 0.0, 1e-6);
   EXPECT_NEAR(loss[1], std::log(3.0), 1e-5);
   for (float g : test::to_host(buf.dlogits)) EXPECT_TRUE(std::isfinite(g));
+}
+
+// The GPU's kernel (a team per sample): the same bits at every team size,
+// close to the double-precision reference with and without label
+// smoothing, for rows shorter than, as long as and longer than team_sum's
+// 64 lanes. Row 0 holds its maximum twice and is labelled with the first,
+// row 1 the same with the second: ties go to the first. Row 2 holds a NaN,
+// which wins the arg-max.
+TYPED_TEST(SoftmaxCrossEntropy, TeamsSameBitsForEveryTeamSizeAndCloseToDouble) {
+  using E = TypeParam;
+  const int n = 5;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const int c : {1, 10, 64, 65, 257})
+    for (const float smoothing : {0.0f, 0.1f}) {
+      SCOPED_TRACE(std::to_string(c) + " classes, smoothing " + std::to_string(smoothing));
+      Buffers<E> buf(n, c);
+      auto z = test::random_values(n * c, 44, -3.0f, 3.0f);
+      std::vector<int> labels = {0, 0, 0, 0, 0};
+      for (int i = 0; i < n; ++i) labels[i] = (7 * i + 3) % c;
+      if (c >= 3) {
+        z[0 * c + c / 2] = z[0 * c + c - 1] = 5.0f;
+        labels[0] = c / 2;
+        z[1 * c + c / 2] = z[1 * c + c - 1] = 5.0f;
+        labels[1] = c - 1;
+        z[2 * c + 1] = nan;
+        labels[2] = 1;
+      }
+      test::from_host(buf.logits, z);
+      test::from_host(buf.labels, labels);
+      const float scale = 1.0f / n;
+      const float off = smoothing / c, on = 1.0f - smoothing + off;
+      std::vector<float> first_loss, first_grad;
+      std::vector<int> first_correct;
+      for (const kernels::TeamShape team : test::team_shapes<E>()) {
+        kernels::impl::softmax_cross_entropy_teams(E(), buf.logits, buf.labels, scale, buf.dlogits,
+                                                   buf.loss, buf.correct, on, off, team);
+        const auto loss = test::to_host(buf.loss), grad = test::to_host(buf.dlogits);
+        const auto correct = test::to_host(buf.correct);
+        if (!first_loss.empty()) {
+          // Bit patterns, so that NaNs compare too.
+          EXPECT_EQ(0, std::memcmp(loss.data(), first_loss.data(), loss.size() * sizeof(float)))
+              << "team size " << team.size;
+          EXPECT_EQ(0, std::memcmp(grad.data(), first_grad.data(), grad.size() * sizeof(float)))
+              << "team size " << team.size;
+          EXPECT_EQ(correct, first_correct) << "team size " << team.size;
+          continue;
+        }
+        first_loss = loss;
+        first_grad = grad;
+        first_correct = correct;
+        for (int i = 0; i < n; ++i) {
+          const float* row = &z[i * c];
+          int argmax = 0;
+          for (int k = 1; k < c; ++k)
+            if (row[k] > row[argmax]) argmax = k;
+          if (c >= 3 && i == 2) {
+            EXPECT_TRUE(std::isnan(loss[i]));
+            EXPECT_EQ(correct[i], 1) << "a NaN wins the arg-max";
+            continue;
+          }
+          EXPECT_EQ(correct[i], argmax == labels[i] ? 1 : 0) << "sample " << i;
+          double sum = 0;
+          for (int k = 0; k < c; ++k) sum += std::exp(double(row[k]) - row[argmax]);
+          double expected = 0;
+          for (int k = 0; k < c; ++k) {
+            const double log_p = double(row[k]) - row[argmax] - std::log(sum);
+            const double target = k == labels[i] ? on : off;
+            expected -= target * log_p;
+            EXPECT_NEAR(grad[i * c + k], scale * (std::exp(log_p) - target), 1e-6)
+                << i << ", " << k;
+          }
+          EXPECT_NEAR(loss[i], expected, 2e-5) << "sample " << i;
+        }
+      }
+    }
 }
 
 // A language model's output [N, T, vocabulary]: one prediction per token,

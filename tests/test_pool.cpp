@@ -1,6 +1,7 @@
 // Max, average and global average pooling: kernel values and gradients
 // against naive host loops for several window, stride and padding
 // combinations (overlapping windows, non-square), tie and padding rules,
+// the GPU's global pooling (a team per plane) at every team size,
 // layer gradients by finite differences, and shape errors.
 #include <tessera/kernels/pool.hpp>
 #include <tessera/layers/pool.hpp>
@@ -9,8 +10,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "layer_check.hpp"
+#include "team_sizes.hpp"
 
 namespace {
 
@@ -188,6 +192,57 @@ std::vector<float> distinct_values(std::size_t n, std::uint64_t seed) {
   std::vector<float> shuffled(n);
   for (std::size_t i = 0; i < n; ++i) shuffled[i] = values[order[i]];
   return shuffled;
+}
+
+// Global pooling on a GPU, a team per plane: the same bits at every team
+// size; averages close to double sums, maxima and their positions exact,
+// ties to the first; planes shorter than, as long as and longer than
+// team_sum's 64 lanes.
+TYPED_TEST(PoolKernels, GlobalPoolingTeamsSameBitsForEveryTeamSize) {
+  using E = TypeParam;
+  for (const auto& hw : {std::pair<int, int>{1, 1}, {4, 4}, {8, 8}, {7, 7}, {9, 13}}) {
+    const int planes = 6, size = hw.first * hw.second;
+    SCOPED_TRACE(std::to_string(hw.first) + " x " + std::to_string(hw.second));
+    const PoolCase c{planes, hw.first, hw.second, hw.first, hw.second, 1, 1, 0, 0};
+    const auto g = c.geometry();
+    auto xh = test::random_values(g.input_size(), 61);
+    // Plane 1 holds its maximum twice: the first position wins.
+    xh[size + size / 2] = xh[size + size - 1] = 2.0f;
+    V<E> x("x", g.input_size());
+    test::from_host(x, xh);
+    std::vector<float> first_avg, first_max;
+    std::vector<int> first_at;
+    for (const kernels::TeamShape team : test::team_shapes<E>()) {
+      V<E> avg("avg", planes), max("max", planes);
+      Index<E> argmax("argmax", planes);
+      kernels::impl::pool_forward_planes_teams(E(), "test_global_avg", g,
+                                               kernels::AvgWindow{1.0f / size}, x, avg, team);
+      kernels::impl::pool_forward_planes_teams(E(), "test_global_max", g,
+                                               kernels::MaxWindow<Index<E>>{argmax}, x, max, team);
+      const auto avg_h = test::to_host(avg), max_h = test::to_host(max);
+      const auto at_h = test::to_host(argmax);
+      if (!first_avg.empty()) {
+        EXPECT_EQ(avg_h, first_avg) << "team size " << team.size;
+        EXPECT_EQ(max_h, first_max) << "team size " << team.size;
+        EXPECT_EQ(at_h, first_at) << "team size " << team.size;
+        continue;
+      }
+      first_avg = avg_h;
+      first_max = max_h;
+      first_at = at_h;
+      for (int p = 0; p < planes; ++p) {
+        double sum = 0;
+        int at = 0;
+        for (int i = 0; i < size; ++i) {
+          sum += xh[p * size + i];
+          if (xh[p * size + i] > xh[p * size + at]) at = i;
+        }
+        EXPECT_NEAR(avg_h[p], sum / size, 1e-6) << "plane " << p;
+        EXPECT_EQ(at_h[p], at) << "plane " << p;
+        EXPECT_EQ(max_h[p], xh[p * size + at]) << "plane " << p;
+      }
+    }
+  }
 }
 
 TEST(MaxPool2D, ShapesAndGradients) {

@@ -1,12 +1,15 @@
 // Softmax: kernel values against a naive host loop along dimension 1 of
 // feature vectors and images, numerical stability for large inputs, the
-// backward formula, layer gradients on feature vectors, and shape errors.
+// backward formula, the GPU's team per row at every team size, layer
+// gradients on feature vectors, and shape errors.
 #include <tessera/kernels/softmax.hpp>
 #include <tessera/layers/softmax.hpp>
 
 #include <cmath>
+#include <string>
 
 #include "layer_check.hpp"
+#include "team_sizes.hpp"
 
 namespace {
 
@@ -59,6 +62,59 @@ TYPED_TEST(SoftmaxKernels, ForwardAndBackwardMatchReferences) {
           EXPECT_NEAR(dxh[at(c)], start[at(c)] + expected[at(c)] * (dyh[at(c)] - dot), 1e-5)
               << at(c);
       }
+  }
+}
+
+// The GPU's kernels for rows of contiguous classes (a team per row, sums
+// through team_sum): the same bits at every team size, and close to the
+// double-precision reference; rows shorter than, as long as and longer
+// than team_sum's 64 lanes, and one of 1000 classes.
+TYPED_TEST(SoftmaxKernels, TeamsSameBitsForEveryTeamSizeAndCloseToDouble) {
+  using E = TypeParam;
+  for (const std::int64_t classes : {1, 5, 64, 65, 1000}) {
+    SCOPED_TRACE(std::to_string(classes) + " classes");
+    const kernels::SoftmaxLayout l{3, classes, 1};
+    V<E> x("x", l.size()), dy("dy", l.size());
+    auto xh = test::random_values(l.size(), 21, -3.0f, 3.0f);
+    xh[l.size() - 1] = 1000.0f;  // the last row's maximum, in its last class
+    const auto dyh = test::random_values(l.size(), 22), start = test::random_values(l.size(), 23);
+    test::from_host(x, xh);
+    test::from_host(dy, dyh);
+    const auto expected = reference(xh, l);
+    std::vector<float> first_y, first_dx;
+    for (const kernels::TeamShape team : test::team_shapes<E>()) {
+      V<E> y("y", l.size()), dx("dx", l.size());
+      test::from_host(dx, start);
+      kernels::impl::softmax_forward_teams(E(), l, x, y, team);
+      // Backward from the reference probabilities, so that its check does
+      // not inherit forward's rounding.
+      V<E> y_ref("y_ref", l.size());
+      test::from_host(y_ref, std::vector<float>(expected.begin(), expected.end()));
+      kernels::impl::softmax_backward_teams(E(), l, y_ref, dy, dx, team);
+      const auto yh = test::to_host(y), dxh = test::to_host(dx);
+      if (first_y.empty()) {
+        first_y = yh;
+        first_dx = dxh;
+        for (std::size_t i = 0; i < yh.size(); ++i)
+          EXPECT_NEAR(yh[i], expected[i], 1e-6) << "y " << i;
+        for (std::int64_t n = 0; n < l.batch; ++n) {
+          double dot = 0, magnitude = 0;
+          for (std::int64_t c = 0; c < classes; ++c) {
+            const float p = static_cast<float>(expected[n * classes + c]);
+            dot += double(dyh[n * classes + c]) * p;
+            magnitude += std::abs(double(dyh[n * classes + c]) * p);
+          }
+          for (std::int64_t c = 0; c < classes; ++c) {
+            const std::int64_t i = n * classes + c;
+            const float p = static_cast<float>(expected[i]);
+            EXPECT_NEAR(dxh[i], start[i] + p * (dyh[i] - dot), 1e-6 * (1 + magnitude)) << i;
+          }
+        }
+      } else {
+        EXPECT_EQ(yh, first_y) << "team size " << team.size;
+        EXPECT_EQ(dxh, first_dx) << "team size " << team.size;
+      }
+    }
   }
 }
 

@@ -2,7 +2,10 @@
 // [out, in] row-major. Matrix products go to KokkosBlas::gemm (vendor BLAS
 // where Kokkos Kernels has one); the bias is a Kokkos kernel.
 // Backward accumulates into dx, dW and db. An empty bias (extent 0) means a
-// layer without one: no bias is added and no bias gradient computed.
+// layer without one: no bias is added and no bias gradient computed. The
+// bias gradient sums each column in row order on the host; on a GPU a team
+// per block of 8 columns sums 128 fixed chunks of the rows and adds them in
+// chunk order (impl::dense_bias_gradient_device).
 // With 16-bit x, y and a 16-bit copy of W (the overloads taking a
 // MixedGemmWorkspace), products sum in float (mixed_gemm) and each output is
 // rounded once; b, dW and db stay float.
@@ -12,7 +15,9 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/column_sums.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/mixed_gemm.hpp>
 
 namespace tessera::kernels {
@@ -43,33 +48,61 @@ void check_dense_backward_shapes(const X& x, const W& w, const DY& dy, const DX&
                      << x.extent(0) << ", " << x.extent(1) << "]");
 }
 
+// db += sum_i dy(i, :) on a GPU: a team per block of columns sums fixed
+// chunks of the rows and adds them in chunk order (impl/column_sums.hpp).
+// Items: columns x 128 (16384 for 128 columns of 4096 rows), one launch.
+template <class ExecSpace, class DY, class DB>
+void dense_bias_gradient_device(const ExecSpace& exec, const DY& dy, const DB& db,
+                                TeamShape shape = {}) {
+  using A = typename DB::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t rows = dy.extent(0), width = db.extent(0);
+  if (width == 0) return;
+  Kokkos::parallel_for(
+      "tessera::kernels::dense_bias_grad_teams",
+      impl::team_policy(exec, (width + column_block - 1) / column_block,
+                        column_sums_shape<ExecSpace>(shape), column_sums_bytes<A>()),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t first = member.league_rank() * std::int64_t(column_block);
+        team_column_sums<A>(
+            member, static_cast<A*>(member.team_scratch(0).get_shmem(column_sums_bytes<A>())), rows,
+            column_block_width(width, first),
+            [&](const std::int64_t i, const int j) { return widen(dy(i, first + j)); },
+            [&](const int j, const A sum) { db(first + j) += sum; });
+      });
+}
+
 // db += sum_i dy(i, :), in float for 16-bit dy.
 template <class ExecSpace, class DY, class DB>
 void dense_bias_gradient(const ExecSpace& exec, const DY& dy, const DB& db) {
-  using T = typename DB::non_const_value_type;
-  // Each output feature sums its column over the rows in order, so the
-  // result does not depend on the thread count. A host thread takes a tile
-  // of 64 features and walks the rows once, reading 256 contiguous bytes of
-  // each (one strided column at a time ran at a few GB/s, and spans of
-  // 8192 features left the second thread idle below 8192 features). A GPU
-  // thread takes one feature.
-  constexpr std::int64_t tile = impl::runs_on_host<ExecSpace> ? 64 : 1;
-  const std::int64_t n = dy.extent(0);
-  impl::for_each_span(
-      exec, "tessera::kernels::dense_bias_grad", db.extent(0),
-      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-        T sum[tile] = {};
-        const std::int64_t width = end - begin;
-        for (std::int64_t i = 0; i < n; ++i) {
-          const auto* row = &dy(i, begin);
-          if (width == tile)
-            for (std::int64_t t = 0; t < tile; ++t) sum[t] += widen(row[t]);
-          else
-            for (std::int64_t t = 0; t < width; ++t) sum[t] += widen(row[t]);
-        }
-        for (std::int64_t t = 0; t < width; ++t) db(begin + t) += sum[t];
-      },
-      tile);
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    dense_bias_gradient_device(exec, dy, db);
+  } else {
+    using T = typename DB::non_const_value_type;
+    // Each output feature sums its column over the rows in order, so the
+    // result does not depend on the thread count. A host thread takes a
+    // tile of 64 features and walks the rows once, reading 256 contiguous
+    // bytes of each (one strided column at a time ran at a few GB/s, and
+    // spans of 8192 features left the second thread idle below 8192
+    // features).
+    constexpr std::int64_t tile = 64;
+    const std::int64_t n = dy.extent(0);
+    impl::for_each_span(
+        exec, "tessera::kernels::dense_bias_grad", db.extent(0),
+        KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+          T sum[tile] = {};
+          const std::int64_t width = end - begin;
+          for (std::int64_t i = 0; i < n; ++i) {
+            const auto* row = &dy(i, begin);
+            if (width == tile)
+              for (std::int64_t t = 0; t < tile; ++t) sum[t] += widen(row[t]);
+            else
+              for (std::int64_t t = 0; t < width; ++t) sum[t] += widen(row[t]);
+          }
+          for (std::int64_t t = 0; t < width; ++t) db(begin + t) += sum[t];
+        },
+        tile);
+  }
 }
 }  // namespace impl
 

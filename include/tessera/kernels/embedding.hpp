@@ -13,15 +13,23 @@
 // atomic slots), each bucket is sorted by row index, and one thread per
 // (token, channel) sums its bucket in that order. Integer atomics only
 // decide where a row lands inside its bucket, and the sort undoes that, so
-// the gradient has the same bits for any thread count and backend. The work
-// is O(rows * channels + vocabulary * channels), whatever the vocabulary.
+// the gradient has the same bits for any thread count. The work is
+// O(rows * channels + vocabulary * channels), whatever the vocabulary.
+// On a GPU, where one thread heap-sorting a frequent token's bucket would
+// take milliseconds, a team per token sorts it in team scratch, and teams
+// sum each bucket in fixed chunks added in chunk order
+// (impl::embedding_backward_teams): the same bits for any thread count and
+// team size, not the host's bits.
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/column_sums.hpp>
+#include <tessera/kernels/impl/team.hpp>
 
 #include <cstdint>
 
@@ -121,30 +129,13 @@ void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids&
       });
 }
 
-// dtable(v, :) += sum of dy(r, :) over the rows r whose id is v, in row
-// order; dposition(p, :) += sum of dy over the rows at position p, in row
-// order (skipped when dposition is empty).
-template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
-void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids& ids, const DY& dy,
-                        const TokenBuckets& buckets, const DTable& dtable,
-                        const DPositionTable& dposition_table) {
-  ScopedRegion region("tessera::kernels::embedding_backward");
-  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
-  const std::int64_t channels = dtable.extent(1);
-  TESSERA_REQUIRE(static_cast<std::int64_t>(dy.extent(0)) == rows &&
-                      static_cast<std::int64_t>(dy.extent(1)) == channels &&
-                      static_cast<std::int64_t>(buckets.fill.extent(0)) == vocabulary &&
-                      static_cast<std::int64_t>(buckets.rows.extent(0)) >= rows && positions > 0 &&
-                      rows % positions == 0 &&
-                      (dposition_table.extent(0) == 0 ||
-                       (static_cast<std::int64_t>(dposition_table.extent(0)) == positions &&
-                        static_cast<std::int64_t>(dposition_table.extent(1)) == channels)),
-                  "tessera::kernels::embedding_backward: ids ["
-                      << rows << "], dy [" << dy.extent(0) << ", " << dy.extent(1) << "], dtable ["
-                      << vocabulary << ", " << channels << "], buckets for a vocabulary of "
-                      << buckets.fill.extent(0) << " and " << buckets.rows.extent(0)
-                      << " rows, dposition table [" << dposition_table.extent(0) << ", "
-                      << dposition_table.extent(1) << "], " << positions << " positions");
+namespace impl {
+// Buckets the rows by token: buckets.offsets and, bucket by bucket, the
+// rows in an order the integer atomics chose (sorted afterwards).
+template <class ExecSpace, class Ids>
+void embedding_buckets(const ExecSpace& exec, const Ids& ids, const TokenBuckets& buckets,
+                       std::int64_t vocabulary) {
+  const std::int64_t rows = ids.extent(0);
   const auto offsets = buckets.offsets;
   const auto fill = buckets.fill;
   const auto order = buckets.rows;
@@ -168,6 +159,19 @@ void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids
         const std::int64_t v = token_id(ids(r));
         order(offsets(v) + Kokkos::atomic_fetch_add(&fill(v), std::int64_t(1))) = r;
       });
+}
+
+// The host's backward: a thread per token sorts its bucket, and a thread
+// per (token, channel) or (position, channel) sums its rows in order.
+template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
+void embedding_backward_rows(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
+                             const DY& dy, const TokenBuckets& buckets, const DTable& dtable,
+                             const DPositionTable& dposition_table) {
+  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
+  const std::int64_t channels = dtable.extent(1);
+  embedding_buckets(exec, ids, buckets, vocabulary);
+  const auto offsets = buckets.offsets;
+  const auto order = buckets.rows;
   Kokkos::parallel_for(
       "tessera::kernels::embedding_sort", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocabulary),
       KOKKOS_LAMBDA(const std::int64_t v) {
@@ -193,6 +197,150 @@ void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids
         for (std::int64_t n = 0; n < samples; ++n) sum += widen(dy(n * positions + p, c));
         dposition_table(p, c) += static_cast<float>(sum);
       });
+}
+
+// Largest bucket a GPU team sorts in its scratch (32 KiB of row indices);
+// one thread of the team heap-sorts a larger one.
+constexpr std::int64_t embedding_sort_scratch_rows = 4096;
+
+KOKKOS_INLINE_FUNCTION std::int64_t power_of_two_at_least(std::int64_t n) {
+  std::int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// Sorts each token's bucket of row indices on a GPU: a team per token, a
+// bitonic network in team scratch (the sorted order of distinct row
+// indices is unique, so any team size gives it).
+template <class ExecSpace>
+void embedding_sort_teams(const ExecSpace& exec, const TokenBuckets& buckets, std::int64_t rows,
+                          std::int64_t vocabulary, TeamShape shape) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const auto offsets = buckets.offsets;
+  const auto order = buckets.rows;
+  const std::int64_t capacity = power_of_two_at_least(
+      rows < embedding_sort_scratch_rows ? rows : embedding_sort_scratch_rows);
+  const std::size_t sort_bytes = capacity * sizeof(std::int64_t);
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_sort_teams", team_policy(exec, vocabulary, shape, sort_bytes),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t first = offsets(member.league_rank());
+        const std::int64_t n = offsets(member.league_rank() + 1) - first;
+        if (n < 2) return;
+        if (n > capacity) {
+          Kokkos::single(Kokkos::PerTeam(member), [&] { heap_sort(order, first, n); });
+          return;
+        }
+        auto* a = static_cast<std::int64_t*>(member.team_scratch(0).get_shmem(sort_bytes));
+        const std::int64_t size = power_of_two_at_least(n);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size), [&](const std::int64_t i) {
+          a[i] = i < n ? order(first + i) : rows;  // rows: past every row index
+        });
+        member.team_barrier();
+        for (std::int64_t k = 2; k <= size; k *= 2)
+          for (std::int64_t j = k / 2; j > 0; j /= 2) {
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size), [&](const std::int64_t i) {
+              const std::int64_t l = i ^ j;
+              if (l > i && (a[i] > a[l]) == ((i & k) == 0)) {
+                const std::int64_t t = a[i];
+                a[i] = a[l];
+                a[l] = t;
+              }
+            });
+            member.team_barrier();
+          }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
+                             [&](const std::int64_t i) { order(first + i) = a[i]; });
+      });
+}
+
+// The GPU's backward: the buckets sorted by embedding_sort_teams, then
+// column sums by teams (impl/column_sums.hpp) over (token, block of 8
+// channels) and (position, block of 8 channels), each bucket's rows cut
+// into fixed chunks added in chunk order, in double. Work items at the tiny
+// GPT's sizes (4096 rows, vocabulary 256, 128 channels, 128 positions): 256
+// sort teams, 4096 and 2048 teams of column sums.
+template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
+void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
+                              const DY& dy, const TokenBuckets& buckets, const DTable& dtable,
+                              const DPositionTable& dposition_table, TeamShape shape = {}) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
+  const std::int64_t channels = dtable.extent(1);
+  embedding_buckets(exec, ids, buckets, vocabulary);
+  embedding_sort_teams(exec, buckets, rows, vocabulary, shape);
+  const auto offsets = buckets.offsets;
+  const auto order = buckets.rows;
+  const std::int64_t blocks = (channels + column_block - 1) / column_block;
+  const auto sums_policy = [&](const std::int64_t league) {
+    return team_policy(exec, league, column_sums_shape<ExecSpace>(shape),
+                       column_sums_bytes<double>());
+  };
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_table_grad_teams", sums_policy(vocabulary * blocks),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t v = member.league_rank() / blocks;
+        const std::int64_t c0 = (member.league_rank() % blocks) * column_block;
+        const std::int64_t begin = offsets(v), n = offsets(v + 1) - begin;
+        if (n == 0) return;
+        team_column_sums<double>(
+            member,
+            static_cast<double*>(member.team_scratch(0).get_shmem(column_sums_bytes<double>())), n,
+            column_block_width(channels, c0),
+            [&](const std::int64_t i, const int j) {
+              return double(widen(dy(order(begin + i), c0 + j)));
+            },
+            [&](const int j, const double sum) { dtable(v, c0 + j) += static_cast<float>(sum); });
+      });
+  if (dposition_table.extent(0) == 0) return;
+  const std::int64_t samples = rows / positions;
+  Kokkos::parallel_for(
+      "tessera::kernels::embedding_position_grad_teams", sums_policy(positions * blocks),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t p = member.league_rank() / blocks;
+        const std::int64_t c0 = (member.league_rank() % blocks) * column_block;
+        team_column_sums<double>(
+            member,
+            static_cast<double*>(member.team_scratch(0).get_shmem(column_sums_bytes<double>())),
+            samples, column_block_width(channels, c0),
+            [&](const std::int64_t i, const int j) {
+              return double(widen(dy(i * positions + p, c0 + j)));
+            },
+            [&](const int j, const double sum) {
+              dposition_table(p, c0 + j) += static_cast<float>(sum);
+            });
+      });
+}
+}  // namespace impl
+
+// dtable(v, :) += sum of dy(r, :) over the rows r whose id is v, in row
+// order; dposition(p, :) += sum of dy over the rows at position p, in row
+// order (skipped when dposition is empty).
+template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
+void embedding_backward(const ExecSpace& exec, std::int64_t positions, const Ids& ids, const DY& dy,
+                        const TokenBuckets& buckets, const DTable& dtable,
+                        const DPositionTable& dposition_table) {
+  ScopedRegion region("tessera::kernels::embedding_backward");
+  const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
+  const std::int64_t channels = dtable.extent(1);
+  TESSERA_REQUIRE(static_cast<std::int64_t>(dy.extent(0)) == rows &&
+                      static_cast<std::int64_t>(dy.extent(1)) == channels &&
+                      static_cast<std::int64_t>(buckets.fill.extent(0)) == vocabulary &&
+                      static_cast<std::int64_t>(buckets.rows.extent(0)) >= rows && positions > 0 &&
+                      rows % positions == 0 &&
+                      (dposition_table.extent(0) == 0 ||
+                       (static_cast<std::int64_t>(dposition_table.extent(0)) == positions &&
+                        static_cast<std::int64_t>(dposition_table.extent(1)) == channels)),
+                  "tessera::kernels::embedding_backward: ids ["
+                      << rows << "], dy [" << dy.extent(0) << ", " << dy.extent(1) << "], dtable ["
+                      << vocabulary << ", " << channels << "], buckets for a vocabulary of "
+                      << buckets.fill.extent(0) << " and " << buckets.rows.extent(0)
+                      << " rows, dposition table [" << dposition_table.extent(0) << ", "
+                      << dposition_table.extent(1) << "], " << positions << " positions");
+  if constexpr (host_fast_paths_v<ExecSpace>)
+    impl::embedding_backward_rows(exec, positions, ids, dy, buckets, dtable, dposition_table);
+  else
+    impl::embedding_backward_teams(exec, positions, ids, dy, buckets, dtable, dposition_table);
 }
 
 }  // namespace tessera::kernels

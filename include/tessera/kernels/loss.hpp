@@ -3,19 +3,76 @@
 // gradient of the batch loss with respect to the model output, scaled by
 // grad_scale (1 / global batch size for a mean over samples).
 //
-// softmax_cross_entropy: fused and numerically stable. One thread per sample
-// subtracts the row maximum before exponentiating and also records whether
-// the arg-max matches the label. Label smoothing s (PyTorch's
+// softmax_cross_entropy: fused and numerically stable. It subtracts the row
+// maximum before exponentiating and also records whether the arg-max
+// matches the label. Label smoothing s (PyTorch's
 // CrossEntropyLoss(label_smoothing=s)) trains against a target of
-// 1 - s + s / classes on the label and s / classes elsewhere.
+// 1 - s + s / classes on the label and s / classes elsewhere. On the host
+// one thread walks a sample's classes in order. On a GPU one thread per
+// sample would leave it idle and read strided, so a team takes a sample
+// (impl::softmax_cross_entropy_teams): maximum, arg-max (a NaN logit wins
+// it), sum of exponentials and loss go through impl::team_sum, so the
+// results do not depend on the team size or the thread count.
+//
+// mean_squared_error keeps one thread per sample everywhere: no deck trains
+// with it.
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/team.hpp>
+#include <tessera/kernels/impl/team_max.hpp>
 
 namespace tessera::kernels {
+
+namespace impl {
+// softmax_cross_entropy on a GPU: a team per sample (row of logits), targets
+// already made. Work items: samples x team size (4096 teams for the tiny
+// GPT's 32 x 128 tokens), one launch.
+template <class ExecSpace, class Logits, class Labels, class DLogits, class Loss, class Correct>
+void softmax_cross_entropy_teams(const ExecSpace& exec, const Logits& logits, const Labels& labels,
+                                 typename DLogits::const_value_type grad_scale,
+                                 const DLogits& dlogits, const Loss& sample_loss,
+                                 const Correct& sample_correct,
+                                 typename DLogits::const_value_type on_target,
+                                 typename DLogits::const_value_type off_target,
+                                 TeamShape shape = {}) {
+  using T = typename DLogits::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t classes = logits.extent(1);
+  Kokkos::parallel_for(
+      "tessera::kernels::softmax_cross_entropy_teams",
+      team_policy(exec, logits.extent(0), shape, team_sum_bytes<MaxAt<T>>() + team_sum_bytes<T>()),
+      KOKKOS_LAMBDA(const Member& member) {
+        MaxAt<T>* max_lanes = team_lanes_scratch<MaxAt<T>>(member);
+        T* sum_lanes = team_lanes_scratch<T>(member);
+        const std::int64_t i = member.league_rank();
+        const std::int64_t label = static_cast<std::int64_t>(labels(i));
+        const MaxAt<T> max =
+            team_sum<MaxAt<T>>(member, max_lanes, classes, [&](const std::int64_t c) {
+              return MaxAt<T>{logits(i, c), c};
+            });
+        const T sum = team_sum<T>(member, sum_lanes, classes, [&](const std::int64_t c) {
+          return compat::exp(logits(i, c) - max.value);
+        });
+        const T log_sum = compat::log(sum);
+        // - sum over classes of target * log p; each term writes its gradient.
+        const T loss = team_sum<T>(member, sum_lanes, classes, [&](const std::int64_t c) {
+          const T log_p = logits(i, c) - max.value - log_sum;
+          const T target = c == label ? on_target : off_target;
+          dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
+          return target != T(0) ? -target * log_p : T(0);
+        });
+        Kokkos::single(Kokkos::PerTeam(member), [&] {
+          sample_loss(i) = loss;
+          sample_correct(i) = max.at == label ? 1 : 0;
+        });
+      });
+}
+}  // namespace impl
 
 template <class ExecSpace, class Logits, class Labels, class DLogits, class Loss, class Correct>
 void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const Labels& labels,
@@ -41,31 +98,36 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
   // The target puts 1 - s on the label and s / classes on every class.
   const T off_target = label_smoothing / static_cast<T>(classes);
   const T on_target = T(1) - label_smoothing + off_target;
-  Kokkos::parallel_for(
-      "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
-      KOKKOS_LAMBDA(const int i) {
-        const int label = static_cast<int>(labels(i));
-        int argmax = 0;
-        T max_logit = logits(i, 0);
-        for (int c = 1; c < classes; ++c) {
-          if (logits(i, c) > max_logit) {
-            max_logit = logits(i, c);
-            argmax = c;
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    impl::softmax_cross_entropy_teams(exec, logits, labels, grad_scale, dlogits, sample_loss,
+                                      sample_correct, on_target, off_target);
+  } else {
+    Kokkos::parallel_for(
+        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+        KOKKOS_LAMBDA(const int i) {
+          const int label = static_cast<int>(labels(i));
+          int argmax = 0;
+          T max_logit = logits(i, 0);
+          for (int c = 1; c < classes; ++c) {
+            if (logits(i, c) > max_logit) {
+              max_logit = logits(i, c);
+              argmax = c;
+            }
           }
-        }
-        T sum = 0;
-        for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
-        const T log_sum = compat::log(sum);
-        T loss = 0;  // - sum over classes of target * log p
-        for (int c = 0; c < classes; ++c) {
-          const T log_p = logits(i, c) - max_logit - log_sum;
-          const T target = c == label ? on_target : off_target;
-          dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
-          if (target != T(0)) loss -= target * log_p;
-        }
-        sample_loss(i) = loss;
-        sample_correct(i) = (argmax == label) ? 1 : 0;
-      });
+          T sum = 0;
+          for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
+          const T log_sum = compat::log(sum);
+          T loss = 0;  // - sum over classes of target * log p
+          for (int c = 0; c < classes; ++c) {
+            const T log_p = logits(i, c) - max_logit - log_sum;
+            const T target = c == label ? on_target : off_target;
+            dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
+            if (target != T(0)) loss -= target * log_p;
+          }
+          sample_loss(i) = loss;
+          sample_correct(i) = (argmax == label) ? 1 : 0;
+        });
+  }
 }
 
 // Mean squared error: sample loss = mean over features of (p - t)^2, as

@@ -8,6 +8,12 @@
 // in output order, so no atomics are needed and every input element
 // receives its terms in the same order for any thread count.
 //
+// Global pooling (each window a whole plane) takes a block of planes per
+// host thread; on a GPU, where a thread per plane would read strided, a
+// team pools a plane through impl::team_sum (impl::pool_forward_planes_teams;
+// a NaN wins a maximum there, the first one), and average pooling's
+// backward runs flat over the input's elements.
+//
 // x, y and their gradients may be bf16 or fp16: a window computes in float
 // and its result is rounded once; backward rounds an input gradient once
 // per window that adds to it (once where windows do not overlap).
@@ -17,9 +23,12 @@
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/team.hpp>
+#include <tessera/kernels/impl/team_max.hpp>
 #include <tessera/kernels/window.hpp>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace tessera::kernels {
@@ -150,6 +159,24 @@ struct MaxWindow {
       out[p] = narrow<T>(
           forward(x + std::int64_t(p) * plane_size, plane_size, 0, 1, 0, plane_size, first + p));
   }
+  // A whole plane of plane_size values as output `out`, by a team whose
+  // team_sum lanes are `lanes`.
+  template <class A>
+  using team_value = impl::MaxAt<A>;
+  template <class Member, class T>
+  KOKKOS_INLINE_FUNCTION accumulator_t<T> forward_plane_team(const Member& member,
+                                                             team_value<accumulator_t<T>>* lanes,
+                                                             const T* plane,
+                                                             std::int64_t plane_size,
+                                                             std::int64_t out) const {
+    using A = accumulator_t<T>;
+    const team_value<A> best =
+        impl::team_sum<team_value<A>>(member, lanes, plane_size, [&](const std::int64_t i) {
+          return team_value<A>{widen(plane[i]), i};
+        });
+    Kokkos::single(Kokkos::PerTeam(member), [&] { argmax(out) = best.at; });
+    return best.value;
+  }
   // Adds window out's gradient g to the input plane's gradient.
   template <class T>
   KOKKOS_INLINE_FUNCTION void backward(accumulator_t<T> g, std::int64_t out, T* plane,
@@ -202,6 +229,18 @@ struct AvgWindow {
     for (int i = 0; i < plane_size; ++i)
       for (int p = 0; p < count; ++p) sum[p] += widen(x[std::int64_t(p) * plane_size + i]);
     for (int p = 0; p < count; ++p) out[p] = narrow<T>(sum[p] * scale);
+  }
+  template <class A>
+  using team_value = A;
+  template <class Member, class T>
+  KOKKOS_INLINE_FUNCTION accumulator_t<T> forward_plane_team(const Member& member,
+                                                             accumulator_t<T>* lanes,
+                                                             const T* plane,
+                                                             std::int64_t plane_size,
+                                                             std::int64_t /*out*/) const {
+    return impl::team_sum<accumulator_t<T>>(member, lanes, plane_size,
+                                            [&](const std::int64_t i) { return widen(plane[i]); }) *
+           scale;
   }
   template <class T>
   KOKKOS_INLINE_FUNCTION void backward(accumulator_t<T> g, std::int64_t /*out*/, T* plane,
@@ -290,16 +329,39 @@ void for_each_plane_block(const ExecSpace& exec, const char* fn, std::int64_t pl
       });
 }
 
+// Global pooling on a GPU: a team per plane (work items: planes x team
+// size; 16384 teams for the ResNet deck's 128 x 128 planes of 4 x 4).
+template <class ExecSpace, class Op, class X, class Y>
+void pool_forward_planes_teams(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g,
+                               const Op& op, const X& x, const Y& y, TeamShape shape = {}) {
+  using T = typename Y::non_const_value_type;
+  using V = typename Op::template team_value<accumulator_t<T>>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t plane_size = g.rows.in * g.cols.in;
+  Kokkos::parallel_for(
+      std::string(fn) + "_teams", team_policy(exec, g.planes, shape, team_sum_bytes<V>()),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t p = member.league_rank();
+        const auto v = op.forward_plane_team(member, team_lanes_scratch<V>(member),
+                                             x.data() + p * plane_size, plane_size, p);
+        Kokkos::single(Kokkos::PerTeam(member), [&] { y(p) = narrow<T>(v); });
+      });
+}
+
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
 // takes op.forward_2x2, whose results are the same; windows that are whole
 // planes (global pooling) op.forward_planes, a block of planes per host
-// thread.
+// thread, or on a GPU pool_forward_planes_teams.
 template <class ExecSpace, class Op, class X, class Y>
 void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                   const X& x, const Y& y) {
   check_pool2d(fn, g, x, y);
   const WindowAxis rows = g.rows, cols = g.cols;
+  if (whole_planes(g) && !runs_on_host<ExecSpace>) {
+    pool_forward_planes_teams(exec, fn, g, op, x, y);
+    return;
+  }
   if (whole_planes(g)) {
     const int plane_size = rows.in * cols.in;
     for_each_plane_block(
@@ -337,15 +399,27 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
 
 // dx += each window's gradient (op.backward) over the input it covers.
 // Whole-plane windows (global pooling) go a block of planes to a task
-// (op.backward_planes). Windows that do not overlap vertically (stride >=
-// kernel) reach disjoint bands of input rows, so each output row is a task
-// of its own; otherwise each plane is. Within a task the windows go in
-// output order; a host thread takes a span of consecutive tasks.
+// (op.backward_planes; on a GPU, average pooling's one element to a thread). Windows that do not
+// overlap vertically (stride >= kernel) reach disjoint bands of input rows, so each output row is a
+// task of its own; otherwise each plane is. Within a task the windows go in output order; a host
+// thread takes a span of consecutive tasks.
 template <class ExecSpace, class Op, class DY, class DX>
 void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
                    const DY& dy, const DX& dx) {
   check_pool2d(fn, g, dx, dy);
   const WindowAxis rows = g.rows, cols = g.cols;
+  if constexpr (!runs_on_host<ExecSpace> && std::is_same<Op, AvgWindow>::value) {
+    if (whole_planes(g)) {  // on a GPU a thread per input element: the same sums
+      const std::int64_t plane_size = rows.in * cols.in;
+      for_each_span(
+          exec, fn, g.input_size(),
+          KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+            for (std::int64_t i = begin; i < end; ++i)
+              add_rounded(dx.data()[i], widen(dy.data()[i / plane_size]) * op.scale);
+          });
+      return;
+    }
+  }
   if (whole_planes(g)) {
     const int plane_size = rows.in * cols.in;
     for_each_plane_block(

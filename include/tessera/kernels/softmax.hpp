@@ -1,18 +1,27 @@
 // Softmax along dimension 1 of [N, C, S] data (S = 1 for [N, C]; the
 // positions of an image): y(n, :, s) = exp(x - max) / sum exp(x - max), and
-// its backward dx += y * (dy - sum_c dy * y). One thread per (n, s) row
-// walks the C entries in order, so the result does not depend on the thread
-// count. Backward accumulates into dx. The views may hold bf16 or fp16:
-// the arithmetic is float, each y and each dx rounded once; the
-// exponentials are taken twice (for the sum, then for y) rather than stored
-// rounded.
+// its backward dx += y * (dy - sum_c dy * y). Backward accumulates into dx.
+// The views may hold bf16 or fp16: the arithmetic is float, each y and each
+// dx rounded once; the exponentials are taken twice (for the sum, then for
+// y) rather than stored rounded.
+//
+// On the host, and on a GPU when S > 1 (neighbouring threads then read
+// neighbouring positions), one thread per (n, s) row walks the C entries in
+// order. On a GPU with S = 1 one thread per row would read strided and
+// leave the GPU idle at a batch of 128, so a team takes a row
+// (impl::softmax_*_teams): the maximum, the sums and the writes are spread
+// over its threads, the sums through impl::team_sum. Either way the result
+// does not depend on the thread count or the team size.
 #pragma once
 
 #include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/team.hpp>
+#include <tessera/kernels/impl/team_max.hpp>
 
 #include <cstdint>
 
@@ -37,10 +46,10 @@ void check_softmax(const char* fn, const SoftmaxLayout& l, const Views&... views
 }
 }  // namespace impl
 
+namespace impl {
+// One thread per row, the C entries in order.
 template <class ExecSpace, class X, class Y>
-void softmax_forward(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, const Y& y) {
-  ScopedRegion region("tessera::kernels::softmax_forward");
-  impl::check_softmax("tessera::kernels::softmax_forward", l, x, y);
+void softmax_forward_rows(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, const Y& y) {
   using T = typename Y::non_const_value_type;
   using A = accumulator_t<T>;
   const std::int64_t classes = l.classes, positions = l.positions;
@@ -65,10 +74,8 @@ void softmax_forward(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, 
 }
 
 template <class ExecSpace, class Y, class DY, class DX>
-void softmax_backward(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y, const DY& dy,
-                      const DX& dx) {
-  ScopedRegion region("tessera::kernels::softmax_backward");
-  impl::check_softmax("tessera::kernels::softmax_backward", l, y, dy, dx);
+void softmax_backward_rows(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y, const DY& dy,
+                           const DX& dx) {
   using A = accumulator_t<typename DX::non_const_value_type>;
   const std::int64_t classes = l.classes, positions = l.positions;
   Kokkos::parallel_for(
@@ -84,6 +91,80 @@ void softmax_backward(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y,
           add_rounded(dx(i), widen(y(i)) * (widen(dy(i)) - dot));
         }
       });
+}
+
+// A team per row of contiguous classes (S = 1): the maximum (a NaN wins it),
+// the sum of exponentials by team_sum, then the outputs, spread over the
+// team's threads. Work items: N teams of the team size.
+template <class ExecSpace, class X, class Y>
+void softmax_forward_teams(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, const Y& y,
+                           TeamShape shape = {}) {
+  using T = typename Y::non_const_value_type;
+  using A = accumulator_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t classes = l.classes;
+  Kokkos::parallel_for(
+      "tessera::kernels::softmax_forward_teams",
+      team_policy(exec, l.batch * l.positions, shape,
+                  team_sum_bytes<MaxAt<A>>() + team_sum_bytes<A>()),
+      KOKKOS_LAMBDA(const Member& member) {
+        MaxAt<A>* max_lanes = team_lanes_scratch<MaxAt<A>>(member);
+        A* sum_lanes = team_lanes_scratch<A>(member);
+        const std::int64_t first = member.league_rank() * classes;
+        const A max = team_sum<MaxAt<A>>(member, max_lanes, classes, [&](const std::int64_t c) {
+                        return MaxAt<A>{widen(x(first + c)), c};
+                      }).value;
+        const A sum = team_sum<A>(member, sum_lanes, classes, [&](const std::int64_t c) {
+          return compat::exp(widen(x(first + c)) - max);
+        });
+        const A inverse = A(1) / sum;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, classes), [&](const std::int64_t c) {
+          y(first + c) = narrow<T>(compat::exp(widen(x(first + c)) - max) * inverse);
+        });
+      });
+}
+
+template <class ExecSpace, class Y, class DY, class DX>
+void softmax_backward_teams(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y, const DY& dy,
+                            const DX& dx, TeamShape shape = {}) {
+  using A = accumulator_t<typename DX::non_const_value_type>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t classes = l.classes;
+  Kokkos::parallel_for(
+      "tessera::kernels::softmax_backward_teams",
+      team_policy(exec, l.batch * l.positions, shape, team_sum_bytes<A>()),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t first = member.league_rank() * classes;
+        const A dot = team_sum<A>(
+            member, team_lanes_scratch<A>(member), classes,
+            [&](const std::int64_t c) { return widen(dy(first + c)) * widen(y(first + c)); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, classes), [&](const std::int64_t c) {
+          const std::int64_t i = first + c;
+          add_rounded(dx(i), widen(y(i)) * (widen(dy(i)) - dot));
+        });
+      });
+}
+}  // namespace impl
+
+template <class ExecSpace, class X, class Y>
+void softmax_forward(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, const Y& y) {
+  ScopedRegion region("tessera::kernels::softmax_forward");
+  impl::check_softmax("tessera::kernels::softmax_forward", l, x, y);
+  if (!host_fast_paths_v<ExecSpace> && l.positions == 1)
+    impl::softmax_forward_teams(exec, l, x, y);
+  else
+    impl::softmax_forward_rows(exec, l, x, y);
+}
+
+template <class ExecSpace, class Y, class DY, class DX>
+void softmax_backward(const ExecSpace& exec, const SoftmaxLayout& l, const Y& y, const DY& dy,
+                      const DX& dx) {
+  ScopedRegion region("tessera::kernels::softmax_backward");
+  impl::check_softmax("tessera::kernels::softmax_backward", l, y, dy, dx);
+  if (!host_fast_paths_v<ExecSpace> && l.positions == 1)
+    impl::softmax_backward_teams(exec, l, y, dy, dx);
+  else
+    impl::softmax_backward_rows(exec, l, y, dy, dx);
 }
 
 }  // namespace tessera::kernels
