@@ -11,9 +11,7 @@ namespace tessera::test {
 
 template <class E>
 std::vector<kernels::TeamShape> team_shapes() {
-  using Member = typename Kokkos::TeamPolicy<E>::member_type;
-  const int max_size = Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
-      [] KOKKOS_FUNCTION(const Member&) {}, Kokkos::ParallelForTag());
+  const int max_size = kernels::impl::team_size_max(E());
   std::vector<kernels::TeamShape> shapes = {{0}};
   for (const int size : {1, 2, 3, 32, 64, 128, 256})
     if (size <= max_size) shapes.push_back({size});
