@@ -327,7 +327,8 @@ template <class T, class S>
 KOKKOS_INLINE_FUNCTION void move_row(T* row, S* sample, T bias, std::int64_t positions,
                                      Transfer transfer, T* row_sum = nullptr) {
   if (transfer == Transfer::to_nchw) {
-    for (std::int64_t p = 0; p < positions; ++p) move_entry(row[p], sample[p], bias, transfer);
+    for (std::int64_t p = 0; p < positions; ++p)
+      move_entry(row[p], sample[p], bias, Transfer::to_nchw);
   } else if (transfer == Transfer::add_to_nchw) {
     add_row(sample, row, static_cast<int>(positions), 1);
   } else {
