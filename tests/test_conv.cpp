@@ -1,8 +1,12 @@
 // Conv2D: kernel values and gradients against naive host loops for several
 // kernel, stride and padding combinations (non-square, several sample
-// blocks) on both schedules, the threads schedule's blocks and dW groups,
-// layer gradients by finite differences, shape errors, and a small CNN that
-// must learn to tell horizontal from vertical bars.
+// blocks) on every schedule the space runs, the threads schedule's blocks
+// and dW groups, the device paths of the lowering (called directly, so
+// every build runs them) against the host path and double sums, layer
+// gradients by finite differences, shape errors, and a small CNN that must
+// learn to tell horizontal from vertical bars. In device-path mode
+// (host_fast_paths_v false) the tests of the host schedules run
+// ConvSchedule::blocks, the schedule CUDA and HIP run, on the same cases.
 #include <tessera/core/machine.hpp>
 #include <tessera/kernels/conv.hpp>
 #include <tessera/layers/activation.hpp>
@@ -14,6 +18,7 @@
 #include <tessera/train/trainer.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -112,6 +117,35 @@ const char* schedule_name(kernels::ConvSchedule s) {
   return s == kernels::ConvSchedule::threads    ? "threads"
          : s == kernels::ConvSchedule::winograd ? "winograd"
                                                 : "blocks";
+}
+
+// Where E has a threads schedule (thread_gemm_space_v) but the BLAS has no
+// gemm for each thread alone, the tests of the host schedules skip; in
+// device-path mode they run ConvSchedule::blocks instead.
+template <class E>
+bool host_schedules_missing() {
+  return kernels::impl::thread_gemm_space_v<E> && thread_sgemm() == nullptr;
+}
+
+// The schedule E runs where a test asks for a host schedule.
+template <class E>
+kernels::ConvSchedule schedule_here(kernels::ConvSchedule host) {
+  return kernels::impl::thread_gemm_space_v<E> ? host : kernels::ConvSchedule::blocks;
+}
+
+// The label of ConvSchedule::blocks' im2col on E (the host or device path).
+template <class E>
+std::string im2col_label() {
+  return host_fast_paths_v<E> ? "tessera::kernels::im2col" : "tessera::kernels::im2col_device";
+}
+
+// The labels a run of `schedule` on E must launch (ConvSchedule::winograd
+// runs the threads schedule's products where the geometry has no Winograd form).
+template <class E>
+std::vector<std::string> schedule_labels(kernels::ConvSchedule schedule, bool winograd_geometry) {
+  if (schedule == kernels::ConvSchedule::blocks) return {im2col_label<E>()};
+  const std::string ran = winograd_geometry ? schedule_name(schedule) : "threads";
+  return {"tessera::kernels::conv2d_forward_" + ran, "tessera::kernels::conv2d_backward_" + ran};
 }
 
 // Scratch for a schedule: two samples a block (blocks), or a block for each
@@ -288,7 +322,9 @@ TYPED_TEST(ConvKernels, WithoutBias) {
 // dW in 12 groups, 11 of three blocks and one of two (16 x 16 images). Values against the naive
 // loops, and the same bits on every space and so every thread count (ctest
 // runs the suite at 1 and 2 threads; the Serial space runs the gemm outside
-// a parallel region, where the BLAS may use all threads).
+// a parallel region, where the BLAS may use all threads). In device-path
+// mode the same for ConvSchedule::blocks (two samples a block): its
+// lowering sums in fixed orders, its gemms are the BLAS's whole products.
 template <class E>
 std::vector<float> run_threads_schedule(const ConvCase& c, kernels::ConvSchedule schedule) {
   const auto g = c.geometry();
@@ -310,12 +346,12 @@ std::vector<float> run_threads_schedule(const ConvCase& c, kernels::ConvSchedule
   return out;
 }
 
-TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
+TYPED_TEST(ConvKernels, SpaceScheduleGivesTheSameBitsOnEverySpace) {
   using E = TypeParam;
   using Default = Kokkos::DefaultExecutionSpace;
-  if (schedules<E>().size() < 2) GTEST_SKIP() << "no ConvSchedule::threads on " << E::name();
+  if (host_schedules_missing<E>()) GTEST_SKIP() << "no ConvSchedule::threads on " << E::name();
   using kernels::ConvSchedule;
-  for (const auto& [c, schedule] :
+  for (const auto& [c, host_schedule] :
        {std::pair{ConvCase{40, 3, 2, 4, 4, 3, 3, 1, 1, 1, 1}, ConvSchedule::threads},
         std::pair{ConvCase{35, 2, 3, 16, 16, 3, 3, 1, 1, 1, 1}, ConvSchedule::threads},
         std::pair{ConvCase{35, 16, 32, 7, 7, 5, 5, 1, 1, 2, 2}, ConvSchedule::winograd}}) {
@@ -339,15 +375,13 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
       EXPECT_EQ(g.winograd_groups(), 9);
       EXPECT_EQ(g.transposed().winograd_block_samples(), 4);
     }
+    const ConvSchedule schedule = schedule_here<E>(host_schedule);
     std::vector<float> got;
     {
       const test::LaunchedKernels kernels;
       got = run_threads_schedule<E>(c, schedule);
-      const std::string ran = schedule_name(schedule);
-      for (const char* pass : {"forward", "backward"}) {
-        const std::string label = std::string("tessera::kernels::conv2d_") + pass + "_" + ran;
+      for (const auto& label : schedule_labels<E>(schedule, g.winograd()))
         EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
-      }
     }
     const NaiveConv ref{c};
     const auto xh = test::random_values(g.input_size(), 21),
@@ -373,12 +407,19 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
     const double tol = 1e-5 * (g.patch() + c.batch * positions);
     for (std::size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], expected[i], tol) << "case " << c.height << "x" << c.width << ", " << i;
-    if (std::is_same<E, Default>::value) continue;
+    // The bits are promised per backend: the host spaces against each
+    // other, where both run this schedule.
+    if (std::is_same<E, Default>::value ||
+        !Kokkos::SpaceAccessibility<Default, Kokkos::HostSpace>::accessible ||
+        schedule_here<Default>(host_schedule) != schedule)
+      continue;
     const std::vector<float> other = run_threads_schedule<Default>(c, schedule);
     // Every product runs on one thread alone, in blocks and groups fixed by
     // the geometry: the same bits on every space and for any thread count
     // (the Winograd case's weight-gradient gemms are 32 x 16 x 64, below
     // the sizes OpenBLAS splits over its own threads on the Serial space).
+    // ConvSchedule::blocks: the lowering's sums have fixed orders, and each
+    // product is one call of the same BLAS on the same shapes.
     EXPECT_EQ(got, other);
   }
 }
@@ -387,8 +428,11 @@ TYPED_TEST(ConvKernels, ThreadsScheduleGroupsBlocksTheSameOnEverySpace) {
 // smaller ones too (the last batch of an epoch): ConvSchedule::threads'
 // scratch for a batch holds every smaller batch, although the number of dW
 // groups is not monotonic (7 x 7 outputs, 6 samples a block: 128 samples
-// make 22 blocks in 11 groups, 96 samples 16 blocks in 16 groups).
-TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
+// make 22 blocks in 11 groups, 96 samples 16 blocks in 16 groups). In
+// device-path mode: ConvSchedule::blocks with the scratch Conv2D allocates
+// there for 128 samples (device_block_scratch_bytes: one block) on 96,
+// against blocks of two samples.
+TYPED_TEST(ConvKernels, ScratchForABatchHoldsEverySmallerBatch) {
   using E = TypeParam;
   for (const ConvCase& c :
        {ConvCase{128, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1}, ConvCase{128, 3, 4, 14, 14, 3, 3, 2, 2, 1, 1},
@@ -410,9 +454,22 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
   EXPECT_EQ(g.thread_groups(), 16);
   g.batch = 128;
   EXPECT_EQ(g.thread_groups(), 11);
-  if (schedules<E>().size() < 2)
+  if (host_schedules_missing<E>())
     GTEST_SKIP() << "no ConvSchedule::threads on " << E::name() << " (the geometry checks ran)";
-  const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::threads);
+  // The scratch for 128 samples each schedule runs on, after blocks of two.
+  std::vector<std::pair<kernels::ConvSchedule, V<E>>> runs;
+  if (kernels::impl::thread_gemm_space_v<E>) {
+    const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::threads);
+    for (const auto schedule : schedules<E>())
+      runs.emplace_back(schedule, schedule != kernels::ConvSchedule::blocks ? scratch : V<E>());
+  } else {
+    ASSERT_EQ(schedules<E>(), std::vector<kernels::ConvSchedule>{kernels::ConvSchedule::blocks});
+    const std::int64_t samples =
+        kernels::conv2d_block_samples(g, kernels::device_block_scratch_bytes);
+    EXPECT_EQ(samples, 128);
+    runs.emplace_back(kernels::ConvSchedule::blocks, V<E>());
+    runs.emplace_back(kernels::ConvSchedule::blocks, V<E>("scratch", g.scratch_size(samples)));
+  }
   g.batch = c.batch;
   // Both schedules on the same values, with scratch for 128 samples.
   V<E> x("x", g.input_size()), b("b", c.out_channels), dy("dy", g.output_size());
@@ -422,21 +479,18 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
   test::from_host(b, test::random_values(b.size(), 33));
   test::from_host(dy, test::random_values(dy.size(), 34));
   std::vector<std::vector<float>> results;
-  for (const auto schedule : schedules<E>()) {
+  for (const auto& [schedule, scratch] : runs) {
     V<E> y("y", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
     M<E> dw("dw", c.out_channels, g.patch());
-    const auto s =
-        schedule != kernels::ConvSchedule::blocks ? scratch : scratch_for<E>(g, schedule);
+    const auto s = scratch.size() > 0 ? scratch : scratch_for<E>(g, schedule);
     const test::LaunchedKernels kernels;
     kernels::conv2d_forward(E(), g, x, w, b, y, s, schedule);
     kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, s, schedule);
     // Two and three channels keep the threads schedule's products under
     // ConvSchedule::winograd.
     ASSERT_FALSE(g.winograd());
-    const std::string ran = schedule == kernels::ConvSchedule::blocks
-                                ? "tessera::kernels::im2col"
-                                : "tessera::kernels::conv2d_forward_threads";
-    EXPECT_TRUE(kernels.launched(ran)) << ran << " not launched; ran " << kernels.list();
+    for (const auto& ran : schedule_labels<E>(schedule, g.winograd()))
+      EXPECT_TRUE(kernels.launched(ran)) << ran << " not launched; ran " << kernels.list();
     std::vector<float> out;
     for (const auto& v : {y, dx, V<E>(dw.data(), dw.size()), db}) {
       const auto h = test::to_host(v);
@@ -447,7 +501,7 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
   const double tol = 1e-5 * (g.patch() + c.batch * g.positions());
   for (std::size_t run = 1; run < results.size(); ++run)
     for (std::size_t i = 0; i < results[0].size(); ++i)
-      EXPECT_NEAR(results[run][i], results[0][i], tol) << schedule_name(schedules<E>()[run]) << i;
+      EXPECT_NEAR(results[run][i], results[0][i], tol) << schedule_name(runs[run].first) << i;
 }
 
 // Winograd's F(2 x 2, r x r) against the naive loops: 3 x 3 and 5 x 5
@@ -462,11 +516,13 @@ TYPED_TEST(ConvKernels, ThreadsScratchForABatchHoldsEverySmallerBatch) {
 // weight gradient goes through the output's transform (entries up to 2)
 // and G^T dU G, whose rows for the points 2 and -2 of the 5 x 5 kernels
 // grow as 2^4: within winograd_weight_rounding units (at most 60 measured,
-// on the 5 x 5 cases; below 3 on the 3 x 3 ones).
+// on the 5 x 5 cases; below 3 on the 3 x 3 ones). In device-path mode the
+// same cases and bounds for ConvSchedule::blocks, which CUDA and HIP run on
+// these geometries.
 constexpr double winograd_rounding = 64;
 constexpr double winograd_weight_rounding = 256;
 
-TYPED_TEST(ConvKernels, WinogradMatchesNaiveLoops) {
+TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
   using E = TypeParam;
   // Geometries that keep the threads schedule's products: channels not
   // multiples of 16, stride 2, a 1 x 1, 7 x 7 or 3 x 5 kernel, padding of
@@ -477,7 +533,8 @@ TYPED_TEST(ConvKernels, WinogradMatchesNaiveLoops) {
         ConvCase{2, 16, 16, 8, 8, 7, 7, 1, 1, 3, 3}, ConvCase{2, 16, 16, 8, 8, 3, 5, 1, 1, 1, 2},
         ConvCase{2, 16, 16, 8, 8, 3, 3, 1, 1, 3, 3}})
     EXPECT_FALSE(c.geometry().winograd()) << "k" << c.kernel_h << "x" << c.kernel_w;
-  if (schedules<E>().size() < 3) GTEST_SKIP() << "no ConvSchedule::winograd on " << E::name();
+  if (host_schedules_missing<E>()) GTEST_SKIP() << "no ConvSchedule::winograd on " << E::name();
+  const auto schedule = schedule_here<E>(kernels::ConvSchedule::winograd);
   const double u = std::numeric_limits<float>::epsilon() / 2;
   for (const ConvCase& c :
        {ConvCase{3, 16, 32, 7, 6, 3, 3, 1, 1, 1, 1}, ConvCase{2, 32, 16, 9, 7, 5, 5, 1, 1, 2, 2},
@@ -498,14 +555,12 @@ TYPED_TEST(ConvKernels, WinogradMatchesNaiveLoops) {
     test::from_host(b, bh);
     test::from_host(dy, dyh);
     test::from_host(dx, start);
-    const auto scratch = scratch_for<E>(g, kernels::ConvSchedule::winograd);
+    const auto scratch = scratch_for<E>(g, schedule);
     {
       const test::LaunchedKernels kernels;
-      kernels::conv2d_forward(E(), g, x, w, b, y, scratch, kernels::ConvSchedule::winograd);
-      kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch,
-                               kernels::ConvSchedule::winograd);
-      for (const char* label : {"tessera::kernels::conv2d_forward_winograd",
-                                "tessera::kernels::conv2d_backward_winograd"})
+      kernels::conv2d_forward(E(), g, x, w, b, y, scratch, schedule);
+      kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch, schedule);
+      for (const auto& label : schedule_labels<E>(schedule, g.winograd()))
         EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
     }
     std::vector<double> y_ref(y.size()), y_scale(y.size()), dx_ref(start.begin(), start.end()),
@@ -548,10 +603,17 @@ TYPED_TEST(ConvKernels, WinogradMatchesNaiveLoops) {
 // Conv2D runs ConvSchedule::winograd (threads, with Winograd's products
 // where the geometry allows) on the OpenMP and Serial spaces when the BLAS
 // runs on its calling thread inside a parallel region, and blocks when
-// OpenBLAS brings its own pthreads.
+// OpenBLAS brings its own pthreads; in device-path mode, blocks (as on
+// CUDA and HIP) whatever the BLAS.
 TEST(Conv2dSchedule, WinogradWhereTheBlasRunsOnItsCallingThread) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
   const BlasInfo blas = blas_info();
-  const auto chosen = kernels::conv2d_schedule(Kokkos::DefaultHostExecutionSpace());
+  const auto chosen = kernels::conv2d_schedule(Host());
+  if (!kernels::impl::thread_gemm_space_v<Host>) {
+    EXPECT_FALSE(host_fast_paths_v<Host>);
+    EXPECT_EQ(chosen, kernels::ConvSchedule::blocks) << blas.library << ", device paths";
+    return;
+  }
   if (blas.openblas && blas.threading != "pthreads") {
     EXPECT_EQ(chosen, kernels::ConvSchedule::winograd) << blas.library;
   } else if (blas.openblas) {
@@ -563,8 +625,15 @@ TEST(Conv2dSchedule, WinogradWhereTheBlasRunsOnItsCallingThread) {
 // The kernel tests above loop over schedules<E>(), which holds only
 // ConvSchedule::blocks where the BLAS has no gemm for each thread alone:
 // such a build tests less, and says so here, once, as a skip that the
-// expected-skip list must name (tests/expected_skips.txt).
+// expected-skip list must name (tests/expected_skips.txt). In device-path
+// mode ConvSchedule::blocks is all there is, as on CUDA and HIP: the tests
+// of the host schedules run it.
 TEST(Conv2dSchedule, ThreadsAndWinogradAreTestedHere) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  if (!kernels::impl::thread_gemm_space_v<Host>) {
+    EXPECT_EQ(schedules<Host>(), std::vector<kernels::ConvSchedule>{kernels::ConvSchedule::blocks});
+    return;
+  }
   if (thread_sgemm() == nullptr)
     GTEST_SKIP() << "the BLAS (" << blas_info().library
                  << ") has no sgemm that runs on its calling thread: the kernel tests cover "
@@ -608,6 +677,212 @@ TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
                                  kernels::ConvSchedule::threads);
       },
       expected.str());
+}
+
+// The device paths of the lowering (impl/conv_lowering.hpp), called
+// directly, so that the default build runs them too, at every team size the
+// space allows. im2col and channel_major copy, and the fold adds each input
+// element's taps in the host path's order: each must store what the host
+// path stores, bit for bit (the host path here: its per-plane and per-row
+// functions on the calling thread). The fold is also checked against a
+// double sum, and channel_major's rows' sums (team_sum) against double sums
+// and for the same bits at every team size. Samples [1, batch) of each
+// case, so that a kernel that touches the sample before `first` fails.
+template <class T>
+std::vector<T> stored_as(const std::vector<float>& values) {
+  std::vector<T> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = narrow<T>(values[i]);
+  return out;
+}
+
+template <class T>
+void expect_same_bits(const std::vector<T>& got, const std::vector<T>& expected,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &expected[i], sizeof(T)) != 0) {
+      ADD_FAILURE() << what << ": element " << i << " of " << got.size() << " is "
+                    << float(widen(got[i])) << ", expected " << float(widen(expected[i]));
+      return;
+    }
+}
+
+template <class T, class E>
+using StoredView = Kokkos::View<T*, Kokkos::LayoutRight, typename E::memory_space>;
+template <class T>
+using HostValues = Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// The backend's choice (0) and the fixed team sizes E allows.
+template <class E>
+std::vector<kernels::TeamShape> team_shapes() {
+  const int max_size = Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
+      [] KOKKOS_FUNCTION(const typename Kokkos::TeamPolicy<E>::member_type&) {},
+      Kokkos::ParallelForTag());
+  std::vector<kernels::TeamShape> shapes{{0}};
+  for (const int size : {1, 2, 3, 32, 64, 128, 256})
+    if (size <= max_size) shapes.push_back({size});
+  return shapes;
+}
+
+std::string team_name(kernels::TeamShape shape) {
+  return shape.size > 0 ? "team size " + std::to_string(shape.size) : "automatic team size";
+}
+
+template <class E, class T>
+void expect_device_im2col_as_host(const ConvCase& c) {
+  const auto g = c.geometry();
+  const std::int64_t first = 1, count = c.batch - 1, width = count * g.positions();
+  auto xh = stored_as<T>(test::random_values(g.input_size(), 51));
+  StoredView<T, E> x("x", xh.size());
+  test::from_host(x, xh);
+  std::vector<float> host(g.patch() * width, 7.0f);
+  kernels::impl::lower_samples(g, HostValues<T>(xh.data(), xh.size()), first, count, host.data(),
+                               width);
+  for (const auto shape : team_shapes<E>()) {
+    M<E> col("col", g.patch(), width);
+    Kokkos::deep_copy(col, 7.0f);  // every entry is written
+    {
+      const test::LaunchedKernels kernels;
+      kernels::impl::im2col_device(E(), g, x, first, count, col, shape);
+      EXPECT_TRUE(kernels.launched("tessera::kernels::im2col_device")) << kernels.list();
+    }
+    expect_same_bits(test::to_host(V<E>(col.data(), col.size())), host,
+                     "im2col_device, " + team_name(shape));
+  }
+}
+
+template <class E, class T>
+void expect_device_fold_as_host(const ConvCase& c) {
+  const auto g = c.geometry();
+  const std::int64_t first = 1, count = c.batch - 1, positions = g.positions();
+  const std::int64_t width = count * positions, channels = g.in_channels;
+  const std::int64_t plane = g.input_positions();
+  const auto colh = test::random_values(g.patch() * width, 52);
+  const auto start = stored_as<T>(test::random_values(g.input_size(), 53));
+  M<E> col("col", g.patch(), width);
+  test::from_host(V<E>(col.data(), col.size()), colh);
+
+  std::vector<float> columns = colh;  // the host fold overwrites its seams
+  std::vector<T> host = start;
+  for (std::int64_t r = 0; r < count * channels; ++r)
+    kernels::impl::fold_plane(host.data() + (first * channels + r) * plane,
+                              columns.data() + (r / channels) * positions, r % channels, g.rows,
+                              g.cols, width);
+  // Each input element: its start plus its taps, summed in double.
+  std::vector<double> sum(start.size()), magnitude(start.size());
+  for (std::size_t i = 0; i < start.size(); ++i) {
+    sum[i] = double(widen(start[i]));
+    magnitude[i] = std::fabs(sum[i]);
+  }
+  const int kh = c.kernel_h, kw = c.kernel_w;
+  for (std::int64_t k = 0; k < g.patch(); ++k)
+    for (std::int64_t j = 0; j < width; ++j) {
+      const std::int64_t n = first + j / positions, p = j % positions;
+      const int ki = int((k / kw) % kh), kj = int(k % kw);
+      const int h = g.rows.start(int(p / g.cols.out)) + ki;
+      const int w = g.cols.start(int(p % g.cols.out)) + kj;
+      if (h < 0 || h >= c.height || w < 0 || w >= c.width) continue;
+      const std::size_t i = ((n * channels + k / (kh * kw)) * c.height + h) * c.width + w;
+      sum[i] += colh[k * width + j];
+      magnitude[i] += std::fabs(colh[k * width + j]);
+    }
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  const double stored_u = std::is_same<T, float>::value ? 0.0 : 1.0 / 256;  // bf16: 8 bits
+  for (const auto shape : team_shapes<E>()) {
+    StoredView<T, E> dx("dx", start.size());
+    test::from_host(dx, start);
+    kernels::impl::col2im_add_device(E(), g, col, first, count, dx, shape);
+    const auto got = test::to_host(dx);
+    expect_same_bits(got, host, "col2im_add_device, " + team_name(shape));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(double(widen(got[i])), sum[i],
+                  (kh * kw + 1) * u * magnitude[i] + stored_u * std::fabs(sum[i]))
+          << "dx " << i << ", " << team_name(shape);
+  }
+}
+
+// channel_major_device against move_row; from_nchw with the rows' sums:
+// those against double sums, and the same bits at every team size.
+template <class E, class T>
+void expect_device_channel_major_as_host(kernels::impl::Transfer transfer, bool with_bias,
+                                         std::int64_t positions) {
+  using kernels::impl::Transfer;
+  const std::int64_t batch = 4, first = 1, count = 3, channels = 3;
+  const std::int64_t ld = count * positions;
+  const auto blockh = test::random_values(channels * ld, 54);
+  const auto nchwh = stored_as<T>(test::random_values(batch * channels * positions, 55));
+  const auto biash = test::random_values(with_bias ? channels : 0, 56);
+  V<E> bias("bias", biash.size());
+  test::from_host(bias, biash);
+  std::vector<float> block_host = blockh;
+  std::vector<T> nchw_host = nchwh;
+  for (std::int64_t r = 0; r < count * channels; ++r) {
+    const std::int64_t c = r % channels, n = r / channels;
+    const float b = transfer == Transfer::to_nchw && with_bias ? biash[c] : 0.0f;
+    kernels::impl::move_row(block_host.data() + c * ld + n * positions,
+                            nchw_host.data() + ((first + n) * channels + c) * positions, b,
+                            positions, transfer);
+  }
+  const bool with_sums = transfer == Transfer::from_nchw;
+  std::vector<float> first_sums;
+  for (const auto shape : team_shapes<E>()) {
+    M<E> block("block", channels, ld);
+    test::from_host(V<E>(block.data(), block.size()), blockh);
+    StoredView<T, E> nchw("nchw", nchwh.size());
+    test::from_host(nchw, nchwh);
+    V<E> sums("sums", batch * channels);
+    Kokkos::deep_copy(sums, 7.0f);
+    kernels::impl::channel_major_device(E(), block, nchw, bias, first, count, channels, positions,
+                                        transfer, with_sums ? sums.data() : nullptr, shape);
+    const std::string what = "channel_major_device, transfer " + std::to_string(int(transfer)) +
+                             ", " + std::to_string(positions) + " positions, " + team_name(shape);
+    expect_same_bits(test::to_host(V<E>(block.data(), block.size())), block_host, what + ", block");
+    expect_same_bits(test::to_host(nchw), nchw_host, what + ", nchw");
+    const auto sums_host = test::to_host(sums);
+    for (std::int64_t r = 0; r < batch * channels; ++r) {
+      if (!with_sums || r < first * channels) {
+        EXPECT_EQ(sums_host[r], 7.0f) << what << ": row " << r << " is not the block's";
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (std::int64_t p = 0; p < positions; ++p) {
+        sum += double(widen(nchwh[r * positions + p]));
+        magnitude += std::fabs(double(widen(nchwh[r * positions + p])));
+      }
+      // A lane's sum and the tree's 6 levels: positions / 64 + 7 roundings at most.
+      const double u = std::numeric_limits<float>::epsilon() / 2;
+      EXPECT_NEAR(sums_host[r], sum, (7.0 + double(positions) / 64) * u * magnitude)
+          << what << ", row " << r;
+    }
+    if (first_sums.empty())
+      first_sums = sums_host;
+    else
+      expect_same_bits(sums_host, first_sums, what + ", row sums");
+  }
+}
+
+TYPED_TEST(ConvKernels, DeviceLoweringStoresWhatTheHostPathStores) {
+  using E = TypeParam;
+  for (const auto& c : conv_cases) {
+    expect_device_im2col_as_host<E, float>(c);
+    expect_device_im2col_as_host<E, bf16>(c);
+    expect_device_fold_as_host<E, float>(c);
+    expect_device_fold_as_host<E, bf16>(c);
+  }
+  // CNN-deck-like geometries: 5 x 5, padding 2, 1 and 4 channels in.
+  expect_device_im2col_as_host<E, float>(ConvCase{3, 1, 4, 28, 28, 5, 5, 1, 1, 2, 2});
+  expect_device_fold_as_host<E, float>(ConvCase{3, 4, 2, 14, 14, 5, 5, 1, 1, 2, 2});
+  using kernels::impl::Transfer;
+  for (const auto transfer : {Transfer::to_nchw, Transfer::add_to_nchw, Transfer::from_nchw}) {
+    expect_device_channel_major_as_host<E, float>(transfer, true, 37);
+    expect_device_channel_major_as_host<E, bf16>(transfer, true, 37);
+  }
+  expect_device_channel_major_as_host<E, float>(Transfer::to_nchw, false, 37);
+  // The rows' sums below, at and above team_lanes, and at the decks' 14 x 14 and 28 x 28.
+  for (const std::int64_t positions : {1, 5, 64, 65, 196, 784}) {
+    expect_device_channel_major_as_host<E, float>(Transfer::from_nchw, false, positions);
+    expect_device_channel_major_as_host<E, bf16>(Transfer::from_nchw, false, positions);
+  }
 }
 
 TEST(Conv2D, ShapesParametersAndFlops) {
@@ -669,18 +944,20 @@ TEST(Conv2D, GradientsMatchFiniteDifferences) {
 }
 
 // 16 channels in and out: Winograd's products on the OpenMP and Serial
-// spaces (ConvSchedule::winograd), 3 x 3 and 5 x 5, odd output sizes.
-TEST(Conv2D, WinogradGradientsMatchFiniteDifferences) {
-  if (kernels::conv2d_schedule(ExecSpace()) != kernels::ConvSchedule::winograd)
+// spaces (ConvSchedule::winograd), 3 x 3 and 5 x 5, odd output sizes; in
+// device-path mode ConvSchedule::blocks on the same layers.
+TEST(Conv2D, WinogradGeometryGradientsMatchFiniteDifferences) {
+  if (host_schedules_missing<ExecSpace>())
     GTEST_SKIP() << "Conv2D does not run ConvSchedule::winograd on " << ExecSpace::name()
                  << " with this BLAS";
+  const auto schedule = schedule_here<ExecSpace>(kernels::ConvSchedule::winograd);
+  EXPECT_EQ(kernels::conv2d_schedule(ExecSpace()), schedule);
   for (const int kernel : {3, 5}) {
     Conv2D wide("winograd" + std::to_string(kernel), 16, kernel, 1, kernel / 2);
     const test::LaunchedKernels kernels;
     test::LayerHarness hw(wide, {Shape{2, 16, 5, 3}}, 5);
     hw.expect_gradients();
-    for (const char* label : {"tessera::kernels::conv2d_forward_winograd",
-                              "tessera::kernels::conv2d_backward_winograd"})
+    for (const auto& label : schedule_labels<ExecSpace>(schedule, true))
       EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
   }
 }

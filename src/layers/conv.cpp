@@ -113,10 +113,12 @@ void Conv2D::allocate(const Shapes& inputs) {
   const auto g = conv_geometry(inputs.at(0), options_);
   const ExecSpace exec;
   schedule_ = kernels::conv2d_schedule(exec);
+  const std::int64_t block_bytes =
+      host_fast_paths_v<ExecSpace> ? max_scratch_bytes : kernels::device_block_scratch_bytes;
   const std::int64_t size =
       schedule_ != kernels::ConvSchedule::blocks
           ? g.thread_scratch_size(Kokkos::Experimental::UniqueToken<ExecSpace>(exec).size())
-          : g.scratch_size(kernels::conv2d_block_samples(g, max_scratch_bytes));
+          : g.scratch_size(kernels::conv2d_block_samples(g, block_bytes));
   scratch_ =
       Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing), size);
   weight_rounded_ =

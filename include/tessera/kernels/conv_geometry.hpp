@@ -223,6 +223,17 @@ enum class ConvSchedule {
   winograd
 };
 
+// The scratch ceiling of ConvSchedule::blocks where the kernels take their
+// device paths (host_fast_paths_v false): a GPU wants few launches, each
+// with many work items, and has the memory, so blocks as large as this
+// allows: the whole batch of every convolution of the decks (the CNN's
+// second, 32 -> 64 channels at 14 x 14, batch 128: 87 MB). The host paths
+// keep blocks that stay in cache (Conv2D::max_scratch_bytes). Device-path
+// mode on the host keeps the GPU's blocks, so that it runs what the GPU
+// runs, at a cost: the CNN deck trained at 198 samples/s on 2 cores, 242
+// with 4 MiB blocks.
+constexpr std::int64_t device_block_scratch_bytes = std::int64_t(256) << 20;
+
 // Samples per block so that the scratch stays within max_bytes (at least one).
 inline std::int64_t conv2d_block_samples(const Conv2dGeometry& g, std::int64_t max_bytes) {
   const std::int64_t per_sample = g.scratch_per_sample() * std::int64_t(sizeof(float));

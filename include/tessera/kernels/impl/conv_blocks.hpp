@@ -1,7 +1,10 @@
 // ConvSchedule::blocks: blocks of samples one after another, each block's
 // copies (conv_lowering.hpp) on all threads of the execution space and its
 // products one gemm on the whole space (compat::gemm: Kokkos Kernels, or
-// the vendor BLAS it calls). Any execution space.
+// the vendor BLAS it calls). Any execution space; the schedule CUDA and HIP
+// run, where the copies take their device paths (a team per row or plane,
+// a thread per element) and Conv2D's scratch holds larger blocks (device_block_scratch_bytes:
+// the decks' whole batches, so one block of launches per pass).
 #pragma once
 
 #include <tessera/core/compat.hpp>

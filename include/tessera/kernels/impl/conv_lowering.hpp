@@ -1,15 +1,32 @@
 // The lowering of conv.hpp's products: a block of samples copied
 // to columns (im2col) so that one gemm covers it, the columns' gradient
-// folded back in gather form (each input plane's taps collected by one
-// thread, so no atomics and no dependence on the thread count), the moves
-// between NCHW and the channel-major blocks a gemm reads and writes, the
-// flipped weights of the transposed input gradient, and the bias
+// folded back in gather form (each input element's taps collected in a
+// fixed order, so no atomics and no dependence on the thread count), the
+// moves between NCHW and the channel-major blocks a gemm reads and writes,
+// the flipped weights of the transposed input gradient, and the bias
 // gradient's ordered sums. Every schedule of conv.hpp runs on these.
+//
+// Each copy has two paths, chosen by host_fast_paths_v<ExecSpace>. The
+// host path gives a thread a whole input plane or row (long copies the
+// compiler vectorises, in one core's cache). The device path (CUDA, HIP,
+// and the host in device-path mode) gives a team each row or plane and a
+// thread each element of it: im2col a team per column row segment (k, n),
+// the fold a team per input plane (n, c) whose threads each sum one
+// element's taps, channel_major a team per row (n, c), which also sums the
+// row for the bias gradient (impl::team_sum). Neighbouring threads touch
+// neighbouring addresses; at the CNN deck's sizes (batch 128) the league
+// alone is 3,200 to 102,400 teams of 196 or 784 elements, where the host
+// path had one thread per plane (32 threads for a block of 32
+// one-channel samples). Both paths store the same values, except for the
+// rows' sums: the copies are exact, and the fold adds each element's taps
+// in the same order.
 #pragma once
 
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/conv_geometry.hpp>
+#include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
@@ -122,19 +139,77 @@ KOKKOS_INLINE_FUNCTION void im2col_plane(const Conv2dGeometry& g, const S* in, T
 }
 
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
-// (c * kh + ki) * kw + kj, so one gemm covers the whole block. One thread
-// per input plane (n, c) writes that plane's kh * kw rows of P entries.
+// (c * kh + ki) * kw + kj, so one gemm covers the whole block. The device
+// path: a team per segment (k, n) of a column row, its threads over the
+// P positions (coalesced writes; reads along an input row at stride 1).
+// Index arithmetic per position is 32-bit: a 64-bit division per entry
+// cost more than the copy.
+template <class ExecSpace, class X, class Col>
+void im2col_device(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int64_t first,
+                   std::int64_t count, const Col& col, TeamShape shape = {}) {
+  using T = typename Col::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const WindowAxis rows = g.rows, cols = g.cols;
+  const std::int64_t channels = g.in_channels, plane = g.input_positions(), ld = col.stride(0);
+  const int positions = static_cast<int>(g.positions());
+  Kokkos::parallel_for(
+      "tessera::kernels::im2col_device", team_policy(exec, g.patch() * count, shape),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t k = member.league_rank() / count, n = member.league_rank() % count;
+        const int kj = static_cast<int>(k % cols.kernel);
+        const int ki = static_cast<int>((k / cols.kernel) % rows.kernel);
+        const auto* in =
+            x.data() + ((first + n) * channels + k / (rows.kernel * cols.kernel)) * plane;
+        T* out = col.data() + k * ld + n * positions;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, positions), [&](const int p) {
+          const int h = rows.start(p / cols.out) + ki, w = cols.start(p % cols.out) + kj;
+          out[p] = h >= 0 && h < rows.in && w >= 0 && w < cols.in
+                       ? narrow<T>(widen(in[h * cols.in + w]))
+                       : T(0);
+        });
+      });
+}
+
+// The host path: one thread per input plane (n, c) writes that plane's
+// kh * kw rows of P entries (im2col_plane).
 template <class ExecSpace, class X, class Col>
 void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int64_t first,
             std::int64_t count, const Col& col) {
-  const std::int64_t channels = g.in_channels, positions = g.positions();
-  const std::int64_t plane = g.input_positions(), ld = col.stride(0);
-  Kokkos::parallel_for(
-      "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
-      KOKKOS_LAMBDA(const std::int64_t r) {
-        im2col_plane(g, x.data() + (first * channels + r) * plane,
-                     col.data() + (r / channels) * positions, r % channels, ld);
-      });
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    im2col_device(exec, g, x, first, count, col);
+  } else {
+    const std::int64_t channels = g.in_channels, positions = g.positions();
+    const std::int64_t plane = g.input_positions(), ld = col.stride(0);
+    Kokkos::parallel_for(
+        "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+        KOKKOS_LAMBDA(const std::int64_t r) {
+          im2col_plane(g, x.data() + (first * channels + r) * plane,
+                       col.data() + (r / channels) * positions, r % channels, ld);
+        });
+  }
+}
+
+// sum + the taps im2col copied from input element (h, w) of plane c, in
+// one sample's columns `block` (rows ld apart), in a fixed order: kernel
+// row, then kernel column (the covering windows from the last to the
+// first), each add in A. The 16-bit fold and the device path's fold both
+// take this order, which is also the order of the host path's float fold.
+template <class A, class S>
+KOKKOS_INLINE_FUNCTION A gather_taps(A sum, const S* block, std::int64_t c, int h, int w,
+                                     const WindowAxis& rows, const WindowAxis& cols,
+                                     std::int64_t ld) {
+  int ho_lo, ho_hi, wo_lo, wo_hi;
+  rows.covering(h, ho_lo, ho_hi);
+  cols.covering(w, wo_lo, wo_hi);
+  for (int ho = ho_hi - 1; ho >= ho_lo; --ho) {
+    const int ki = h - rows.start(ho);
+    for (int wo = wo_hi - 1; wo >= wo_lo; --wo) {
+      const int kj = w - cols.start(wo);
+      sum += block[((c * rows.kernel + ki) * cols.kernel + kj) * ld + std::int64_t(ho) * cols.out +
+                   wo];
+    }
+  }
+  return sum;
 }
 
 // grad (input plane c) += the taps im2col copied from it, which start at
@@ -150,24 +225,11 @@ template <class T, class S>
 KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, S* block, std::int64_t c, const WindowAxis& rows,
                                        const WindowAxis& cols, std::int64_t ld) {
   if constexpr (is_storage16_v<T>) {
-    for (int h = 0; h < rows.in; ++h) {
-      int ho_lo, ho_hi;
-      rows.covering(h, ho_lo, ho_hi);
+    for (int h = 0; h < rows.in; ++h)
       for (int w = 0; w < cols.in; ++w) {
-        int wo_lo, wo_hi;
-        cols.covering(w, wo_lo, wo_hi);
-        accumulator_t<T> sum = widen(grad[h * cols.in + w]);
-        for (int ho = ho_hi - 1; ho >= ho_lo; --ho) {
-          const int ki = h - rows.start(ho);
-          for (int wo = wo_hi - 1; wo >= wo_lo; --wo) {
-            const int kj = w - cols.start(wo);
-            sum += block[((c * rows.kernel + ki) * cols.kernel + kj) * ld +
-                         std::int64_t(ho) * cols.out + wo];
-          }
-        }
-        grad[h * cols.in + w] = narrow<T>(sum);
+        T& element = grad[h * cols.in + w];
+        element = narrow<T>(gather_taps(widen(element), block, c, h, w, rows, cols, ld));
       }
-    }
   } else {
     const bool flat = FlatTap::flat(rows, cols);
     for (int ki = 0; ki < rows.kernel; ++ki) {
@@ -193,21 +255,49 @@ KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, S* block, std::int64_t c, const 
 }
 
 // dx(n, c) += the entries of col that im2col copied from input plane
-// (n, c): one thread owns each plane (fold_plane), so no two threads write
-// one element and the sums do not depend on the thread count.
+// (n, c). The device path: a team per input plane, its threads over the
+// plane's elements; each element sums its taps (gather_taps) onto its
+// widened value and is stored rounded once. No two threads write one
+// element, and each sum's order is fixed.
+template <class ExecSpace, class Col, class DX>
+void col2im_add_device(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col,
+                       std::int64_t first, std::int64_t count, const DX& dx, TeamShape shape = {}) {
+  using Stored = typename DX::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const WindowAxis rows = g.rows, cols = g.cols;
+  const std::int64_t channels = g.in_channels, positions = g.positions(), ld = col.stride(0);
+  const int plane = static_cast<int>(g.input_positions());
+  Kokkos::parallel_for(
+      "tessera::kernels::col2im_add_device", team_policy(exec, count * channels, shape),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t r = member.league_rank(), c = r % channels;
+        Stored* grad = dx.data() + (first * channels + r) * plane;
+        const auto* block = col.data() + (r / channels) * positions;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, plane), [&](const int e) {
+          grad[e] = narrow<Stored>(
+              gather_taps(widen(grad[e]), block, c, e / cols.in, e % cols.in, rows, cols, ld));
+        });
+      });
+}
+
+// The host path: one thread owns each plane (fold_plane).
 template <class ExecSpace, class Col, class DX>
 void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, std::int64_t first,
                 std::int64_t count, const DX& dx) {
-  const WindowAxis rows = g.rows, cols = g.cols;
-  const std::int64_t channels = g.in_channels, positions = g.positions();
-  const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
-  Kokkos::parallel_for(
-      "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
-      KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t n = r / channels, c = r % channels;
-        fold_plane(dx.data() + (first * channels + r) * plane, col.data() + n * positions, c, rows,
-                   cols, ld);
-      });
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    col2im_add_device(exec, g, col, first, count, dx);
+  } else {
+    const WindowAxis rows = g.rows, cols = g.cols;
+    const std::int64_t channels = g.in_channels, positions = g.positions();
+    const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
+    Kokkos::parallel_for(
+        "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+        KOKKOS_LAMBDA(const std::int64_t r) {
+          const std::int64_t n = r / channels, c = r % channels;
+          fold_plane(dx.data() + (first * channels + r) * plane, col.data() + n * positions, c,
+                     rows, cols, ld);
+        });
+  }
 }
 
 // Directions of channel_major.
@@ -217,16 +307,28 @@ enum class Transfer {
   from_nchw     // block = nchw; bias is not read
 };
 
+// One entry of a channel_major transfer: `cell` in the block, `value` in
+// NCHW, `bias` the channel's bias for to_nchw.
+template <class T, class S>
+KOKKOS_INLINE_FUNCTION void move_entry(T& cell, S& value, T bias, Transfer transfer) {
+  if (transfer == Transfer::to_nchw)
+    value = narrow<std::remove_const_t<S>>(cell + bias);
+  else if (transfer == Transfer::add_to_nchw)
+    add_rounded(value, widen(cell));
+  else
+    cell = narrow<T>(widen(value));
+}
+
 // One row of a channel_major transfer: `row` (a channel's positions in the
 // block) and `sample` (the same positions in NCHW), `bias` the channel's
 // bias for to_nchw. from_nchw with row_sum: also *row_sum = the lane_sum of
-// the row.
+// the row. Whole rows, so that the host compiler vectorises the copies.
 template <class T, class S>
 KOKKOS_INLINE_FUNCTION void move_row(T* row, S* sample, T bias, std::int64_t positions,
                                      Transfer transfer, T* row_sum = nullptr) {
   if (transfer == Transfer::to_nchw) {
-    using Stored = std::remove_const_t<S>;
-    for (std::int64_t p = 0; p < positions; ++p) sample[p] = narrow<Stored>(row[p] + bias);
+    for (std::int64_t p = 0; p < positions; ++p)
+      move_entry(row[p], sample[p], bias, Transfer::to_nchw);
   } else if (transfer == Transfer::add_to_nchw) {
     add_row(sample, row, static_cast<int>(positions), 1);
   } else {
@@ -235,27 +337,74 @@ KOKKOS_INLINE_FUNCTION void move_row(T* row, S* sample, T bias, std::int64_t pos
   }
 }
 
+// channel_major's device path: a team per row (n, c), its threads over the
+// row's positions (neighbouring threads touch neighbouring addresses in
+// both layouts). from_nchw with row_sums: the copy runs inside team_sum, so
+// that the row's sum (widened) takes no pass of its own; its bits depend on
+// neither the team size nor the thread count.
+template <class ExecSpace, class Block, class NCHW, class B>
+void channel_major_device(const ExecSpace& exec, const Block& block, const NCHW& nchw,
+                          const B& bias, std::int64_t first, std::int64_t count,
+                          std::int64_t channels, std::int64_t positions, Transfer transfer,
+                          typename Block::non_const_value_type* row_sums = nullptr,
+                          TeamShape shape = {}) {
+  using T = typename Block::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t ld = block.stride(0);
+  const bool with_bias = transfer == Transfer::to_nchw && bias.extent(0) > 0;
+  const bool with_sums = transfer == Transfer::from_nchw && row_sums != nullptr;
+  Kokkos::parallel_for(
+      "tessera::kernels::channel_major_device",
+      team_policy(exec, count * channels, shape, with_sums ? team_sum_bytes<T>() : 0),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t r = member.league_rank(), c = r % channels;
+        T* row = block.data() + c * ld + (r / channels) * positions;
+        auto* sample = nchw.data() + (first * channels + r) * positions;
+        if (with_sums) {
+          const T sum =
+              team_sum<T>(member, team_lanes_scratch<T>(member), positions, [&](std::int64_t p) {
+                row[p] = narrow<T>(widen(sample[p]));
+                return row[p];
+              });
+          Kokkos::single(Kokkos::PerTeam(member), [&] { row_sums[first * channels + r] = sum; });
+          return;
+        }
+        const T b = with_bias ? T(bias(c)) : T(0);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, positions), [&](const std::int64_t p) {
+          move_entry(row[p], sample[p], b, transfer);
+        });
+      });
+}
+
 // Moves a block of samples between NCHW [count, C, P] (at sample `first` of
 // `nchw`) and the channel-major [C, count * P] that one gemm per block reads
-// and writes. from_nchw with row_sums: also row_sums[n * C + c] = the
-// lane_sum of row (n, c) of nchw, for every sample n of the block.
+// and writes. from_nchw with row_sums: also row_sums[n * C + c] = the sum
+// of row (n, c) of nchw, for every sample n of the block, in the same pass
+// (the host path: lane_sum; the device path: team_sum).
 // to_nchw and add_to_nchw round each value they store into a 16-bit nchw once.
+// The host path: one thread per row (n, c).
 template <class ExecSpace, class Block, class NCHW, class B>
 void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, const B& bias,
                    std::int64_t first, std::int64_t count, std::int64_t channels,
                    std::int64_t positions, Transfer transfer,
                    typename Block::non_const_value_type* row_sums = nullptr) {
-  using T = typename Block::non_const_value_type;
-  const std::int64_t ld = block.stride(0);
-  Kokkos::parallel_for(
-      "tessera::kernels::channel_major", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
-      KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t c = r % channels, n = r / channels;
-        const T b = transfer == Transfer::to_nchw && bias.extent(0) > 0 ? T(bias(c)) : T(0);
-        move_row(block.data() + c * ld + n * positions,
-                 nchw.data() + ((first + n) * channels + c) * positions, b, positions, transfer,
-                 row_sums != nullptr ? row_sums + (first + n) * channels + c : nullptr);
-      });
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    channel_major_device(exec, block, nchw, bias, first, count, channels, positions, transfer,
+                         row_sums);
+  } else {
+    using T = typename Block::non_const_value_type;
+    const std::int64_t ld = block.stride(0);
+    Kokkos::parallel_for(
+        "tessera::kernels::channel_major",
+        Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+        KOKKOS_LAMBDA(const std::int64_t r) {
+          const std::int64_t c = r % channels, n = r / channels;
+          const T b = transfer == Transfer::to_nchw && bias.extent(0) > 0 ? T(bias(c)) : T(0);
+          move_row(block.data() + c * ld + n * positions,
+                   nchw.data() + ((first + n) * channels + c) * positions, b, positions, transfer,
+                   row_sums != nullptr ? row_sums + (first + n) * channels + c : nullptr);
+        });
+  }
 }
 
 // Wt(c, (o * kh + ki) * kw + kj) = W(o, (c * kh + kh - 1 - ki) * kw + kw - 1 - kj):
