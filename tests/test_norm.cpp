@@ -382,6 +382,15 @@ TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
   }
 }
 
+// The largest team the backend allows (a free function: CUDA's device
+// lambdas cannot be defined in a test's private body).
+template <class E>
+int team_size_max() {
+  return Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
+      KOKKOS_LAMBDA(const typename Kokkos::TeamPolicy<E>::member_type&){},
+      Kokkos::ParallelForTag());
+}
+
 // The device path at every team size the backend allows gives the bits of
 // the backend's own choice: chunks of a group over several teams ({40, 3,
 // 300}: 47; {1, 3, 9000}: 36 of a long row), one team per group ({9, 70,
@@ -389,9 +398,7 @@ TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
 // 40}: 2 blocks by 5 chunks; {3, 70, 5}: positions over several rows).
 TYPED_TEST(NormKernels, DevicePathIsTheSameBitsForEveryTeamSize) {
   using E = TypeParam;
-  const int max_size = Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
-      [] KOKKOS_FUNCTION(const typename Kokkos::TeamPolicy<E>::member_type&) {},
-      Kokkos::ParallelForTag());
+  const int max_size = team_size_max<E>();
   const std::vector<std::pair<kernels::GroupLayout, kernels::Affine>> cases = {
       {{16, 5, 37}, kernels::Affine::per_group},     {{40, 3, 300}, kernels::Affine::per_group},
       {{9, 70, 3}, kernels::Affine::per_group},      {{700, 4, 1}, kernels::Affine::per_group},

@@ -8,8 +8,14 @@
 // distributed BatchNorm can allreduce them between; group_moments takes
 // them and the moments in one step when nothing sits between.
 //
-// Every per-group sum is chunked the same way for any thread count and
-// backend: a group's rows of `inner` elements are cut into chunks of about
+// Each kernel has two paths (NormPath, group_layout.hpp): the host fast
+// path, which host spaces take by default, and the device path, which
+// CUDA and HIP take (and any space when asked, as the tests do). Each
+// path's results are the same bits for any thread count and team size;
+// the two differ in the order of their sums.
+//
+// On the host path, every per-group sum is chunked the same way for any
+// thread count: a group's rows of `inner` elements are cut into chunks of about
 // norm_chunk elements (several short rows, one row, or a segment of a
 // long one); one thread sums a chunk in sum_lanes interleaved partial
 // sums, and the chunk sums are then added in chunk order. Threads take the
@@ -21,6 +27,14 @@
 // statistics are bitwise identical for any thread count, and a channel is
 // no longer one thread's serial chain (BatchNorm over [128, 32, 28, 28]
 // has 4096 chunks, not 32).
+//
+// On the device path, a group's sums are one team per chunk of 256
+// positions (team_sum's fixed lanes and tree), then one team per group
+// adding its chunk sums; per-position sums over the groups (LayerNorm's
+// gamma and beta gradients) are teams over blocks of 32 positions and 64
+// groups, adding their chunks per position in order; normalisation and
+// the input gradient are one thread per element (impl/norm_sums.hpp tells
+// the work items at the decks' sizes).
 //
 // x, y and their gradients may be bf16 or fp16; the statistics, gamma,
 // beta and their gradients stay float (double for the sums), every value
