@@ -15,18 +15,17 @@
 // the two differ in the order of their sums.
 //
 // On the host path, every per-group sum is chunked the same way for any
-// thread count: a group's rows of `inner` elements are cut into chunks of about
-// norm_chunk elements (several short rows, one row, or a segment of a
-// long one); one thread sums a chunk in sum_lanes interleaved partial
+// thread count: a group's rows of `inner` elements are cut into chunks of
+// about norm_chunk elements (several short rows, one row, or a segment of
+// a long one); one thread sums a chunk in sum_lanes interleaved partial
 // sums, and the chunk sums are then added in chunk order. Threads take the
 // chunks of every group for one block of rows before the next block, so
-// each thread reads NCHW memory front to back; on the host, a thread sums
-// the same chunk of up to 128 groups together (for BatchNorm's short rows,
-// whole samples), and the eight lanes of a row piece in one vector
-// register. None of this changes which element goes to which lane. The
-// statistics are bitwise identical for any thread count, and a channel is
-// no longer one thread's serial chain (BatchNorm over [128, 32, 28, 28]
-// has 4096 chunks, not 32).
+// each thread reads NCHW memory front to back; a thread sums the same
+// chunk of up to 128 groups together (for BatchNorm's short rows, whole
+// samples), and the eight lanes of a row piece in one vector register. None of this changes which
+// element goes to which lane. The statistics are bitwise identical for any thread count, and a
+// channel is no longer one thread's serial chain (BatchNorm over [128, 32, 28, 28] has 4096 chunks,
+// not 32).
 //
 // On the device path, a group's sums are one team per chunk of 256
 // positions (team_sum's fixed lanes and tree), then one team per group
