@@ -1,8 +1,9 @@
 // BatchNorm and LayerNorm: values against naive host references in training
 // and inference, running statistics over two steps, finite-difference
-// gradients of each layer and through a model, bitwise agreement of the
-// kernels across execution spaces, shape errors, and a small model with
-// BatchNorm and Dropout that must converge.
+// gradients of each layer and through a model, the kernels on the host and
+// the device paths against double loops, bitwise agreement of the kernels
+// across execution spaces and of the device path across team sizes, shape
+// errors, and a small model with BatchNorm and Dropout that must converge.
 #include <tessera/kernels/loss.hpp>
 #include <tessera/layers/activation.hpp>
 #include <tessera/layers/dense.hpp>
@@ -282,7 +283,9 @@ TEST(LayerNorm, RejectsInputWithoutFeatures) {
 }
 
 // The norm kernels on each space agree bitwise with the default space (and
-// so with every thread count, since ctest runs this at 1 and 2 threads).
+// so with every thread count, since ctest runs this at 1 and 2 threads), on
+// the space's own path and on the device path, whose bits are also the
+// same for every team size.
 template <class ExecSpace>
 class NormKernels : public ::testing::Test {};
 TYPED_TEST_SUITE(NormKernels, test::ExecSpaces);
@@ -292,29 +295,62 @@ using V = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
 template <class E>
 using D = Kokkos::View<double*, Kokkos::LayoutRight, typename E::memory_space>;
 
+// The space's own path and the device path (the same in a build without
+// host fast paths, and on a GPU).
 template <class E>
-std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels::Affine affine) {
+std::vector<kernels::NormPath> paths() {
+  return {kernels::default_norm_path<E>(), kernels::NormPath{true, {}}};
+}
+
+std::string describe(const kernels::GroupLayout& l, kernels::NormPath path) {
+  return "layout [" + std::to_string(l.outer) + ", " + std::to_string(l.groups) + ", " +
+         std::to_string(l.inner) + "] on the " + (path.device ? "device" : "host") +
+         " path, team size " + std::to_string(path.team.size);
+}
+
+// Every kernel's outputs over `layout`, on `path`.
+template <class E>
+std::vector<double> run_norm_kernels(const kernels::GroupLayout& layout, kernels::Affine affine,
+                                     kernels::NormPath path) {
   const std::size_t size = layout.size();
-  const std::size_t params =
-      affine == kernels::Affine::per_group ? layout.groups : layout.group_size();
-  V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), gamma("gamma", params),
-      beta("beta", params), dgamma("dgamma", params), dbeta("dbeta", params),
-      mean("mean", layout.groups), invstd("invstd", layout.groups);
-  D<E> sums("sums", 2 * layout.groups);
+  const bool per_group = affine == kernels::Affine::per_group;
+  const std::size_t params = per_group ? layout.groups : layout.group_size();
+  V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), dx_running("dxr", size),
+      gamma("gamma", params), beta("beta", params), dgamma("dgamma", params),
+      dbeta("dbeta", params), dgamma2("dgamma2", params), dbeta2("dbeta2", params),
+      mean("mean", layout.groups), invstd("invstd", layout.groups),
+      fused_mean("fused_mean", layout.groups), fused_invstd("fused_invstd", layout.groups),
+      running_mean("running_mean", layout.groups), running_var("running_var", layout.groups);
+  D<E> sums("sums", 2 * layout.groups), gradient_sums("gradient_sums", 2 * layout.groups),
+      partials("partials", kernels::group_partials_size(layout, affine));
   test::from_host(x, test::random_values(size, 61, -1.0f, 3.0f));
   test::from_host(dy, test::random_values(size, 62));
   test::from_host(gamma, test::random_values(params, 63, 0.5f, 1.5f));
   test::from_host(beta, test::random_values(params, 64));
+  test::from_host(dx, test::random_values(size, 65));
+  Kokkos::deep_copy(running_var, 1.0f);
   const E exec;
-  kernels::group_sums(exec, layout, x, sums);
+  kernels::group_sums(exec, layout, x, sums, partials, path);
   kernels::moments_from_sums(exec, sums, layout.group_size(), 1e-5f, mean, invstd);
-  kernels::group_normalize(exec, layout, affine, x, mean, invstd, gamma, beta, y);
-  kernels::group_gradient_sums(exec, layout, affine, x, dy, mean, invstd, gamma, sums);
-  kernels::group_input_gradient(exec, layout, affine, x, dy, mean, invstd, gamma, true, sums,
-                                layout.group_size(), dx);
-  kernels::affine_gradients(exec, layout, affine, x, dy, mean, invstd, dgamma, dbeta);
-  std::vector<float> out;
-  for (const auto& v : {y, dx, dgamma, dbeta}) {
+  kernels::group_moments(exec, layout, x, 1e-5f, fused_mean, fused_invstd, 0.1f, running_mean,
+                         running_var, partials, path);
+  kernels::group_normalize(exec, layout, affine, x, mean, invstd, gamma, beta, y, path);
+  kernels::group_gradient_sums(exec, layout, affine, x, dy, mean, invstd, gamma, gradient_sums,
+                               partials, path);
+  kernels::group_input_gradient(exec, layout, affine, x, dy, mean, invstd, gamma, true,
+                                gradient_sums, layout.group_size(), dx, path);
+  kernels::group_input_gradient(exec, layout, affine, x, dy, mean, invstd, gamma, false,
+                                gradient_sums, layout.group_size(), dx_running, path);
+  kernels::affine_gradients(exec, layout, affine, x, dy, mean, invstd, dgamma, dbeta, partials,
+                            path);
+  if (per_group) kernels::affine_gradients_from_sums(exec, gradient_sums, dgamma2, dbeta2);
+  std::vector<double> out;
+  for (const auto& v : {y, dx, dx_running, dgamma, dbeta, dgamma2, dbeta2, fused_mean, fused_invstd,
+                        running_mean, running_var}) {
+    const auto h = test::to_host(v);
+    out.insert(out.end(), h.begin(), h.end());
+  }
+  for (const auto& v : {sums, gradient_sums}) {
     const auto h = test::to_host(v);
     out.insert(out.end(), h.begin(), h.end());
   }
@@ -325,39 +361,82 @@ std::vector<float> run_norm_kernels(const kernels::GroupLayout& layout, kernels:
 // span several chunks: blocks of rows (BatchNorm) and segments of a long
 // row (LayerNorm).
 TYPED_TEST(NormKernels, MatchDefaultSpaceBitwise) {
-  // {9, 70, 3} and {12, 40, 49}: short rows, summed in blocks of groups
-  // whose size follows the thread count, with a partial last block.
-  for (const kernels::GroupLayout batchnorm :
-       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
-        kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{12, 40, 49}})
-    EXPECT_EQ(
-        run_norm_kernels<TypeParam>(batchnorm, kernels::Affine::per_group),
-        run_norm_kernels<Kokkos::DefaultExecutionSpace>(batchnorm, kernels::Affine::per_group));
-  for (const kernels::GroupLayout layernorm :
-       {kernels::GroupLayout{1, 9, 70}, kernels::GroupLayout{1, 3, 9000}})
-    EXPECT_EQ(
-        run_norm_kernels<TypeParam>(layernorm, kernels::Affine::per_position),
-        run_norm_kernels<Kokkos::DefaultExecutionSpace>(layernorm, kernels::Affine::per_position));
+  using E = TypeParam;
+  using Default = Kokkos::DefaultExecutionSpace;
+  for (std::size_t p = 0; p < paths<E>().size(); ++p) {
+    const kernels::NormPath path = paths<E>()[p], default_path = paths<Default>()[p];
+    // {9, 70, 3} and {12, 40, 49}: short rows, summed on the host in blocks
+    // of groups whose size follows the thread count, with a partial last block.
+    for (const kernels::GroupLayout batchnorm :
+         {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+          kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{12, 40, 49}})
+      EXPECT_EQ(run_norm_kernels<E>(batchnorm, kernels::Affine::per_group, path),
+                run_norm_kernels<Default>(batchnorm, kernels::Affine::per_group, default_path))
+          << describe(batchnorm, path);
+    for (const kernels::GroupLayout layernorm :
+         {kernels::GroupLayout{1, 9, 70}, kernels::GroupLayout{1, 3, 9000},
+          kernels::GroupLayout{1, 300, 40}})
+      EXPECT_EQ(run_norm_kernels<E>(layernorm, kernels::Affine::per_position, path),
+                run_norm_kernels<Default>(layernorm, kernels::Affine::per_position, default_path))
+          << describe(layernorm, path);
+  }
+}
+
+// The largest team the backend allows (a free function: CUDA's device
+// lambdas cannot be defined in a test's private body).
+template <class E>
+int team_size_max() {
+  return Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
+      KOKKOS_LAMBDA(const typename Kokkos::TeamPolicy<E>::member_type&){},
+      Kokkos::ParallelForTag());
+}
+
+// The device path at every team size the backend allows gives the bits of
+// the backend's own choice: chunks of a group over several teams ({40, 3,
+// 300}: 47; {1, 3, 9000}: 36 of a long row), one team per group ({9, 70,
+// 3}, {1, 9, 70}), position blocks with several chunks of groups ({1, 300,
+// 40}: 2 blocks by 5 chunks; {3, 70, 5}: positions over several rows).
+TYPED_TEST(NormKernels, DevicePathIsTheSameBitsForEveryTeamSize) {
+  using E = TypeParam;
+  const int max_size = team_size_max<E>();
+  const std::vector<std::pair<kernels::GroupLayout, kernels::Affine>> cases = {
+      {{16, 5, 37}, kernels::Affine::per_group},     {{40, 3, 300}, kernels::Affine::per_group},
+      {{9, 70, 3}, kernels::Affine::per_group},      {{700, 4, 1}, kernels::Affine::per_group},
+      {{1, 3, 9000}, kernels::Affine::per_position}, {{1, 9, 70}, kernels::Affine::per_position},
+      {{1, 300, 40}, kernels::Affine::per_position}, {{3, 70, 5}, kernels::Affine::per_position}};
+  for (const auto& [layout, affine] : cases) {
+    const auto automatic = run_norm_kernels<E>(layout, affine, kernels::NormPath{true, {}});
+    int sizes_run = 0;
+    for (const int size : {1, 2, 3, 32, 64, 128, 256}) {
+      if (size > max_size) continue;
+      const kernels::NormPath path{true, {size}};
+      EXPECT_EQ(run_norm_kernels<E>(layout, affine, path), automatic) << describe(layout, path);
+      ++sizes_run;
+    }
+    EXPECT_GE(sizes_run, 1);
+  }
 }
 
 // Each group's sums among many are the same bits as for that group alone
 // (a layout of one group, whose chunks are the same).
 template <class E>
-void expect_group_sums_alone_and_among_many(const kernels::GroupLayout& all) {
+void expect_group_sums_alone_and_among_many(const kernels::GroupLayout& all,
+                                            kernels::NormPath path) {
   const E exec;
   const kernels::GroupLayout alone{all.outer, 1, all.inner};
   V<E> x("x", all.size()), dy("dy", all.size()), mean("mean", all.groups),
       invstd("invstd", all.groups), gamma("gamma", all.groups);
-  D<E> sums("sums", 2 * all.groups), gradient_sums("gradient_sums", 2 * all.groups);
+  D<E> sums("sums", 2 * all.groups), gradient_sums("gradient_sums", 2 * all.groups),
+      partials("partials", kernels::group_partials_size(all));
   const auto xh = test::random_values(all.size(), 67, -1.0f, 3.0f),
              dyh = test::random_values(all.size(), 68);
   test::from_host(x, xh);
   test::from_host(dy, dyh);
   Kokkos::deep_copy(gamma, 1.0f);
-  kernels::group_sums(exec, all, x, sums);
+  kernels::group_sums(exec, all, x, sums, partials, path);
   kernels::moments_from_sums(exec, sums, all.group_size(), 1e-5f, mean, invstd);
   kernels::group_gradient_sums(exec, all, kernels::Affine::per_group, x, dy, mean, invstd, gamma,
-                               gradient_sums);
+                               gradient_sums, partials, path);
   const auto s = test::to_host(sums), gs = test::to_host(gradient_sums);
   const auto m = test::to_host(mean), is = test::to_host(invstd);
   for (const std::int64_t g : {std::int64_t{0}, std::int64_t{13}, all.groups - 1}) {
@@ -373,14 +452,15 @@ void expect_group_sums_alone_and_among_many(const kernels::GroupLayout& all) {
     test::from_host(m1, {m[g]});
     test::from_host(s1, {is[g]});
     Kokkos::deep_copy(g1, 1.0f);
-    kernels::group_sums(exec, alone, x1, sums1);
+    kernels::group_sums(exec, alone, x1, sums1, partials, path);
     kernels::group_gradient_sums(exec, alone, kernels::Affine::per_group, x1, dy1, m1, s1, g1,
-                                 gradient_sums1);
+                                 gradient_sums1, partials, path);
     const auto a = test::to_host(sums1), ga = test::to_host(gradient_sums1);
-    EXPECT_EQ(a[0], s[g]) << "sum of group " << g;
-    EXPECT_EQ(a[1], s[all.groups + g]) << "sum of squares of group " << g;
-    EXPECT_EQ(ga[0], gs[g]) << "sum of dxhat of group " << g;
-    EXPECT_EQ(ga[1], gs[all.groups + g]) << "sum of dxhat * xhat of group " << g;
+    const std::string where = describe(all, path) + ", group " + std::to_string(g);
+    EXPECT_EQ(a[0], s[g]) << "sum, " << where;
+    EXPECT_EQ(a[1], s[all.groups + g]) << "sum of squares, " << where;
+    EXPECT_EQ(ga[0], gs[g]) << "sum of dxhat, " << where;
+    EXPECT_EQ(ga[1], gs[all.groups + g]) << "sum of dxhat * xhat, " << where;
   }
 }
 
@@ -388,34 +468,38 @@ void expect_group_sums_alone_and_among_many(const kernels::GroupLayout& all) {
 // {40, 130, 16}: more groups than a block holds, and chunks of 32 rows
 // with a short last one.
 TYPED_TEST(NormKernels, GroupSumsAreTheSameBitsAloneAndAmongManyGroups) {
-  for (const kernels::GroupLayout all :
-       {kernels::GroupLayout{12, 40, 49}, kernels::GroupLayout{40, 130, 16}})
-    expect_group_sums_alone_and_among_many<TypeParam>(all);
+  for (const kernels::NormPath path : paths<TypeParam>())
+    for (const kernels::GroupLayout all :
+         {kernels::GroupLayout{12, 40, 49}, kernels::GroupLayout{40, 130, 16}})
+      expect_group_sums_alone_and_among_many<TypeParam>(all, path);
 }
 
 // The chunked statistics against sums in double, over layouts of one and
 // of many chunks per group.
 TYPED_TEST(NormKernels, ChunkedSumsMatchDoubleSums) {
   using E = TypeParam;
-  for (const kernels::GroupLayout layout :
-       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
-        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
-        kernels::GroupLayout{9, 70, 3}}) {
-    V<E> x("x", layout.size());
-    D<E> sums("sums", 2 * layout.groups);
-    const auto xh = test::random_values(layout.size(), 65, -1.0f, 3.0f);
-    test::from_host(x, xh);
-    kernels::group_sums(E(), layout, x, sums);
-    std::vector<double> expected(2 * layout.groups);
-    for (std::int64_t i = 0; i < layout.size(); ++i) {
-      const std::int64_t g = (i / layout.inner) % layout.groups;
-      expected[g] += xh[i];
-      expected[layout.groups + g] += double(xh[i]) * xh[i];
+  for (const kernels::NormPath path : paths<E>())
+    for (const kernels::GroupLayout layout :
+         {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+          kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
+          kernels::GroupLayout{9, 70, 3}}) {
+      V<E> x("x", layout.size());
+      D<E> sums("sums", 2 * layout.groups),
+          partials("partials", kernels::group_partials_size(layout));
+      const auto xh = test::random_values(layout.size(), 65, -1.0f, 3.0f);
+      test::from_host(x, xh);
+      kernels::group_sums(E(), layout, x, sums, partials, path);
+      std::vector<double> expected(2 * layout.groups);
+      for (std::int64_t i = 0; i < layout.size(); ++i) {
+        const std::int64_t g = (i / layout.inner) % layout.groups;
+        expected[g] += xh[i];
+        expected[layout.groups + g] += double(xh[i]) * xh[i];
+      }
+      const auto got = test::to_host(sums);
+      for (std::size_t g = 0; g < expected.size(); ++g)
+        EXPECT_NEAR(got[g], expected[g], 1e-9 * layout.group_size())
+            << "sum " << g << ", " << describe(layout, path);
     }
-    const auto got = test::to_host(sums);
-    for (std::size_t g = 0; g < expected.size(); ++g)
-      EXPECT_NEAR(got[g], expected[g], 1e-9 * layout.group_size()) << "sum " << g;
-  }
 }
 
 // group_moments (the statistics, moments and running update in one pass)
@@ -426,129 +510,137 @@ TYPED_TEST(NormKernels, ChunkedSumsMatchDoubleSums) {
 TYPED_TEST(NormKernels, GroupMomentsAreTheSeparateKernelsBits) {
   using E = TypeParam;
   const E exec;
-  for (const kernels::GroupLayout l :
-       {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 130, 16},
-        kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
-        kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{1, 6, 1}}) {
-    V<E> x("x", l.size()), mean("mean", l.groups), invstd("invstd", l.groups),
-        running_mean("running_mean", l.groups), running_var("running_var", l.groups),
-        fused_mean("fused_mean", l.groups), fused_invstd("fused_invstd", l.groups),
-        fused_running_mean("fused_running_mean", l.groups),
-        fused_running_var("fused_running_var", l.groups), plain_mean("plain_mean", l.groups),
-        plain_invstd("plain_invstd", l.groups), none("none", 0);
-    D<E> sums("sums", 2 * l.groups), partials("partials", kernels::group_partials_size(l));
-    test::from_host(x, test::random_values(l.size(), 69, -1.0f, 3.0f));
-    const auto running = test::random_values(2 * l.groups, 70, 0.5f, 1.5f);
-    for (const auto& v : {running_mean, fused_running_mean})
-      test::from_host(v, std::vector<float>(running.begin(), running.begin() + l.groups));
-    for (const auto& v : {running_var, fused_running_var})
-      test::from_host(v, std::vector<float>(running.begin() + l.groups, running.end()));
-    kernels::group_sums(exec, l, x, sums);
-    kernels::update_running_moments(exec, sums, l.group_size(), 0.3f, running_mean, running_var);
-    kernels::moments_from_sums(exec, sums, l.group_size(), 1e-3f, mean, invstd);
-    kernels::group_moments(exec, l, x, 1e-3f, fused_mean, fused_invstd, 0.3f, fused_running_mean,
-                           fused_running_var, partials);
-    kernels::group_moments(exec, l, x, 1e-3f, plain_mean, plain_invstd, 0.3f, none, none, partials);
-    const std::string where = "layout [" + std::to_string(l.outer) + ", " +
-                              std::to_string(l.groups) + ", " + std::to_string(l.inner) + "]";
-    EXPECT_EQ(test::to_host(fused_mean), test::to_host(mean)) << where;
-    EXPECT_EQ(test::to_host(fused_invstd), test::to_host(invstd)) << where;
-    EXPECT_EQ(test::to_host(fused_running_mean), test::to_host(running_mean)) << where;
-    EXPECT_EQ(test::to_host(fused_running_var), test::to_host(running_var)) << where;
-    EXPECT_EQ(test::to_host(plain_mean), test::to_host(mean)) << where;
-    EXPECT_EQ(test::to_host(plain_invstd), test::to_host(invstd)) << where;
-    // The running statistics moved: the update ran.
-    EXPECT_NE(test::to_host(fused_running_var),
-              std::vector<float>(running.begin() + l.groups, running.end()))
-        << where;
-  }
+  for (const kernels::NormPath path : paths<E>())
+    for (const kernels::GroupLayout l :
+         {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 130, 16},
+          kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
+          kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{1, 6, 1}}) {
+      V<E> x("x", l.size()), mean("mean", l.groups), invstd("invstd", l.groups),
+          running_mean("running_mean", l.groups), running_var("running_var", l.groups),
+          fused_mean("fused_mean", l.groups), fused_invstd("fused_invstd", l.groups),
+          fused_running_mean("fused_running_mean", l.groups),
+          fused_running_var("fused_running_var", l.groups), plain_mean("plain_mean", l.groups),
+          plain_invstd("plain_invstd", l.groups), none("none", 0);
+      D<E> sums("sums", 2 * l.groups), partials("partials", kernels::group_partials_size(l));
+      test::from_host(x, test::random_values(l.size(), 69, -1.0f, 3.0f));
+      const auto running = test::random_values(2 * l.groups, 70, 0.5f, 1.5f);
+      for (const auto& v : {running_mean, fused_running_mean})
+        test::from_host(v, std::vector<float>(running.begin(), running.begin() + l.groups));
+      for (const auto& v : {running_var, fused_running_var})
+        test::from_host(v, std::vector<float>(running.begin() + l.groups, running.end()));
+      kernels::group_sums(exec, l, x, sums, partials, path);
+      kernels::update_running_moments(exec, sums, l.group_size(), 0.3f, running_mean, running_var);
+      kernels::moments_from_sums(exec, sums, l.group_size(), 1e-3f, mean, invstd);
+      kernels::group_moments(exec, l, x, 1e-3f, fused_mean, fused_invstd, 0.3f, fused_running_mean,
+                             fused_running_var, partials, path);
+      kernels::group_moments(exec, l, x, 1e-3f, plain_mean, plain_invstd, 0.3f, none, none,
+                             partials, path);
+      const std::string where = describe(l, path);
+      EXPECT_EQ(test::to_host(fused_mean), test::to_host(mean)) << where;
+      EXPECT_EQ(test::to_host(fused_invstd), test::to_host(invstd)) << where;
+      EXPECT_EQ(test::to_host(fused_running_mean), test::to_host(running_mean)) << where;
+      EXPECT_EQ(test::to_host(fused_running_var), test::to_host(running_var)) << where;
+      EXPECT_EQ(test::to_host(plain_mean), test::to_host(mean)) << where;
+      EXPECT_EQ(test::to_host(plain_invstd), test::to_host(invstd)) << where;
+      // The running statistics moved: the update ran.
+      EXPECT_NE(test::to_host(fused_running_var),
+                std::vector<float>(running.begin() + l.groups, running.end()))
+          << where;
+    }
 }
 
 // Every step of forward and backward against double loops over the
 // definition, with the kernels' own mean and invstd, for both affine modes,
-// batch and running statistics, and layouts of one and of many chunks per
-// group (blocks of short rows, segments of long rows, rows of one element).
-// Sums are held to their rounding bound: 1e-6 of the sum of |terms|.
-TYPED_TEST(NormKernels, BackwardMatchesNaiveLoops) {
-  using E = TypeParam;
+// batch and running statistics, both paths, and layouts of one and of many
+// chunks per group (blocks of short rows, segments of long rows, rows of
+// one element) and, per position, of one and of several blocks of
+// positions and chunks of groups ({1, 300, 40}, {3, 70, 5}). Sums are held
+// to their rounding bound: 1e-6 of the sum of |terms|.
+template <class E>
+void expect_backward_matches_naive_loops(kernels::Affine affine, const kernels::GroupLayout& l,
+                                         kernels::NormPath path) {
   const E exec;
-  for (const kernels::Affine affine : {kernels::Affine::per_group, kernels::Affine::per_position})
-    for (const kernels::GroupLayout l :
-         {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
-          kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
-          kernels::GroupLayout{9, 70, 3}}) {
-      const bool per_group = affine == kernels::Affine::per_group;
-      const std::int64_t size = l.size(), params = per_group ? l.groups : l.group_size();
-      V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), dx_running("dxr", size),
-          gamma("gamma", params), beta("beta", params), dgamma("dgamma", params),
-          dbeta("dbeta", params), dgamma2("dgamma2", params), dbeta2("dbeta2", params),
-          mean("mean", l.groups), invstd("invstd", l.groups);
-      D<E> sums("sums", 2 * l.groups);
-      const auto xh = test::random_values(size, 81, -1.0f, 3.0f),
-                 dyh = test::random_values(size, 82),
-                 gh = test::random_values(params, 83, 0.5f, 1.5f),
-                 bh = test::random_values(params, 84), start = test::random_values(size, 85),
-                 pstart = test::random_values(params, 86);
-      test::from_host(x, xh);
-      test::from_host(dy, dyh);
-      test::from_host(gamma, gh);
-      test::from_host(beta, bh);
-      test::from_host(dx, start);
-      test::from_host(dx_running, start);
-      for (const auto& v : {dgamma, dbeta, dgamma2, dbeta2}) test::from_host(v, pstart);
-      kernels::group_sums(exec, l, x, sums);
-      kernels::moments_from_sums(exec, sums, l.group_size(), 1e-5f, mean, invstd);
-      kernels::group_normalize(exec, l, affine, x, mean, invstd, gamma, beta, y);
-      kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, false, sums,
-                                    l.group_size(), dx_running);
-      kernels::affine_gradients(exec, l, affine, x, dy, mean, invstd, dgamma, dbeta);
-      kernels::group_gradient_sums(exec, l, affine, x, dy, mean, invstd, gamma, sums);
-      kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, true, sums,
-                                    l.group_size(), dx);
-      if (per_group) kernels::affine_gradients_from_sums(exec, sums, dgamma2, dbeta2);
+  const bool per_group = affine == kernels::Affine::per_group;
+  const std::int64_t size = l.size(), params = per_group ? l.groups : l.group_size();
+  V<E> x("x", size), y("y", size), dy("dy", size), dx("dx", size), dx_running("dxr", size),
+      gamma("gamma", params), beta("beta", params), dgamma("dgamma", params),
+      dbeta("dbeta", params), dgamma2("dgamma2", params), dbeta2("dbeta2", params),
+      mean("mean", l.groups), invstd("invstd", l.groups);
+  D<E> sums("sums", 2 * l.groups), partials("partials", kernels::group_partials_size(l, affine));
+  const auto xh = test::random_values(size, 81, -1.0f, 3.0f), dyh = test::random_values(size, 82),
+             gh = test::random_values(params, 83, 0.5f, 1.5f), bh = test::random_values(params, 84),
+             start = test::random_values(size, 85), pstart = test::random_values(params, 86);
+  test::from_host(x, xh);
+  test::from_host(dy, dyh);
+  test::from_host(gamma, gh);
+  test::from_host(beta, bh);
+  test::from_host(dx, start);
+  test::from_host(dx_running, start);
+  for (const auto& v : {dgamma, dbeta, dgamma2, dbeta2}) test::from_host(v, pstart);
+  kernels::group_sums(exec, l, x, sums, partials, path);
+  kernels::moments_from_sums(exec, sums, l.group_size(), 1e-5f, mean, invstd);
+  kernels::group_normalize(exec, l, affine, x, mean, invstd, gamma, beta, y, path);
+  kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, false, sums,
+                                l.group_size(), dx_running, path);
+  kernels::affine_gradients(exec, l, affine, x, dy, mean, invstd, dgamma, dbeta, partials, path);
+  kernels::group_gradient_sums(exec, l, affine, x, dy, mean, invstd, gamma, sums, partials, path);
+  kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, true, sums,
+                                l.group_size(), dx, path);
+  if (per_group) kernels::affine_gradients_from_sums(exec, sums, dgamma2, dbeta2);
 
-      const auto m = test::to_host(mean), s = test::to_host(invstd);
-      const double n = static_cast<double>(l.group_size());
-      std::vector<double> sum_dxhat(l.groups), sum_projected(l.groups), bound(l.groups);
-      std::vector<double> dg(pstart.begin(), pstart.end()), db(pstart.begin(), pstart.end()),
-          dg_bound(params);
-      for (std::int64_t g = 0; g < l.groups; ++g)
-        for (std::int64_t k = 0; k < l.group_size(); ++k) {
-          const std::int64_t i = l.index(g, k), p = per_group ? g : k;
-          const double xhat = (double(xh[i]) - m[g]) * s[g], dxhat = double(dyh[i]) * gh[p];
-          sum_dxhat[g] += dxhat;
-          sum_projected[g] += dxhat * xhat;
-          bound[g] += std::fabs(dxhat) * (1 + std::fabs(xhat));
-          dg[p] += dyh[i] * xhat;
-          db[p] += dyh[i];
-          dg_bound[p] += std::fabs(dyh[i]) * (1 + std::fabs(xhat));
-        }
-      const auto yk = test::to_host(y), dxk = test::to_host(dx), dxr = test::to_host(dx_running);
-      for (std::int64_t g = 0; g < l.groups; ++g)
-        for (std::int64_t k = 0; k < l.group_size(); ++k) {
-          const std::int64_t i = l.index(g, k), p = per_group ? g : k;
-          const double xhat = (double(xh[i]) - m[g]) * s[g], dxhat = double(dyh[i]) * gh[p];
-          const double y_ref = xhat * gh[p] + bh[p];
-          ASSERT_NEAR(yk[i], y_ref, 1e-5 * (1 + std::fabs(y_ref))) << "y " << i;
-          const double running = start[i] + s[g] * dxhat;
-          ASSERT_NEAR(dxr[i], running, 1e-5 * (1 + std::fabs(running))) << "dx (running) " << i;
-          const double batch =
-              start[i] + s[g] * (dxhat - (sum_dxhat[g] + xhat * sum_projected[g]) / n);
-          const double tol = 1e-5 * (1 + std::fabs(batch)) + 1e-6 * s[g] * bound[g] / n;
-          ASSERT_NEAR(dxk[i], batch, tol) << "dx (batch) " << i;
-        }
-      const auto dgk = test::to_host(dgamma), dbk = test::to_host(dbeta);
-      const auto dgk2 = test::to_host(dgamma2), dbk2 = test::to_host(dbeta2);
-      for (std::int64_t p = 0; p < params; ++p) {
-        const double tol_g = 1e-6 * dg_bound[p] + 1e-6 * (1 + std::fabs(dg[p]));
-        const double tol_b = 1e-6 * dg_bound[p] + 1e-6 * (1 + std::fabs(db[p]));
-        ASSERT_NEAR(dgk[p], dg[p], tol_g) << "dgamma " << p;
-        ASSERT_NEAR(dbk[p], db[p], tol_b) << "dbeta " << p;
-        if (!per_group) continue;
-        ASSERT_NEAR(dgk2[p], dg[p], tol_g) << "dgamma from sums " << p;
-        ASSERT_NEAR(dbk2[p], db[p], tol_b) << "dbeta from sums " << p;
-      }
+  const std::string where = describe(l, path);
+  const auto m = test::to_host(mean), s = test::to_host(invstd);
+  const double n = static_cast<double>(l.group_size());
+  std::vector<double> sum_dxhat(l.groups), sum_projected(l.groups), bound(l.groups);
+  std::vector<double> dg(pstart.begin(), pstart.end()), db(pstart.begin(), pstart.end()),
+      dg_bound(params);
+  for (std::int64_t g = 0; g < l.groups; ++g)
+    for (std::int64_t k = 0; k < l.group_size(); ++k) {
+      const std::int64_t i = l.index(g, k), p = per_group ? g : k;
+      const double xhat = (double(xh[i]) - m[g]) * s[g], dxhat = double(dyh[i]) * gh[p];
+      sum_dxhat[g] += dxhat;
+      sum_projected[g] += dxhat * xhat;
+      bound[g] += std::fabs(dxhat) * (1 + std::fabs(xhat));
+      dg[p] += dyh[i] * xhat;
+      db[p] += dyh[i];
+      dg_bound[p] += std::fabs(dyh[i]) * (1 + std::fabs(xhat));
     }
+  const auto yk = test::to_host(y), dxk = test::to_host(dx), dxr = test::to_host(dx_running);
+  for (std::int64_t g = 0; g < l.groups; ++g)
+    for (std::int64_t k = 0; k < l.group_size(); ++k) {
+      const std::int64_t i = l.index(g, k), p = per_group ? g : k;
+      const double xhat = (double(xh[i]) - m[g]) * s[g], dxhat = double(dyh[i]) * gh[p];
+      const double y_ref = xhat * gh[p] + bh[p];
+      ASSERT_NEAR(yk[i], y_ref, 1e-5 * (1 + std::fabs(y_ref))) << "y " << i << ", " << where;
+      const double running = start[i] + s[g] * dxhat;
+      ASSERT_NEAR(dxr[i], running, 1e-5 * (1 + std::fabs(running)))
+          << "dx (running) " << i << ", " << where;
+      const double batch = start[i] + s[g] * (dxhat - (sum_dxhat[g] + xhat * sum_projected[g]) / n);
+      const double tol = 1e-5 * (1 + std::fabs(batch)) + 1e-6 * s[g] * bound[g] / n;
+      ASSERT_NEAR(dxk[i], batch, tol) << "dx (batch) " << i << ", " << where;
+    }
+  const auto dgk = test::to_host(dgamma), dbk = test::to_host(dbeta);
+  const auto dgk2 = test::to_host(dgamma2), dbk2 = test::to_host(dbeta2);
+  for (std::int64_t p = 0; p < params; ++p) {
+    const double tol_g = 1e-6 * dg_bound[p] + 1e-6 * (1 + std::fabs(dg[p]));
+    const double tol_b = 1e-6 * dg_bound[p] + 1e-6 * (1 + std::fabs(db[p]));
+    ASSERT_NEAR(dgk[p], dg[p], tol_g) << "dgamma " << p << ", " << where;
+    ASSERT_NEAR(dbk[p], db[p], tol_b) << "dbeta " << p << ", " << where;
+    if (!per_group) continue;
+    ASSERT_NEAR(dgk2[p], dg[p], tol_g) << "dgamma from sums " << p << ", " << where;
+    ASSERT_NEAR(dbk2[p], db[p], tol_b) << "dbeta from sums " << p << ", " << where;
+  }
+}
+
+TYPED_TEST(NormKernels, BackwardMatchesNaiveLoops) {
+  for (const kernels::NormPath path : paths<TypeParam>())
+    for (const kernels::Affine affine : {kernels::Affine::per_group, kernels::Affine::per_position})
+      for (const kernels::GroupLayout l :
+           {kernels::GroupLayout{16, 5, 37}, kernels::GroupLayout{40, 3, 300},
+            kernels::GroupLayout{1, 3, 9000}, kernels::GroupLayout{700, 4, 1},
+            kernels::GroupLayout{9, 70, 3}, kernels::GroupLayout{1, 300, 40},
+            kernels::GroupLayout{3, 70, 5}})
+        expect_backward_matches_naive_loops<TypeParam>(affine, l, path);
 }
 
 TYPED_TEST(NormKernels, ShapeMismatchNamesKernelAndExtents) {

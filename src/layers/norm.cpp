@@ -18,7 +18,7 @@ void GroupNormalizer::allocate(const kernels::GroupLayout& largest, const std::s
   mean_ = Vector<float>(label + "::mean", largest.groups);
   invstd_ = Vector<float>(label + "::invstd", largest.groups);
   sums_ = Vector<double>(label + "::sums", 2 * largest.groups);
-  partials_ = Vector<double>(label + "::partials", kernels::group_partials_size(largest));
+  partials_ = Vector<double>(label + "::partials", kernels::group_partials_size(largest, affine_));
 }
 
 Vector<float> GroupNormalizer::mean(std::int64_t groups) const {

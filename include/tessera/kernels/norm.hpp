@@ -8,19 +8,32 @@
 // distributed BatchNorm can allreduce them between; group_moments takes
 // them and the moments in one step when nothing sits between.
 //
-// Every per-group sum is chunked the same way for any thread count and
-// backend: a group's rows of `inner` elements are cut into chunks of about
-// norm_chunk elements (several short rows, one row, or a segment of a
-// long one); one thread sums a chunk in sum_lanes interleaved partial
+// Each kernel has two paths (NormPath, group_layout.hpp): the host fast
+// path, which host spaces take by default, and the device path, which
+// CUDA and HIP take (and any space when asked, as the tests do). Each
+// path's results are the same bits for any thread count and team size;
+// the two differ in the order of their sums.
+//
+// On the host path, every per-group sum is chunked the same way for any
+// thread count: a group's rows of `inner` elements are cut into chunks of
+// about norm_chunk elements (several short rows, one row, or a segment of
+// a long one); one thread sums a chunk in sum_lanes interleaved partial
 // sums, and the chunk sums are then added in chunk order. Threads take the
 // chunks of every group for one block of rows before the next block, so
-// each thread reads NCHW memory front to back; on the host, a thread sums
-// the same chunk of up to 128 groups together (for BatchNorm's short rows,
-// whole samples), and the eight lanes of a row piece in one vector
-// register. None of this changes which element goes to which lane. The
-// statistics are bitwise identical for any thread count, and a channel is
-// no longer one thread's serial chain (BatchNorm over [128, 32, 28, 28]
-// has 4096 chunks, not 32).
+// each thread reads NCHW memory front to back; a thread sums the same
+// chunk of up to 128 groups together (for BatchNorm's short rows, whole
+// samples), and the eight lanes of a row piece in one vector register. None of this changes which
+// element goes to which lane. The statistics are bitwise identical for any thread count, and a
+// channel is no longer one thread's serial chain (BatchNorm over [128, 32, 28, 28] has 4096 chunks,
+// not 32).
+//
+// On the device path, a group's sums are one team per chunk of 256
+// positions (team_sum's fixed lanes and tree), then one team per group
+// adding its chunk sums; per-position sums over the groups (LayerNorm's
+// gamma and beta gradients) are teams over blocks of 32 positions and 64
+// groups, adding their chunks per position in order; normalisation and
+// the input gradient are one thread per element (impl/norm_sums.hpp tells
+// the work items at the decks' sizes).
 //
 // x, y and their gradients may be bf16 or fp16; the statistics, gamma,
 // beta and their gradients stay float (double for the sums), every value
@@ -40,16 +53,23 @@
 
 namespace tessera::kernels {
 
-// Doubles of scratch the per-group sums over `layout` need (the `partials`
-// argument of group_sums and group_gradient_sums).
-inline std::int64_t group_partials_size(const GroupLayout& layout) {
-  return 2 * layout.groups * impl::GroupChunks(layout).per_group;
+// Doubles of scratch the sums over `layout` need on either path (the
+// `partials` argument of group_sums, group_moments, group_gradient_sums,
+// and affine_gradients with `affine`).
+inline std::int64_t group_partials_size(const GroupLayout& layout,
+                                        Affine affine = Affine::per_group) {
+  std::int64_t size = 2 * layout.groups * impl::GroupChunks(layout).per_group;
+  const std::int64_t device = 2 * layout.groups * impl::device_chunks(layout);
+  const std::int64_t columns =
+      affine == Affine::per_position ? impl::column_partials_size(layout) : 0;
+  size = size > device ? size : device;
+  return size > columns ? size : columns;
 }
 
 // The statistics step: sums(g) = sum of x over group g, sums(groups + g) = sum of x^2.
 template <class ExecSpace, class X, class Sums, class Partials>
 void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, const Sums& sums,
-                const Partials& partials) {
+                const Partials& partials, NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::group_sums");
   constexpr const char* fn = "tessera::kernels::group_sums";
   impl::require_extent(fn, "x", x, layout.size(), layout);
@@ -60,7 +80,8 @@ void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, co
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double squares) {
         sums(g) = sum;
         sums(groups + g) = squares;
-      });
+      },
+      path);
 }
 
 // Allocates its own scratch; for calls outside a hot loop.
@@ -124,7 +145,7 @@ template <class ExecSpace, class X, class Mean, class InvStd, class RunningMean,
 void group_moments(const ExecSpace& exec, const GroupLayout& layout, const X& x, float eps,
                    const Mean& mean, const InvStd& invstd, float momentum,
                    const RunningMean& running_mean, const RunningVar& running_var,
-                   const Partials& partials) {
+                   const Partials& partials, NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::group_moments");
   constexpr const char* fn = "tessera::kernels::group_moments";
   impl::require_extent(fn, "x", x, layout.size(), layout);
@@ -146,7 +167,8 @@ void group_moments(const ExecSpace& exec, const GroupLayout& layout, const X& x,
         if (running)
           impl::update_running(sum, squares, n, bessel, momentum, running_mean(g), running_var(g));
         impl::batch_moments(sum, squares, n, eps, mean(g), invstd(g));
-      });
+      },
+      path);
 }
 
 // Mean and inverse std from running statistics (inference).
@@ -172,31 +194,43 @@ void moments_from_running(const ExecSpace& exec, const RunningMean& running_mean
 template <class ExecSpace, class X, class Mean, class InvStd, class Gamma, class Beta, class Y>
 void group_normalize(const ExecSpace& exec, const GroupLayout& layout, Affine affine, const X& x,
                      const Mean& mean, const InvStd& invstd, const Gamma& gamma, const Beta& beta,
-                     const Y& y) {
+                     const Y& y, NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::group_normalize");
   constexpr const char* fn = "tessera::kernels::group_normalize";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, gamma);
   impl::require_extent(fn, "beta", beta, impl::affine_size(layout, affine), layout);
   impl::require_extent(fn, "y", y, layout.size(), layout);
   const bool per_group = affine == Affine::per_group;
-  impl::for_each_group_row(
+  using T = typename Y::non_const_value_type;
+  if constexpr (host_fast_paths_v<ExecSpace>) {
+    if (!path.device) {
+      impl::for_each_group_row(
+          exec, fn, layout,
+          KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
+                        const std::int64_t end) {
+            const float m = mean(g), s = invstd(g);
+            const auto* in = x.data();
+            T* out = y.data();
+            if (per_group) {
+              const float scale = gamma(g), shift = beta(g);
+              for (std::int64_t i = begin; i < end; ++i)
+                out[i] = narrow<T>(impl::normalized(widen(in[i]), m, s, scale, shift));
+            } else {
+              const float* scale = gamma.data() + k0;
+              const float* shift = beta.data() + k0;
+              for (std::int64_t j = 0; j < end - begin; ++j)
+                out[begin + j] =
+                    narrow<T>(impl::normalized(widen(in[begin + j]), m, s, scale[j], shift[j]));
+            }
+          });
+      return;
+    }
+  }
+  impl::for_each_group_element(
       exec, fn, layout,
-      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
-                    const std::int64_t end) {
-        using T = typename Y::non_const_value_type;
-        const float m = mean(g), s = invstd(g);
-        const auto* in = x.data();
-        T* out = y.data();
-        if (per_group) {
-          const float scale = gamma(g), shift = beta(g);
-          for (std::int64_t i = begin; i < end; ++i)
-            out[i] = narrow<T>((widen(in[i]) - m) * s * scale + shift);
-        } else {
-          const float* scale = gamma.data() + k0;
-          const float* shift = beta.data() + k0;
-          for (std::int64_t j = 0; j < end - begin; ++j)
-            out[begin + j] = narrow<T>((widen(in[begin + j]) - m) * s * scale[j] + shift[j]);
-        }
+      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k, const std::int64_t i) {
+        const std::int64_t p = per_group ? g : k;
+        y(i) = narrow<T>(impl::normalized(widen(x(i)), mean(g), invstd(g), gamma(p), beta(p)));
       });
 }
 
@@ -209,7 +243,8 @@ template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Ga
           class Partials>
 void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
                          const X& x, const DY& dy, const Mean& mean, const InvStd& invstd,
-                         const Gamma& gamma, const Sums& sums, const Partials& partials) {
+                         const Gamma& gamma, const Sums& sums, const Partials& partials,
+                         NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::group_gradient_sums");
   constexpr const char* fn = "tessera::kernels::group_gradient_sums";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, gamma);
@@ -223,7 +258,8 @@ void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affin
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double projected) {
         sums(g) = sum;
         sums(groups + g) = projected;
-      });
+      },
+      path);
 }
 
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums>
@@ -264,7 +300,8 @@ template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Ga
 void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
                           const X& x, const DY& dy, const Mean& mean, const InvStd& invstd,
                           const Gamma& gamma, bool batch_statistics, const Sums& sums,
-                          std::int64_t count, const DX& dx) {
+                          std::int64_t count, const DX& dx,
+                          NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::group_input_gradient");
   constexpr const char* fn = "tessera::kernels::group_input_gradient";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, gamma);
@@ -277,44 +314,66 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
   const std::int64_t groups = layout.groups;
   const double n = static_cast<double>(count);
   const bool per_group = affine == Affine::per_group;
-  impl::for_each_group_row(
+  if constexpr (host_fast_paths_v<ExecSpace>) {
+    if (!path.device) {
+      impl::for_each_group_row(
+          exec, fn, layout,
+          KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
+                        const std::int64_t end) {
+            const float m = mean(g), s = invstd(g);
+            const auto* in = x.data();
+            const auto* grad = dy.data();
+            auto* out = dx.data();
+            // gamma of the row's positions (per_position) or of the group.
+            const float* scale = per_group ? gamma.data() + g : gamma.data() + k0;
+            const std::int64_t step = per_group ? 0 : 1;
+            if (!batch_statistics) {
+              for (std::int64_t j = 0; j < end - begin; ++j)
+                add_rounded(out[begin + j], s * (widen(grad[begin + j]) * scale[j * step]));
+              return;
+            }
+            // Means of dxhat and dxhat * xhat; per_group sums lack the factor gamma.
+            const double factor = per_group ? static_cast<double>(gamma(g)) : 1.0;
+            const double mean_dxhat = factor * sums(g) / n;
+            const double mean_projected = factor * sums(groups + g) / n;
+            for (std::int64_t j = 0; j < end - begin; ++j) {
+              const float dxhat = widen(grad[begin + j]) * scale[j * step];
+              add_rounded(out[begin + j],
+                          impl::batch_input_gradient(widen(in[begin + j]), dxhat, m, s, mean_dxhat,
+                                                     mean_projected));
+            }
+          });
+      return;
+    }
+  }
+  impl::for_each_group_element(
       exec, fn, layout,
-      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
-                    const std::int64_t end) {
-        const float m = mean(g), s = invstd(g);
-        const auto* in = x.data();
-        const auto* grad = dy.data();
-        auto* out = dx.data();
-        // gamma of the row's positions (per_position) or of the group.
-        const float* scale = per_group ? gamma.data() + g : gamma.data() + k0;
-        const std::int64_t step = per_group ? 0 : 1;
+      KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k, const std::int64_t i) {
+        const float s = invstd(g);
+        const float dxhat = widen(dy(i)) * gamma(per_group ? g : k);
         if (!batch_statistics) {
-          for (std::int64_t j = 0; j < end - begin; ++j)
-            add_rounded(out[begin + j], s * (widen(grad[begin + j]) * scale[j * step]));
+          add_rounded(dx(i), s * dxhat);
           return;
         }
-        // Means of dxhat and dxhat * xhat; per_group sums lack the factor gamma.
         const double factor = per_group ? static_cast<double>(gamma(g)) : 1.0;
-        const double mean_dxhat = factor * sums(g) / n;
-        const double mean_projected = factor * sums(groups + g) / n;
-        for (std::int64_t j = 0; j < end - begin; ++j) {
-          const float dxhat = widen(grad[begin + j]) * scale[j * step];
-          const double xhat = (widen(in[begin + j]) - m) * s;
-          add_rounded(out[begin + j],
-                      static_cast<float>(s * (dxhat - (mean_dxhat + xhat * mean_projected))));
-        }
+        add_rounded(dx(i),
+                    impl::batch_input_gradient(widen(x(i)), dxhat, mean(g), s, factor * sums(g) / n,
+                                               factor * sums(groups + g) / n));
       });
 }
 
 // dgamma += sum(dy * xhat), dbeta += sum(dy) over the elements each affine
-// parameter touches: a group (per_group: chunked as the statistics, with
-// `partials` of group_partials_size(layout) doubles) or one position across
-// all groups (per_position: one thread per position, groups in order).
+// parameter touches: a group (per_group: summed as the statistics) or one
+// position across all groups (per_position: on the host path, one thread
+// per tile of positions, groups in order; on the device path, teams over
+// blocks of positions and chunks of groups, impl::column_pair_sums).
+// `partials`: group_partials_size(layout, affine) doubles.
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class DGamma, class DBeta,
           class Partials>
 void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine affine, const X& x,
                       const DY& dy, const Mean& mean, const InvStd& invstd, const DGamma& dgamma,
-                      const DBeta& dbeta, const Partials& partials) {
+                      const DBeta& dbeta, const Partials& partials,
+                      NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::affine_gradients");
   constexpr const char* fn = "tessera::kernels::affine_gradients";
   impl::require_normalization_views(fn, layout, affine, x, mean, invstd, dgamma, "dgamma");
@@ -322,62 +381,66 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
   impl::require_extent(fn, "dbeta", dbeta, impl::affine_size(layout, affine), layout);
   const auto* in = x.data();
   const auto* grad = dy.data();
+  const auto terms =
+      impl::gradient_terms(in, grad, static_cast<const float*>(nullptr), mean, invstd);
+  const auto add = KOKKOS_LAMBDA(const std::int64_t p, const double shift, const double scaled) {
+    dgamma(p) += static_cast<float>(scaled);
+    dbeta(p) += static_cast<float>(shift);
+  };
   if (affine == Affine::per_group) {
-    impl::chunked_pair_sums(
-        exec, fn, layout, partials,
-        impl::gradient_terms(in, grad, static_cast<const float*>(nullptr), mean, invstd),
-        KOKKOS_LAMBDA(const std::int64_t g, const double shift, const double scaled) {
-          dgamma(g) += static_cast<float>(scaled);
-          dbeta(g) += static_cast<float>(shift);
-        });
+    impl::chunked_pair_sums(exec, fn, layout, partials, terms, add, path);
     return;
   }
-  // per_position: each position sums over the groups in order. A host
-  // thread takes a tile of positions that are contiguous in every group
-  // (within one run of `inner`) and walks the groups once, reading the
-  // tile's elements of each together; a GPU thread takes one position.
-  const GroupLayout l = layout;
-  constexpr std::int64_t tile = impl::runs_on_host<ExecSpace> ? 32 : 1;
-  impl::for_each_row_span(
-      exec, fn, l.outer, l.inner,
-      KOKKOS_LAMBDA(const std::int64_t row, const std::int64_t begin, const std::int64_t end) {
-        double scaled[tile] = {}, shift[tile] = {};
-        const std::int64_t width = end - begin;
-        // l.index(0, row inner + begin); group g's tile starts g inner later.
-        const std::int64_t first = row * l.groups * l.inner + begin;
-        for (std::int64_t g = 0; g < l.groups; ++g) {
-          const auto* dy_g = grad + first + g * l.inner;
-          const auto* x_g = in + first + g * l.inner;
-          const float m = mean(g), s = invstd(g);
-          if (width == tile)
-            for (std::int64_t t = 0; t < tile; ++t) {
-              const float dy_t = widen(dy_g[t]);
-              shift[t] += dy_t;
-              scaled[t] += static_cast<double>(dy_t) * ((widen(x_g[t]) - m) * s);
+  if constexpr (host_fast_paths_v<ExecSpace>) {
+    if (!path.device) {
+      // A host thread takes a tile of positions that are contiguous in every
+      // group (within one run of `inner`) and walks the groups once, reading
+      // the tile's elements of each together.
+      const GroupLayout l = layout;
+      constexpr std::int64_t tile = 32;
+      impl::for_each_row_span(
+          exec, fn, l.outer, l.inner,
+          KOKKOS_LAMBDA(const std::int64_t row, const std::int64_t begin, const std::int64_t end) {
+            double scaled[tile] = {}, shift[tile] = {};
+            const std::int64_t width = end - begin;
+            // l.index(0, row inner + begin); group g's tile starts g inner later.
+            const std::int64_t first = row * l.groups * l.inner + begin;
+            for (std::int64_t g = 0; g < l.groups; ++g) {
+              const auto* dy_g = grad + first + g * l.inner;
+              const auto* x_g = in + first + g * l.inner;
+              const float m = mean(g), s = invstd(g);
+              if (width == tile)
+                for (std::int64_t t = 0; t < tile; ++t) {
+                  const float dy_t = widen(dy_g[t]);
+                  shift[t] += dy_t;
+                  scaled[t] += static_cast<double>(dy_t) * ((widen(x_g[t]) - m) * s);
+                }
+              else
+                for (std::int64_t t = 0; t < width; ++t) {
+                  const float dy_t = widen(dy_g[t]);
+                  shift[t] += dy_t;
+                  scaled[t] += static_cast<double>(dy_t) * ((widen(x_g[t]) - m) * s);
+                }
             }
-          else
             for (std::int64_t t = 0; t < width; ++t) {
-              const float dy_t = widen(dy_g[t]);
-              shift[t] += dy_t;
-              scaled[t] += static_cast<double>(dy_t) * ((widen(x_g[t]) - m) * s);
+              dgamma(row * l.inner + begin + t) += static_cast<float>(scaled[t]);
+              dbeta(row * l.inner + begin + t) += static_cast<float>(shift[t]);
             }
-        }
-        for (std::int64_t t = 0; t < width; ++t) {
-          dgamma(row * l.inner + begin + t) += static_cast<float>(scaled[t]);
-          dbeta(row * l.inner + begin + t) += static_cast<float>(shift[t]);
-        }
-      },
-      tile);
+          },
+          tile);
+      return;
+    }
+  }
+  impl::column_pair_sums(exec, fn, layout, partials, terms, add, path.team);
 }
 
-// Allocates its own scratch (per_group); for calls outside a hot loop.
+// Allocates its own scratch; for calls outside a hot loop.
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class DGamma, class DBeta>
 void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine affine, const X& x,
                       const DY& dy, const Mean& mean, const InvStd& invstd, const DGamma& dgamma,
                       const DBeta& dbeta) {
   affine_gradients(exec, layout, affine, x, dy, mean, invstd, dgamma, dbeta,
-                   impl::partials_scratch<ExecSpace>(
-                       affine == Affine::per_group ? group_partials_size(layout) : 0));
+                   impl::partials_scratch<ExecSpace>(group_partials_size(layout, affine)));
 }
 
 }  // namespace tessera::kernels

@@ -1,8 +1,10 @@
 // The mechanism behind norm.hpp: the argument checks, the chunking of each
 // group's rows that makes the per-group sums the same bits for any thread
 // count and backend (norm.hpp's opening comment tells how), the lane
-// arithmetic (one vector register of lanes on the host), the terms of the
-// statistics and of backward, and the per-group arithmetic of the moments.
+// arithmetic (one vector register of lanes on the host), the device path's
+// teams over chunks of a group and over blocks of positions, the terms of
+// the statistics and of backward, and the per-group arithmetic of the
+// moments and the per-element arithmetic of forward and backward.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -11,9 +13,11 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/group_layout.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace tessera::kernels::impl {
@@ -168,17 +172,15 @@ KOKKOS_INLINE_FUNCTION void chunk_pair_sums(const Terms& terms, const GroupLayou
   }
 }
 
-// Two sums per group: terms(lanes, g, i, k, first, second) adds the share
-// of the element at flat index i (position k within group g) to the partial
-// sums `first` and `second` (see OneLane); finish(g, first, second)
-// receives the totals. Each chunk's elements go round sum_lanes lanes (the
-// j-th element of a row segment to lane j % sum_lanes), lanes are added
-// pairwise, and chunk sums in chunk order. `partials` holds 2 * groups *
-// chunks-per-group doubles. How chunks are shared out among the threads
-// (on the host, blocks of groups with short rows) leaves the sums alone.
+// The host path of chunked_pair_sums. Each chunk's elements go round
+// sum_lanes lanes (the j-th element of a row segment to lane j %
+// sum_lanes), lanes are added pairwise, and chunk sums in chunk order.
+// `partials` holds 2 * groups * GroupChunks::per_group doubles. How chunks
+// are shared out among the threads (blocks of groups with short rows)
+// leaves the sums alone.
 template <class ExecSpace, class Partials, class Terms, class Finish>
-void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
-                       const Partials& partials, const Terms& terms, const Finish& finish) {
+void chunked_pair_sums_host(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                            const Partials& partials, const Terms& terms, const Finish& finish) {
   const GroupChunks chunks(layout);
   TESSERA_REQUIRE(
       static_cast<std::int64_t>(partials.size()) >= 2 * layout.groups * chunks.per_group,
@@ -222,6 +224,226 @@ void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayo
           second += partials(2 * (g * chunks.per_group + c) + 1);
         }
         finish(g, first, second);
+      });
+}
+
+// The device path. A GPU sums each group as chunks of device_chunk
+// consecutive positions (row after row of the group, so a chunk may end in
+// one row and go on in the next), one team per (group, chunk), with
+// team_sum: its 64 fixed lanes read consecutive positions (a warp reads
+// consecutive addresses of a row), and a fixed tree adds them. A group of
+// several chunks adds its chunk sums with team_sum again, one team per
+// group, in a second launch; a group of one chunk finishes in the first.
+// The sums depend on device_chunk and team_lanes, not on the team size or
+// the thread count. [128, 32, 28, 28] is 12544 chunk teams (802816
+// threads at 64 a team), [128, 128, 4, 4] 1024 (65536 threads), the
+// [32 x 128, 128] rows of a small GPT's LayerNorm 4096 in one launch.
+// Part of the device sums' definition: changing it changes their rounding.
+constexpr std::int64_t device_chunk = 256;
+
+inline std::int64_t device_chunks(const GroupLayout& l) {
+  return (l.group_size() + device_chunk - 1) / device_chunk;
+}
+
+// q = n / d and r = n % d for n >= 0, d > 0, in 32 bits where both fit: a
+// GPU's 64-bit division is a long subroutine, paid per element.
+KOKKOS_INLINE_FUNCTION void divide(std::int64_t n, std::int64_t d, std::int64_t& q,
+                                   std::int64_t& r) {
+  if (n <= 0xffffffffLL && d <= 0xffffffffLL)
+    q = static_cast<std::uint32_t>(n) / static_cast<std::uint32_t>(d);
+  else
+    q = n / d;
+  r = n - q * d;
+}
+
+// The two sums of a device team.
+struct PairSum {
+  double first = 0, second = 0;
+
+  KOKKOS_INLINE_FUNCTION PairSum& operator+=(const PairSum& o) {
+    first += o.first;
+    second += o.second;
+    return *this;
+  }
+};
+
+// Chunk c of group g summed by the team of `member` (every thread gets it).
+template <class Member, class Terms>
+KOKKOS_INLINE_FUNCTION PairSum chunk_pair_sum(const Member& member, const Terms& terms,
+                                              const GroupLayout& l, std::int64_t g,
+                                              std::int64_t c) {
+  const std::int64_t k0 = c * device_chunk;
+  const std::int64_t rest = l.group_size() - k0;
+  std::int64_t o0, j0;
+  divide(k0, l.inner, o0, j0);
+  return team_sum<PairSum>(member, team_lanes_scratch<PairSum>(member),
+                           rest < device_chunk ? rest : device_chunk, [&](const std::int64_t i) {
+                             std::int64_t o, j;
+                             divide(j0 + i, l.inner, o, j);
+                             PairSum s;
+                             terms(OneLane{}, g, ((o0 + o) * l.groups + g) * l.inner + j, k0 + i,
+                                   s.first, s.second);
+                             return s;
+                           });
+}
+
+// The device path of chunked_pair_sums; `partials` holds 2 * groups *
+// device_chunks doubles.
+template <class ExecSpace, class Partials, class Terms, class Finish>
+void chunked_pair_sums_device(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                              const Partials& partials, const Terms& terms, const Finish& finish,
+                              TeamShape shape) {
+  const GroupLayout l = layout;
+  const std::int64_t chunks = device_chunks(l);
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::size_t scratch = team_sum_bytes<PairSum>();
+  if (chunks == 1) {
+    Kokkos::parallel_for(
+        std::string(label) + "::groups", team_policy(exec, l.groups, shape, scratch),
+        KOKKOS_LAMBDA(const Member& member) {
+          const std::int64_t g = member.league_rank();
+          const PairSum s = chunk_pair_sum(member, terms, l, g, 0);
+          Kokkos::single(Kokkos::PerTeam(member), [&] { finish(g, s.first, s.second); });
+        });
+    return;
+  }
+  TESSERA_REQUIRE(static_cast<std::int64_t>(partials.size()) >= 2 * l.groups * chunks,
+                  label << ": scratch of " << partials.size() << " doubles; "
+                        << 2 * l.groups * chunks << " needed for groups of layout [outer "
+                        << l.outer << ", groups " << l.groups << ", inner " << l.inner
+                        << "] (group_partials_size)");
+  if (l.groups * chunks > 0)
+    Kokkos::parallel_for(
+        std::string(label) + "::chunks", team_policy(exec, l.groups * chunks, shape, scratch),
+        KOKKOS_LAMBDA(const Member& member) {
+          const std::int64_t t = member.league_rank(), g = t / chunks;
+          const PairSum s = chunk_pair_sum(member, terms, l, g, t - g * chunks);
+          Kokkos::single(Kokkos::PerTeam(member), [&] {
+            partials(2 * t) = s.first;
+            partials(2 * t + 1) = s.second;
+          });
+        });
+  Kokkos::parallel_for(
+      std::string(label) + "::groups", team_policy(exec, l.groups, shape, scratch),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t g = member.league_rank();
+        const PairSum s = team_sum<PairSum>(member, team_lanes_scratch<PairSum>(member), chunks,
+                                            [&](const std::int64_t c) {
+                                              const std::int64_t t = g * chunks + c;
+                                              return PairSum{partials(2 * t), partials(2 * t + 1)};
+                                            });
+        Kokkos::single(Kokkos::PerTeam(member), [&] { finish(g, s.first, s.second); });
+      });
+}
+
+// Two sums per group: terms(lanes, g, i, k, first, second) adds the share
+// of the element at flat index i (position k within group g) to the partial
+// sums `first` and `second` (see OneLane); finish(g, first, second)
+// receives the totals, on the host path (chunked_pair_sums_host) or the
+// device path (chunked_pair_sums_device) as `path` says.
+template <class ExecSpace, class Partials, class Terms, class Finish>
+void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                       const Partials& partials, const Terms& terms, const Finish& finish,
+                       NormPath path) {
+  if constexpr (host_fast_paths_v<ExecSpace>) {
+    if (!path.device) {
+      chunked_pair_sums_host(exec, label, layout, partials, terms, finish);
+      return;
+    }
+  }
+  chunked_pair_sums_device(exec, label, layout, partials, terms, finish, path.team);
+}
+
+// Sums over the groups for each position (per_position affine gradients)
+// on the device path. A team takes column_block consecutive positions
+// (coalesced: a warp reads 32 neighbouring addresses of each group) and
+// column_rows groups; for each position, lane q of column_lanes sums
+// groups q, q + column_lanes, ... of those in order (one thread per
+// position and lane), and the lanes are added pairwise in team scratch.
+// Each position then adds its chunks' sums in chunk order, in a second
+// launch when there is more than one chunk. The [32 x 128, 128] rows of a
+// small GPT are 4 x 64 teams of 256 threads (65536), where one thread per
+// position walking 4096 rows had 128. Part of the sums' definition:
+// column_rows and column_lanes.
+constexpr int column_block = 32;
+constexpr int column_lanes = 8;
+constexpr std::int64_t column_rows = 64;
+
+inline std::int64_t column_chunks(const GroupLayout& l) {
+  return (l.groups + column_rows - 1) / column_rows;
+}
+
+// Doubles of `partials` column_pair_sums needs.
+inline std::int64_t column_partials_size(const GroupLayout& l) {
+  return column_chunks(l) > 1 ? 2 * l.group_size() * column_chunks(l) : 0;
+}
+
+// terms(OneLane, g, i, p, first, second) as chunked_pair_sums', summed over
+// the groups g for each position p; finish(p, first, second).
+template <class ExecSpace, class Partials, class Terms, class Finish>
+void column_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                      const Partials& partials, const Terms& terms, const Finish& finish,
+                      TeamShape shape) {
+  const GroupLayout l = layout;
+  const std::int64_t positions = l.group_size(), chunks = column_chunks(l);
+  const std::int64_t blocks = (positions + column_block - 1) / column_block;
+  TESSERA_REQUIRE(static_cast<std::int64_t>(partials.size()) >= column_partials_size(l),
+                  label << ": scratch of " << partials.size() << " doubles; "
+                        << column_partials_size(l) << " needed for positions of layout [outer "
+                        << l.outer << ", groups " << l.groups << ", inner " << l.inner
+                        << "] (group_partials_size with Affine::per_position)");
+  constexpr int units = column_block * column_lanes;
+  // A GPU team gets a thread per position and lane.
+  if (shape.size == 0 && !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
+    shape.size = units;
+  const std::size_t scratch = units * sizeof(PairSum);
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  if (blocks * chunks > 0)
+    Kokkos::parallel_for(
+        std::string(label) + "::columns", team_policy(exec, blocks * chunks, shape, scratch),
+        KOKKOS_LAMBDA(const Member& member) {
+          const std::int64_t t = member.league_rank(), c = t / blocks, b = t - c * blocks;
+          const std::int64_t g0 = c * column_rows;
+          const std::int64_t g1 = g0 + column_rows < l.groups ? g0 + column_rows : l.groups;
+          PairSum* lanes = static_cast<PairSum*>(member.team_scratch(0).get_shmem(scratch));
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, units), [&](const int u) {
+            const int lane = u / column_block;
+            const std::int64_t p = b * column_block + u % column_block;
+            PairSum s;
+            if (p < positions) {
+              std::int64_t o, j;
+              divide(p, l.inner, o, j);
+              const std::int64_t first = o * l.groups * l.inner + j;  // l.index(0, p)
+              for (std::int64_t g = g0 + lane; g < g1; g += column_lanes)
+                terms(OneLane{}, g, first + g * l.inner, p, s.first, s.second);
+            }
+            lanes[u] = s;
+          });
+          member.team_barrier();
+          for (int width = column_lanes / 2; width > 0; width /= 2) {
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(member, width * column_block),
+                                 [&](const int u) { lanes[u] += lanes[u + width * column_block]; });
+            member.team_barrier();
+          }
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, column_block), [&](const int col) {
+            const std::int64_t p = b * column_block + col;
+            if (p >= positions) return;
+            if (chunks == 1) {
+              finish(p, lanes[col].first, lanes[col].second);
+            } else {
+              partials(2 * (c * positions + p)) = lanes[col].first;
+              partials(2 * (c * positions + p) + 1) = lanes[col].second;
+            }
+          });
+        });
+  if (chunks == 1) return;
+  Kokkos::parallel_for(
+      std::string(label) + "::positions", Kokkos::RangePolicy<ExecSpace>(exec, 0, positions),
+      KOKKOS_LAMBDA(const std::int64_t p) {
+        PairSum s;
+        for (std::int64_t c = 0; c < chunks; ++c)
+          s += PairSum{partials(2 * (c * positions + p)), partials(2 * (c * positions + p) + 1)};
+        finish(p, s.first, s.second);
       });
 }
 
@@ -298,6 +520,35 @@ void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLay
         const std::int64_t o = r / l.groups, g = r % l.groups;
         body(g, o * l.inner + begin, r * l.inner + begin, r * l.inner + end);
       });
+}
+
+// body(g, k, i) for every element on the device path: flat index i,
+// position k within group g, one thread per element.
+template <class ExecSpace, class Body>
+void for_each_group_element(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                            const Body& body) {
+  const GroupLayout l = layout;
+  Kokkos::parallel_for(
+      std::string(label) + "::elements", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.size()),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        std::int64_t row, j, o, g;
+        divide(i, l.inner, row, j);
+        divide(row, l.groups, o, g);
+        body(g, o * l.inner + j, i);
+      });
+}
+
+// The per-element arithmetic of forward and backward, the same on both
+// paths: y, and batch statistics' dx before it is added.
+KOKKOS_INLINE_FUNCTION float normalized(float x, float mean, float invstd, float gamma,
+                                        float beta) {
+  return (x - mean) * invstd * gamma + beta;
+}
+
+KOKKOS_INLINE_FUNCTION float batch_input_gradient(float x, float dxhat, float mean, float invstd,
+                                                  double mean_dxhat, double mean_projected) {
+  const double xhat = (x - mean) * invstd;
+  return static_cast<float>(invstd * (dxhat - (mean_dxhat + xhat * mean_projected)));
 }
 
 // The per-group arithmetic of the moments from a group's sum and sum of
