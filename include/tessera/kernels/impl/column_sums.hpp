@@ -10,6 +10,7 @@
 #pragma once
 
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/team.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,11 +30,9 @@ KOKKOS_INLINE_FUNCTION constexpr std::size_t column_sums_bytes() {
 
 // The team size for a team of column sums: a fixed one, or 0 (the
 // backend's choice) on the host and column_sums_gpu_team on a GPU.
-template <class ExecSpace, class Shape>
-Shape column_sums_shape(Shape shape) {
-  if (shape.size == 0 && !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
-    shape.size = column_sums_gpu_team;
-  return shape;
+template <class ExecSpace>
+TeamShape column_sums_shape(TeamShape shape) {
+  return gpu_team_shape<ExecSpace>(shape, column_sums_gpu_team);
 }
 
 // Columns of the block from column `first` on, of `width` columns in all.

@@ -394,8 +394,7 @@ void column_pair_sums(const ExecSpace& exec, const char* label, const GroupLayou
                         << "] (group_partials_size with Affine::per_position)");
   constexpr int units = column_block * column_lanes;
   // A GPU team gets a thread per position and lane.
-  if (shape.size == 0 && !Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
-    shape.size = units;
+  shape = gpu_team_shape<ExecSpace>(shape, units);
   const std::size_t scratch = units * sizeof(PairSum);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   if (blocks * chunks > 0)

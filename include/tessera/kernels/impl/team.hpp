@@ -28,20 +28,26 @@ struct TeamShape {
 
 namespace impl {
 
+// shape with the backend's choice made on a GPU: gpu_size threads a team
+// (team_lanes unless a kernel's team walks more items at once). On the
+// host a size of 0 stays Kokkos::AUTO's choice; a team's size never
+// changes team_sum's bits, so this is no kernel path.
+template <class ExecSpace>
+TeamShape gpu_team_shape(TeamShape shape, int gpu_size) {
+  if constexpr (!Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
+    if (shape.size <= 0) shape.size = gpu_size;
+  return shape;
+}
+
 // A team policy over `league` teams on exec with `scratch_bytes` of level-0
 // scratch per team.
 template <class ExecSpace>
 Kokkos::TeamPolicy<ExecSpace> team_policy(const ExecSpace& exec, std::int64_t league,
                                           TeamShape shape, std::size_t scratch_bytes = 0) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const int size = shape.size > 0 ? shape.size : 0;
-  Policy policy = [&] {
-    if (size > 0) return Policy(exec, static_cast<int>(league), size);
-    if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
-      return Policy(exec, static_cast<int>(league), Kokkos::AUTO);
-    else
-      return Policy(exec, static_cast<int>(league), team_lanes);
-  }();
+  const int size = gpu_team_shape<ExecSpace>(shape, team_lanes).size;
+  Policy policy = size > 0 ? Policy(exec, static_cast<int>(league), size)
+                           : Policy(exec, static_cast<int>(league), Kokkos::AUTO);
   if (scratch_bytes > 0) policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
   return policy;
 }
