@@ -1,4 +1,5 @@
-// Causal self-attention: the attention kernel against a naive host loop
+// Causal self-attention: the attention kernels (the build's path and the
+// device path at every team size) against a naive double-precision loop
 // (with and without dropout, large scores included), causality (position t's
 // output, and the gradient reaching the input, do not depend on anything
 // after t), layer gradients over head counts, bias and dropout, and the
@@ -21,81 +22,215 @@ TYPED_TEST_SUITE(AttentionKernels, test::ExecSpaces);
 template <class E>
 using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
 
-// Y for qkv [N T, 3 C] row-major, in double.
-std::vector<double> reference(const std::vector<float>& qkv, const kernels::AttentionLayout& l,
-                              float scale, const kernels::AttentionDropout& dropout) {
+// Y [N T, C] and, for dY [N T, C], dqkv [N T, 3 C] in double, with the
+// magnitudes of dqkv's terms (their absolute values summed: the scale of
+// a float sum's rounding).
+struct Reference {
+  std::vector<double> y, dqkv, dqkv_magnitude;
+};
+
+Reference reference(const std::vector<float>& qkv, const std::vector<float>& dy,
+                    const kernels::AttentionLayout& l, float scale,
+                    const kernels::AttentionDropout& dropout) {
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
-  std::vector<double> y(l.batch * T * C, 0.0);
+  Reference r{std::vector<double>(l.batch * T * C, 0.0),
+              std::vector<double>(l.batch * T * 3 * C, 0.0),
+              std::vector<double>(l.batch * T * 3 * C, 0.0)};
   const auto at = [&](std::int64_t n, std::int64_t t, std::int64_t col) {
     return double(qkv[(n * T + t) * 3 * C + col]);
+  };
+  const auto dy_at = [&](std::int64_t n, std::int64_t t, std::int64_t col) {
+    return double(dy[(n * T + t) * C + col]);
+  };
+  const auto add = [&](std::int64_t n, std::int64_t t, std::int64_t col, double term) {
+    r.dqkv[(n * T + t) * 3 * C + col] += term;
+    r.dqkv_magnitude[(n * T + t) * 3 * C + col] += std::abs(term);
   };
   for (std::int64_t n = 0; n < l.batch; ++n)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t t = 0; t < T; ++t) {
-        std::vector<double> s(t + 1);
+        std::vector<double> p(t + 1), keep(t + 1, 1.0), dp(t + 1);
         double max = -1e300, sum = 0;
         for (std::int64_t j = 0; j <= t; ++j) {
           double dot = 0;
           for (std::int64_t d = 0; d < D; ++d) dot += at(n, t, h * D + d) * at(n, j, C + h * D + d);
-          s[j] = scale * dot;
-          max = std::max(max, s[j]);
+          p[j] = scale * dot;
+          max = std::max(max, p[j]);
+          if (dropout.rate > 0) keep[j] = dropout.scale(((n * H + h) * T + t) * T + j);
         }
-        for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(s[j] - max);
+        for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(p[j] - max);
+        double dot = 0;  // sum over j of P dP
         for (std::int64_t j = 0; j <= t; ++j) {
-          double p = std::exp(s[j] - max) / sum;
-          if (dropout.rate > 0) p *= dropout.scale(((n * H + h) * T + t) * T + j);
-          for (std::int64_t d = 0; d < D; ++d)
-            y[(n * T + t) * C + h * D + d] += p * at(n, j, 2 * C + h * D + d);
+          p[j] = std::exp(p[j] - max) / sum;
+          dp[j] = 0;
+          for (std::int64_t d = 0; d < D; ++d) {
+            r.y[(n * T + t) * C + h * D + d] += p[j] * keep[j] * at(n, j, 2 * C + h * D + d);
+            dp[j] += dy_at(n, t, h * D + d) * at(n, j, 2 * C + h * D + d);
+          }
+          dp[j] *= keep[j];
+          dot += p[j] * dp[j];
+        }
+        for (std::int64_t j = 0; j <= t; ++j) {
+          const double ds = scale * p[j] * (dp[j] - dot);
+          for (std::int64_t d = 0; d < D; ++d) {
+            add(n, t, h * D + d, ds * at(n, j, C + h * D + d));
+            add(n, j, C + h * D + d, ds * at(n, t, h * D + d));
+            add(n, j, 2 * C + h * D + d, p[j] * keep[j] * dy_at(n, t, h * D + d));
+          }
         }
       }
-  return y;
+  return r;
 }
 
-// Shapes below one register tile (4 positions by 8 values) and across
-// several, with edge tiles in both directions.
-TYPED_TEST(AttentionKernels, ForwardMatchesNaiveReference) {
+// One attention problem: random qkv (with a score near 400, which
+// overflows exp unless the row maximum comes off first) and dY.
+struct Problem {
+  kernels::AttentionLayout l;
+  kernels::AttentionDropout dropout;
+  float scale;
+  std::vector<float> qkv, dy;
+};
+
+Problem problem(const kernels::AttentionLayout& l, float rate) {
+  Problem pr{l, {}, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), {}, {}};
+  pr.dropout.rate = rate;
+  pr.dropout.seed = 3;
+  pr.dropout.stream = 9;
+  pr.dropout.first_counter = 1234;
+  const std::int64_t rows = l.batch * l.positions, C = l.channels();
+  pr.qkv = test::random_values(rows * 3 * C, 21, -2.0f, 2.0f);
+  for (std::int64_t d = 0; d < l.head_dim && l.positions > 1; ++d) {
+    pr.qkv[(1 * 3 * C) + d] = 20.0f;      // query of sample 0, position 1, head 0
+    pr.qkv[(0 * 3 * C) + C + d] = 20.0f;  // key of position 0, head 0
+  }
+  pr.dy = test::random_values(rows * C, 22, -1.0f, 1.0f);
+  return pr;
+}
+
+// Heads, probabilities and dqkv of a kernel pair, on the host.
+struct Results {
+  std::vector<float> heads, probs, dqkv;
+};
+
+// Runs forward then backward; Forward and Backward take the views.
+template <class E, class Forward, class Backward>
+Results run(const Problem& pr, std::int64_t scratch_rows, const Forward& forward,
+            const Backward& backward) {
+  const kernels::AttentionLayout& l = pr.l;
+  const std::int64_t rows = l.batch * l.positions, C = l.channels();
+  V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C), dheads("dheads", rows, C),
+      dqkv("dqkv", rows, 3 * C);
+  kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
+      scratch("s", l.batch * l.heads, scratch_rows, l.positions);
+  test::from_host(qkv, pr.qkv);
+  test::from_host(dheads, pr.dy);
+  // Poisoned outputs: every element must be written.
+  Kokkos::deep_copy(heads, std::nanf(""));
+  Kokkos::deep_copy(dqkv, std::nanf(""));
+  Kokkos::deep_copy(probs, std::nanf(""));
+  forward(qkv, probs, scratch, heads);
+  backward(qkv, probs, scratch, dheads, dqkv);
+  return Results{test::to_host(heads), test::to_host(probs), test::to_host(dqkv)};
+}
+
+void expect_matches_reference(const Problem& pr, const Results& got) {
+  const kernels::AttentionLayout& l = pr.l;
+  const Reference expected = reference(pr.qkv, pr.dy, l, pr.scale, pr.dropout);
+  for (std::size_t i = 0; i < got.heads.size(); ++i)
+    EXPECT_NEAR(got.heads[i], expected.y[i], 1e-5 * (1.0 + std::abs(expected.y[i]))) << i;
+  for (std::size_t i = 0; i < got.dqkv.size(); ++i)
+    EXPECT_NEAR(got.dqkv[i], expected.dqkv[i], 1e-5 * (1.0 + expected.dqkv_magnitude[i]))
+        << "dqkv " << i;
+  // Probabilities: rows sum to 1, nothing above the diagonal.
+  for (std::int64_t b = 0; b < l.batch * l.heads; ++b)
+    for (std::int64_t t = 0; t < l.positions; ++t) {
+      double sum = 0;
+      for (std::int64_t j = 0; j < l.positions; ++j) {
+        const float v = got.probs[(b * l.positions + t) * l.positions + j];
+        if (j > t) EXPECT_EQ(v, 0.0f);
+        sum += v;
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-6);
+    }
+}
+
+// Shapes below one register tile of the host path (4 positions by 8
+// values) and across several, with edge tiles in both directions; and
+// more positions than the device path's key rows hold in scratch at once.
+const std::vector<kernels::AttentionLayout>& layouts() {
+  static const std::vector<kernels::AttentionLayout> all{
+      {2, 5, 2, 3}, {2, 13, 2, 20}, {1, kernels::impl::attention_column_chunk + 45, 1, 4}};
+  return all;
+}
+
+// The path the build takes on E.
+TYPED_TEST(AttentionKernels, MatchesNaiveReference) {
   using E = TypeParam;
-  for (const kernels::AttentionLayout l :
-       {kernels::AttentionLayout{2, 5, 2, 3}, kernels::AttentionLayout{2, 13, 2, 20}})
+  for (const kernels::AttentionLayout& l : layouts())
     for (const float rate : {0.0f, 0.3f}) {
       SCOPED_TRACE(std::to_string(l.positions) + " positions, rate " + std::to_string(rate));
-      const std::int64_t rows = l.batch * l.positions, C = l.channels();
-      kernels::AttentionDropout dropout;
-      dropout.rate = rate;
-      dropout.seed = 3;
-      dropout.stream = 9;
-      dropout.first_counter = 1234;
-      V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C);
-      kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
-          scratch("s", l.batch * l.heads, kernels::attention_scratch_rows(l), l.positions);
-      auto qkv_h = test::random_values(rows * 3 * C, 21, -2.0f, 2.0f);
-      // A score near 400: exp overflows unless the row maximum comes off first.
-      for (std::int64_t d = 0; d < l.head_dim; ++d) {
-        qkv_h[(1 * 3 * C) + d] = 20.0f;      // query of sample 0, position 1, head 0
-        qkv_h[(0 * 3 * C) + C + d] = 20.0f;  // key of position 0, head 0
-      }
-      test::from_host(qkv, qkv_h);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
-      kernels::attention_forward(E(), l, scale, dropout, qkv, probs, scratch, heads);
-      const auto expected = reference(qkv_h, l, scale, dropout);
-      const auto got = test::to_host(heads);
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        EXPECT_TRUE(std::isfinite(got[i])) << i;
-        EXPECT_NEAR(got[i], expected[i], 1e-5 * (1.0 + std::abs(expected[i]))) << i;
-      }
-      // Probabilities: rows sum to 1, nothing above the diagonal.
-      const auto p = test::to_host(probs);
-      for (std::int64_t b = 0; b < l.batch * l.heads; ++b)
-        for (std::int64_t t = 0; t < l.positions; ++t) {
-          double sum = 0;
-          for (std::int64_t j = 0; j < l.positions; ++j) {
-            const float v = p[(b * l.positions + t) * l.positions + j];
-            if (j > t) EXPECT_EQ(v, 0.0f);
-            sum += v;
-          }
-          EXPECT_NEAR(sum, 1.0, 1e-6);
-        }
+      const Problem pr = problem(l, rate);
+      const Results got = run<E>(
+          pr, kernels::attention_scratch_rows<E>(l),
+          [&](auto qkv, auto probs, auto scratch, auto heads) {
+            kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads);
+          },
+          [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
+            kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, dheads,
+                                        dqkv);
+          });
+      expect_matches_reference(pr, got);
     }
+}
+
+// The device path, whichever path the build takes: close to the reference,
+// and the same bits for every team size the backend allows.
+TYPED_TEST(AttentionKernels, DevicePathMatchesReferenceWithTheSameBitsForEveryTeamSize) {
+  using E = TypeParam;
+  const int max_size = Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
+      [] KOKKOS_FUNCTION(const typename Kokkos::TeamPolicy<E>::member_type&) {},
+      Kokkos::ParallelForTag());
+  for (const kernels::AttentionLayout& l : layouts())
+    for (const float rate : {0.0f, 0.3f}) {
+      SCOPED_TRACE(std::to_string(l.positions) + " positions, rate " + std::to_string(rate));
+      const Problem pr = problem(l, rate);
+      const auto device = [&](kernels::TeamShape shape) {
+        return run<E>(
+            pr, kernels::impl::attention_device_scratch_rows(l),
+            [&](auto qkv, auto probs, auto scratch, auto heads) {
+              kernels::impl::attention_forward_device(E(), l, pr.scale, pr.dropout, qkv, probs,
+                                                      scratch, heads, shape);
+            },
+            [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
+              kernels::impl::attention_backward_device(E(), l, pr.scale, pr.dropout, qkv, probs,
+                                                       scratch, dheads, dqkv, shape);
+            });
+      };
+      const Results automatic = device({});
+      expect_matches_reference(pr, automatic);
+      for (const int size : {1, 2, 3, 4, 32, 64, 128}) {
+        if (size > max_size) continue;
+        SCOPED_TRACE("team size " + std::to_string(size));
+        const Results fixed = device({size});
+        EXPECT_EQ(fixed.heads, automatic.heads);
+        EXPECT_EQ(fixed.probs, automatic.probs);
+        EXPECT_EQ(fixed.dqkv, automatic.dqkv);
+      }
+    }
+}
+
+TYPED_TEST(AttentionKernels, ScratchOfTheOtherPathIsRejected) {
+  using E = TypeParam;
+  const kernels::AttentionLayout l{1, 6, 1, 4};
+  V2<E> qkv("qkv", 6, 12), heads("heads", 6, 4);
+  kernels::AttentionScores probs("p", 1, 6, 6), scratch("s", 1, 4 + 8, 6);
+  test::expect_error(
+      [&] {
+        kernels::impl::attention_forward_device(E(), l, 1.0f, {}, qkv, probs, scratch, heads);
+      },
+      "tessera::kernels::attention_forward: qkv [6, 12], scores [1, 6, 6], scratch [1, 12, 6], "
+      "heads [6, 4] for batch 1, 6 positions, 1 heads of 4; expected qkv [N T, 3 C], scores "
+      "[N H, T, T], scratch [N H, 6, T]");
 }
 
 CausalSelfAttention::Options attention_options(std::int64_t heads, float dropout, bool bias) {

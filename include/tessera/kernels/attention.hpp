@@ -9,8 +9,12 @@
 // Y written to columns h D.. of heads [N * T, C]. P is kept for backward;
 // the dropout mask is drawn again from counters rather than stored.
 //
-// Each (sample, head) is one work item that reads its columns of qkv in
-// place (no copies into [N, H, T, D]) and takes its positions in blocks of
+// Two paths, chosen by host_fast_paths_v. The device path (what CUDA and
+// HIP run, and the host in device-path builds) takes one team per row of
+// the score block: impl/attention_device.hpp.
+//
+// The host path: each (sample, head) is one work item that reads its
+// columns of qkv in place (no copies into [N, H, T, D]) and takes its positions in blocks of
 // 4: every product (S = Q K^T, Y = P' V, dP = dY V^T, dV = P'^T dY,
 // dQ = dS K, dK = dS^T Q) is computed in register tiles of 4 x 8 outputs
 // (impl::tile_product), and a block visits only the positions j < t0 + 4
@@ -28,11 +32,11 @@
 // products.
 #pragma once
 
-#include <tessera/core/error.hpp>
+#include <tessera/core/host_paths.hpp>
 #include <tessera/core/profiling.hpp>
-#include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
-#include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/attention_layout.hpp>
+#include <tessera/kernels/impl/attention_device.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/reduce.hpp>
 
@@ -40,65 +44,7 @@
 
 namespace tessera::kernels {
 
-struct AttentionLayout {
-  std::int64_t batch = 0, positions = 0, heads = 0, head_dim = 0;
-  KOKKOS_INLINE_FUNCTION std::int64_t channels() const { return heads * head_dim; }
-};
-
-// Attention dropout: element (n, h, t, j) is kept iff
-// counter_uniform(seed, stream, first_counter + ((n H + h) T + t) T + j) >= rate.
-struct AttentionDropout {
-  float rate = 0;
-  std::uint64_t seed = 0, stream = 0, first_counter = 0;
-
-  KOKKOS_INLINE_FUNCTION float scale(std::int64_t index) const {
-    return counter_uniform(seed, stream, first_counter + static_cast<std::uint64_t>(index)) >= rate
-               ? 1.0f / (1.0f - rate)
-               : 0.0f;
-  }
-};
-
-using AttentionScores = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
-
 namespace impl {
-// Register tiles of the attention products: 4 rows by 8 columns.
-constexpr int tile_rows = 4, tile_cols = 8;
-}  // namespace impl
-
-// Rows of T floats of scratch each (sample, head) needs: its keys or values
-// transposed (D rows), and two blocks of impl::tile_rows rows (dP, then dS;
-// the probabilities with dropout applied). Allocate
-// AttentionScores(label, N H, attention_scratch_rows(l), T).
-KOKKOS_INLINE_FUNCTION std::int64_t attention_scratch_rows(const AttentionLayout& l) {
-  return l.head_dim + 2 * impl::tile_rows;
-}
-
-namespace impl {
-template <class QKV, class Scores, class Heads>
-void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, const Scores& probs,
-                     const Scores& scratch, const Heads& heads) {
-  const std::int64_t rows = l.batch * l.positions, c = l.channels();
-  const auto fits = [&](const Scores& s, std::int64_t rows_per_item) {
-    return static_cast<std::int64_t>(s.extent(0)) == l.batch * l.heads &&
-           static_cast<std::int64_t>(s.extent(1)) == rows_per_item &&
-           static_cast<std::int64_t>(s.extent(2)) == l.positions;
-  };
-  TESSERA_REQUIRE(
-      l.heads > 0 && l.head_dim > 0 && static_cast<std::int64_t>(qkv.extent(0)) == rows &&
-          static_cast<std::int64_t>(qkv.extent(1)) == 3 * c &&
-          static_cast<std::int64_t>(heads.extent(0)) == rows &&
-          static_cast<std::int64_t>(heads.extent(1)) == c && fits(probs, l.positions) &&
-          fits(scratch, attention_scratch_rows(l)) &&
-          (rows == 0 || (qkv.stride(1) == 1 && heads.stride(1) == 1)),
-      fn << ": qkv [" << qkv.extent(0) << ", " << qkv.extent(1) << "], scores [" << probs.extent(0)
-         << ", " << probs.extent(1) << ", " << probs.extent(2) << "], scratch ["
-         << scratch.extent(0) << ", " << scratch.extent(1) << ", " << scratch.extent(2)
-         << "], heads [" << heads.extent(0) << ", " << heads.extent(1) << "] for batch " << l.batch
-         << ", " << l.positions << " positions, " << l.heads << " heads of " << l.head_dim
-         << "; expected qkv [N T, 3 C], scores [N H, T, T], scratch [N H, D + 8, T] "
-         << "(attention_scratch_rows), heads [N T, C], rows of qkv and heads contiguous");
-}
-
 // dst(d, j) = src(row0 + j, col0 + d) for j < T, d < D: a head's keys or
 // values, transposed into rows of T.
 template <class QKV>
@@ -183,15 +129,13 @@ KOKKOS_INLINE_FUNCTION void causal_softmax_row(float* row, std::int64_t t, std::
   for (std::int64_t j = t + 1; j < T; ++j) row[j] = 0.0f;
 }
 
-}  // namespace impl
-
 template <class ExecSpace, class QKV, class Heads>
-void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float scale,
-                       const AttentionDropout& dropout, const QKV& qkv,
-                       const AttentionScores& probs, const AttentionScores& scratch,
-                       const Heads& heads) {
-  ScopedRegion region("tessera::kernels::attention_forward");
-  impl::check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch, heads);
+void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                            const AttentionDropout& dropout, const QKV& qkv,
+                            const AttentionScores& probs, const AttentionScores& scratch,
+                            const Heads& heads) {
+  impl::check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch,
+                        attention_host_scratch_rows(l), heads);
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0);
@@ -227,16 +171,14 @@ void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float sc
       });
 }
 
-// dqkv (written, not accumulated) from dheads [N T, C], the qkv and
-// probabilities of forward and the same dropout; scratch is overwritten.
 template <class ExecSpace, class QKV, class DHeads, class DQKV>
-void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float scale,
-                        const AttentionDropout& dropout, const QKV& qkv,
-                        const AttentionScores& probs, const AttentionScores& scratch,
-                        const DHeads& dheads, const DQKV& dqkv) {
-  ScopedRegion region("tessera::kernels::attention_backward");
-  impl::check_attention("tessera::kernels::attention_backward", l, qkv, probs, scratch, dheads);
-  impl::check_attention("tessera::kernels::attention_backward", l, dqkv, probs, scratch, dheads);
+void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                             const AttentionDropout& dropout, const QKV& qkv,
+                             const AttentionScores& probs, const AttentionScores& scratch,
+                             const DHeads& dheads, const DQKV& dqkv) {
+  const char* fn = "tessera::kernels::attention_backward";
+  impl::check_attention(fn, l, qkv, probs, scratch, attention_host_scratch_rows(l), dheads);
+  impl::check_attention(fn, l, dqkv, probs, scratch, attention_host_scratch_rows(l), dheads);
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0), ldh = dheads.stride(0);
@@ -295,6 +237,35 @@ void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float s
                               });
         }
       });
+}
+
+}  // namespace impl
+
+// Y = P' V into heads [N T, C], P into probs; scratch is overwritten.
+template <class ExecSpace, class QKV, class Heads>
+void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                       const AttentionDropout& dropout, const QKV& qkv,
+                       const AttentionScores& probs, const AttentionScores& scratch,
+                       const Heads& heads) {
+  ScopedRegion region("tessera::kernels::attention_forward");
+  if constexpr (host_fast_paths_v<ExecSpace>)
+    impl::attention_forward_host(exec, l, scale, dropout, qkv, probs, scratch, heads);
+  else
+    impl::attention_forward_device(exec, l, scale, dropout, qkv, probs, scratch, heads);
+}
+
+// dqkv (written, not accumulated) from dheads [N T, C], the qkv and
+// probabilities of forward and the same dropout; scratch is overwritten.
+template <class ExecSpace, class QKV, class DHeads, class DQKV>
+void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                        const AttentionDropout& dropout, const QKV& qkv,
+                        const AttentionScores& probs, const AttentionScores& scratch,
+                        const DHeads& dheads, const DQKV& dqkv) {
+  ScopedRegion region("tessera::kernels::attention_backward");
+  if constexpr (host_fast_paths_v<ExecSpace>)
+    impl::attention_backward_host(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
+  else
+    impl::attention_backward_device(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
 }
 
 }  // namespace tessera::kernels

@@ -1,0 +1,91 @@
+// The shapes of causal multi-head attention (AttentionLayout), its dropout
+// (AttentionDropout), the probabilities and scratch buffers a layer
+// allocates, and their checks. The kernels are in attention.hpp (interface
+// and host path) and impl/attention_device.hpp (device path); this header
+// is what a layer needs to size its buffers.
+#pragma once
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/host_paths.hpp>
+#include <tessera/core/random.hpp>
+#include <tessera/core/types.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels {
+
+struct AttentionLayout {
+  std::int64_t batch = 0, positions = 0, heads = 0, head_dim = 0;
+  KOKKOS_INLINE_FUNCTION std::int64_t channels() const { return heads * head_dim; }
+};
+
+// Attention dropout: element (n, h, t, j) is kept iff
+// counter_uniform(seed, stream, first_counter + ((n H + h) T + t) T + j) >= rate.
+struct AttentionDropout {
+  float rate = 0;
+  std::uint64_t seed = 0, stream = 0, first_counter = 0;
+
+  KOKKOS_INLINE_FUNCTION float scale(std::int64_t index) const {
+    return counter_uniform(seed, stream, first_counter + static_cast<std::uint64_t>(index)) >= rate
+               ? 1.0f / (1.0f - rate)
+               : 0.0f;
+  }
+};
+
+using AttentionScores = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
+
+namespace impl {
+// Register tiles of the host path's products: 4 rows by 8 columns.
+constexpr int tile_rows = 4, tile_cols = 8;
+
+// Scratch rows of T floats per (sample, head) of the host path: its keys or
+// values transposed (D rows), and two blocks of tile_rows rows (dP, then
+// dS; the probabilities with dropout applied).
+inline std::int64_t attention_host_scratch_rows(const AttentionLayout& l) {
+  return l.head_dim + 2 * tile_rows;
+}
+
+// Of the device path: a [T, T] block per (sample, head), the probabilities
+// with dropout applied forward and dS backward.
+inline std::int64_t attention_device_scratch_rows(const AttentionLayout& l) { return l.positions; }
+}  // namespace impl
+
+// Rows of T floats of scratch each (sample, head) needs on ExecSpace's
+// path. Allocate AttentionScores(label, N H, attention_scratch_rows(l), T).
+template <class ExecSpace = tessera::ExecSpace>
+std::int64_t attention_scratch_rows(const AttentionLayout& l) {
+  if constexpr (host_fast_paths_v<ExecSpace>)
+    return impl::attention_host_scratch_rows(l);
+  else
+    return impl::attention_device_scratch_rows(l);
+}
+
+namespace impl {
+template <class QKV, class Scores, class Heads>
+void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, const Scores& probs,
+                     const Scores& scratch, std::int64_t scratch_rows, const Heads& heads) {
+  const std::int64_t rows = l.batch * l.positions, c = l.channels();
+  const auto fits = [&](const Scores& s, std::int64_t rows_per_item) {
+    return static_cast<std::int64_t>(s.extent(0)) == l.batch * l.heads &&
+           static_cast<std::int64_t>(s.extent(1)) == rows_per_item &&
+           static_cast<std::int64_t>(s.extent(2)) == l.positions;
+  };
+  TESSERA_REQUIRE(
+      l.heads > 0 && l.head_dim > 0 && static_cast<std::int64_t>(qkv.extent(0)) == rows &&
+          static_cast<std::int64_t>(qkv.extent(1)) == 3 * c &&
+          static_cast<std::int64_t>(heads.extent(0)) == rows &&
+          static_cast<std::int64_t>(heads.extent(1)) == c && fits(probs, l.positions) &&
+          fits(scratch, scratch_rows) &&
+          (rows == 0 || (qkv.stride(1) == 1 && heads.stride(1) == 1)),
+      fn << ": qkv [" << qkv.extent(0) << ", " << qkv.extent(1) << "], scores [" << probs.extent(0)
+         << ", " << probs.extent(1) << ", " << probs.extent(2) << "], scratch ["
+         << scratch.extent(0) << ", " << scratch.extent(1) << ", " << scratch.extent(2)
+         << "], heads [" << heads.extent(0) << ", " << heads.extent(1) << "] for batch " << l.batch
+         << ", " << l.positions << " positions, " << l.heads << " heads of " << l.head_dim
+         << "; expected qkv [N T, 3 C], scores [N H, T, T], scratch [N H, " << scratch_rows
+         << ", T] (attention_scratch_rows on this path), heads [N T, C], rows of qkv and heads "
+         << "contiguous");
+}
+}  // namespace impl
+
+}  // namespace tessera::kernels

@@ -1,0 +1,172 @@
+// The device path of the attention kernels (attention.hpp): one team per
+// row of the [T, T] score block, so a GPU gets N H T teams (16384 on the
+// tiny GPT) instead of N H threads each walking a whole head.
+//
+// Forward, one team per query row (n, h, t), one launch: thread j computes
+// S(t, j) = scale Q(t).K(j) (lane_dot over d), the row maximum is a max
+// reduction (exact in any order), the exponentials are summed by team_sum,
+// P is written to probs (zeros after t) and P' (dropout applied) to the
+// scratch row; then thread d sums Y(t, d) = P'(t, j) V(j, d) over j <= t in
+// order of j (neighbouring threads read neighbouring values of V's rows).
+// Backward, two launches. Query rows (n, h, t): dP(t, j) = dY(t).V(j) times
+// the dropout mask, dot = team_sum of P dP, dS(t, j) = scale P (dP - dot)
+// into the scratch row, then dQ(t, d) = sum over j <= t of dS(t, j) K(j, d)
+// in order of j. Key rows (n, h, j): the columns dS(t, j) and P'(t, j) for
+// t >= j are copied into team scratch (in chunks of column_chunk
+// positions, so that the scratch does not grow with T), and thread k < 2 D
+// sums dK(j, d) = dS(t, j) Q(t, d) or dV(j, d) = P'(t, j) dY(t, d) over
+// t >= j in order of t. Every element of dqkv is written once, by one
+// thread; every sum has a fixed order, so the bits depend on neither the
+// team size nor the thread count.
+#pragma once
+
+#include <tessera/kernels/attention_layout.hpp>
+#include <tessera/kernels/impl/math.hpp>
+#include <tessera/kernels/impl/team.hpp>
+#include <tessera/kernels/reduce.hpp>
+
+#include <cstdint>
+
+namespace tessera::kernels::impl {
+
+// Positions of a key row's columns that a backward team holds in scratch at once.
+constexpr std::int64_t attention_column_chunk = 256;
+
+// sum + the sum over i < count, in order, of w[i] b[i ld].
+KOKKOS_INLINE_FUNCTION float weighted_column_sum(float sum, const float* w, std::int64_t count,
+                                                 const float* b, std::int64_t ld) {
+  for (std::int64_t i = 0; i < count; ++i) sum += w[i] * b[i * ld];
+  return sum;
+}
+
+template <class ExecSpace, class QKV, class Heads>
+void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                              const AttentionDropout& dropout, const QKV& qkv,
+                              const AttentionScores& probs, const AttentionScores& scratch,
+                              const Heads& heads, TeamShape shape = {}) {
+  check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch,
+                  attention_device_scratch_rows(l), heads);
+  const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
+  const bool drop = dropout.rate > 0;
+  const std::int64_t ld = qkv.stride(0);
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  Kokkos::parallel_for(
+      "tessera::kernels::attention_forward::query_rows",
+      team_policy(exec, l.batch * H * T, shape, team_sum_bytes<float>()),
+      KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
+        const std::int64_t n = nh / H, h = nh % H;
+        float* p = &probs(nh, t, 0);
+        float* kept = &scratch(nh, t, 0);
+        const float* q = &qkv(n * T + t, h * D);
+        float max = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, t + 1),
+            [&](const std::int64_t j, float& row_max) {
+              const float s = scale * lane_dot(q, &qkv(n * T + j, C + h * D), D);
+              p[j] = s;
+              row_max = s > row_max ? s : row_max;
+            },
+            Kokkos::Max<float>(max));
+        m.team_barrier();
+        const float sum =
+            team_sum<float>(m, team_lanes_scratch<float>(m), t + 1, [&](const std::int64_t j) {
+              const float e = exp_nonpositive(p[j] - max);
+              p[j] = e;
+              return e;
+            });
+        const float inverse = 1.0f / sum;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, T), [&](const std::int64_t j) {
+          if (j > t) {
+            p[j] = 0.0f;
+            return;
+          }
+          p[j] *= inverse;
+          if (drop) kept[j] = p[j] * dropout.scale(row * T + j);
+        });
+        m.team_barrier();
+        const float* w = drop ? kept : p;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, D), [&](const std::int64_t d) {
+          heads(n * T + t, h * D + d) =
+              weighted_column_sum(0.0f, w, t + 1, &qkv(n * T, 2 * C + h * D + d), ld);
+        });
+      });
+}
+
+template <class ExecSpace, class QKV, class DHeads, class DQKV>
+void attention_backward_device(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                               const AttentionDropout& dropout, const QKV& qkv,
+                               const AttentionScores& probs, const AttentionScores& scratch,
+                               const DHeads& dheads, const DQKV& dqkv, TeamShape shape = {}) {
+  const char* fn = "tessera::kernels::attention_backward";
+  const std::int64_t scratch_rows = attention_device_scratch_rows(l);
+  check_attention(fn, l, qkv, probs, scratch, scratch_rows, dheads);
+  check_attention(fn, l, dqkv, probs, scratch, scratch_rows, dheads);
+  const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
+  const bool drop = dropout.rate > 0;
+  const std::int64_t ld = qkv.stride(0), ldh = dheads.stride(0);
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  Kokkos::parallel_for(
+      "tessera::kernels::attention_backward::query_rows",
+      team_policy(exec, l.batch * H * T, shape, team_sum_bytes<float>()),
+      KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
+        const std::int64_t n = nh / H, h = nh % H;
+        const float* p = &probs(nh, t, 0);
+        float* ds = &scratch(nh, t, 0);
+        const float* dy = &dheads(n * T + t, h * D);
+        const float dot =
+            team_sum<float>(m, team_lanes_scratch<float>(m), t + 1, [&](const std::int64_t j) {
+              float dp = lane_dot(dy, &qkv(n * T + j, 2 * C + h * D), D);
+              if (drop) dp *= dropout.scale(row * T + j);
+              ds[j] = dp;
+              return p[j] * dp;
+            });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, t + 1),
+                             [&](const std::int64_t j) { ds[j] = scale * p[j] * (ds[j] - dot); });
+        m.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, D), [&](const std::int64_t d) {
+          dqkv(n * T + t, h * D + d) =
+              weighted_column_sum(0.0f, ds, t + 1, &qkv(n * T, C + h * D + d), ld);
+        });
+      });
+  const std::int64_t chunk = T < attention_column_chunk ? T : attention_column_chunk;
+  const std::size_t column_bytes = sizeof(float) * static_cast<std::size_t>(2 * chunk + 2 * D);
+  Kokkos::parallel_for(
+      "tessera::kernels::attention_backward::key_rows",
+      team_policy(exec, l.batch * H * T, shape, column_bytes), KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t row = m.league_rank(), nh = row / T, j = row % T;
+        const std::int64_t n = nh / H, h = nh % H;
+        // The chunk's dS(t, j) and P'(t, j), then the partial sums of dK
+        // and dV across chunks.
+        float* column = static_cast<float*>(m.team_scratch(0).get_shmem(column_bytes));
+        float* kept = column + chunk;
+        float* partial = kept + chunk;
+        for (std::int64_t t0 = j; t0 < T; t0 += chunk) {
+          const std::int64_t count = T - t0 < chunk ? T - t0 : chunk;
+          const bool last = t0 + count == T;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, count), [&](const std::int64_t i) {
+            const std::int64_t t = t0 + i;
+            column[i] = scratch(nh, t, j);
+            kept[i] =
+                drop ? probs(nh, t, j) * dropout.scale((nh * T + t) * T + j) : probs(nh, t, j);
+          });
+          m.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, 2 * D), [&](const std::int64_t k) {
+            const bool value = k >= D;
+            const std::int64_t d = value ? k - D : k;
+            const float start = t0 == j ? 0.0f : partial[k];
+            const float sum =
+                value ? weighted_column_sum(start, kept, count, &dheads(n * T + t0, h * D + d), ldh)
+                      : weighted_column_sum(start, column, count, &qkv(n * T + t0, h * D + d), ld);
+            if (!last)
+              partial[k] = sum;
+            else
+              dqkv(n * T + j, (value ? 2 * C : C) + h * D + d) = sum;
+          });
+          m.team_barrier();
+        }
+      });
+}
+
+}  // namespace tessera::kernels::impl
