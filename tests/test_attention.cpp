@@ -24,7 +24,9 @@ using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
 
 // Y [N T, C] and, for dY [N T, C], dqkv [N T, 3 C] in double, with the
 // magnitudes of dqkv's terms (their absolute values summed: the scale of
-// a float sum's rounding).
+// a float sum's rounding). A term of dQ or dK holds dS = scale P (dP - dot),
+// whose float rounding scales with |dP| and the sum of |P dP| behind dot
+// rather than with |dS|: its magnitude counts those.
 struct Reference {
   std::vector<double> y, dqkv, dqkv_magnitude;
 };
@@ -42,14 +44,15 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dy,
   const auto dy_at = [&](std::int64_t n, std::int64_t t, std::int64_t col) {
     return double(dy[(n * T + t) * C + col]);
   };
-  const auto add = [&](std::int64_t n, std::int64_t t, std::int64_t col, double term) {
+  const auto add = [&](std::int64_t n, std::int64_t t, std::int64_t col, double term,
+                       double magnitude) {
     r.dqkv[(n * T + t) * 3 * C + col] += term;
-    r.dqkv_magnitude[(n * T + t) * 3 * C + col] += std::abs(term);
+    r.dqkv_magnitude[(n * T + t) * 3 * C + col] += magnitude;
   };
   for (std::int64_t n = 0; n < l.batch; ++n)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t t = 0; t < T; ++t) {
-        std::vector<double> p(t + 1), keep(t + 1, 1.0), dp(t + 1);
+        std::vector<double> p(t + 1), keep(t + 1, 1.0), dp(t + 1), dp_magnitude(t + 1);
         double max = -1e300, sum = 0;
         for (std::int64_t j = 0; j <= t; ++j) {
           double dot = 0;
@@ -59,23 +62,30 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dy,
           if (dropout.rate > 0) keep[j] = dropout.scale(((n * H + h) * T + t) * T + j);
         }
         for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(p[j] - max);
-        double dot = 0;  // sum over j of P dP
+        double dot = 0, dot_magnitude = 0;  // sum over j of P dP, and of |P dP|
         for (std::int64_t j = 0; j <= t; ++j) {
           p[j] = std::exp(p[j] - max) / sum;
-          dp[j] = 0;
+          dp[j] = dp_magnitude[j] = 0;
           for (std::int64_t d = 0; d < D; ++d) {
             r.y[(n * T + t) * C + h * D + d] += p[j] * keep[j] * at(n, j, 2 * C + h * D + d);
-            dp[j] += dy_at(n, t, h * D + d) * at(n, j, 2 * C + h * D + d);
+            const double term = dy_at(n, t, h * D + d) * at(n, j, 2 * C + h * D + d);
+            dp[j] += term;
+            dp_magnitude[j] += std::abs(term);
           }
           dp[j] *= keep[j];
+          dp_magnitude[j] *= keep[j];
           dot += p[j] * dp[j];
+          dot_magnitude += p[j] * dp_magnitude[j];
         }
         for (std::int64_t j = 0; j <= t; ++j) {
           const double ds = scale * p[j] * (dp[j] - dot);
+          const double ds_magnitude = scale * p[j] * (dp_magnitude[j] + dot_magnitude);
           for (std::int64_t d = 0; d < D; ++d) {
-            add(n, t, h * D + d, ds * at(n, j, C + h * D + d));
-            add(n, j, C + h * D + d, ds * at(n, t, h * D + d));
-            add(n, j, 2 * C + h * D + d, p[j] * keep[j] * dy_at(n, t, h * D + d));
+            const double k = at(n, j, C + h * D + d), q = at(n, t, h * D + d);
+            add(n, t, h * D + d, ds * k, ds_magnitude * std::abs(k));
+            add(n, j, C + h * D + d, ds * q, ds_magnitude * std::abs(q));
+            const double dv = p[j] * keep[j] * dy_at(n, t, h * D + d);
+            add(n, j, 2 * C + h * D + d, dv, std::abs(dv));
           }
         }
       }
