@@ -157,7 +157,9 @@ void expect_matches_reference(const Problem& pr, const Results& got) {
       double sum = 0;
       for (std::int64_t j = 0; j < l.positions; ++j) {
         const float v = got.probs[(b * l.positions + t) * l.positions + j];
-        if (j > t) EXPECT_EQ(v, 0.0f);
+        if (j > t) {
+          EXPECT_EQ(v, 0.0f);
+        }
         sum += v;
       }
       EXPECT_NEAR(sum, 1.0, 1e-6);

@@ -14,22 +14,22 @@
 // the score block: impl/attention_device.hpp.
 //
 // The host path: each (sample, head) is one work item that reads its
-// columns of qkv in place (no copies into [N, H, T, D]) and takes its positions in blocks of
-// 4: every product (S = Q K^T, Y = P' V, dP = dY V^T, dV = P'^T dY,
-// dQ = dS K, dK = dS^T Q) is computed in register tiles of 4 x 8 outputs
-// (impl::tile_product), and a block visits only the positions j < t0 + 4
-// its rows may see; the masked half costs nothing beyond the diagonal
-// tiles. The head's keys (forward) and values (backward) are first copied
-// transposed into the item's scratch, [D, T], so that every product reads
-// 8 contiguous values of one operand per step and one value of the other
-// for each of 4 rows: 4 vector multiply-adds per load. Each output sums its
-// terms in order of k, one accumulator each, so the results have the same
-// bits for any thread count. On the tiny GPT (N 32, T 128, 4 heads of 32,
-// 2 threads, AVX2) the tiles take 5.8 ms forward and 11 to 12.5 backward
-// per layer, where rows of dot products over D took 13 and 19.
-// KokkosBatched's serial blocked GEMMs over the full T x T block on the
-// same strided views had taken 1.9 and 2.3 times as long as those dot
-// products.
+// columns of qkv in place (no copies into [N, H, T, D]) and takes its
+// positions in blocks of 4: every product (S = Q K^T, Y = P' V,
+// dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed in
+// register tiles of 4 x 8 outputs (impl::tile_product), and a block visits
+// only the positions j < t0 + 4 its rows may see; the masked half costs
+// nothing beyond the diagonal tiles. The head's keys (forward) and values
+// (backward) are first copied transposed into the item's scratch, [D, T],
+// so that every product reads 8 contiguous values of one operand per step
+// and one value of the other for each of 4 rows: 4 vector multiply-adds
+// per load. Each output sums its terms in order of k, one accumulator
+// each, so the results have the same bits for any thread count. On the
+// tiny GPT (N 32, T 128, 4 heads of 32, 2 threads, AVX2) the tiles take
+// 5.8 ms forward and 11 to 12.5 backward per layer, where rows of dot
+// products over D took 13 and 19. KokkosBatched's serial blocked GEMMs
+// over the full T x T block on the same strided views had taken 1.9 and
+// 2.3 times as long as those dot products.
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
