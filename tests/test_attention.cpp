@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "layer_check.hpp"
+#include "team_sizes.hpp"
 
 namespace {
 
@@ -199,9 +200,6 @@ TYPED_TEST(AttentionKernels, MatchesNaiveReference) {
 // and the same bits for every team size the backend allows.
 TYPED_TEST(AttentionKernels, DevicePathMatchesReferenceWithTheSameBitsForEveryTeamSize) {
   using E = TypeParam;
-  const int max_size = Kokkos::TeamPolicy<E>(E(), 1, 1).team_size_max(
-      [] KOKKOS_FUNCTION(const typename Kokkos::TeamPolicy<E>::member_type&) {},
-      Kokkos::ParallelForTag());
   for (const kernels::AttentionLayout& l : layouts())
     for (const float rate : {0.0f, 0.3f}) {
       SCOPED_TRACE(std::to_string(l.positions) + " positions, rate " + std::to_string(rate));
@@ -220,10 +218,9 @@ TYPED_TEST(AttentionKernels, DevicePathMatchesReferenceWithTheSameBitsForEveryTe
       };
       const Results automatic = device({});
       expect_matches_reference(pr, automatic);
-      for (const int size : {1, 2, 3, 4, 32, 64, 128}) {
-        if (size > max_size) continue;
-        SCOPED_TRACE("team size " + std::to_string(size));
-        const Results fixed = device({size});
+      for (const kernels::TeamShape shape : test::team_shapes<E>()) {
+        SCOPED_TRACE("team size " + std::to_string(shape.size));
+        const Results fixed = device(shape);
         EXPECT_EQ(fixed.heads, automatic.heads);
         EXPECT_EQ(fixed.probs, automatic.probs);
         EXPECT_EQ(fixed.dqkv, automatic.dqkv);

@@ -3,8 +3,8 @@
 // tiny GPT) instead of N H threads each walking a whole head.
 //
 // Forward, one team per query row (n, h, t), one launch: thread j computes
-// S(t, j) = scale Q(t).K(j) (lane_dot over d), the row maximum is a max
-// reduction (exact in any order), the exponentials are summed by team_sum,
+// S(t, j) = scale Q(t).K(j) (lane_dot over d) inside team_sum over MaxAt
+// (the row maximum: exact, a NaN wins it), team_sum adds the exponentials,
 // P is written to probs (zeros after t) and P' (dropout applied) to the
 // scratch row; then thread d sums Y(t, d) = P'(t, j) V(j, d) over j <= t in
 // order of j (neighbouring threads read neighbouring values of V's rows).
@@ -26,6 +26,7 @@
 #include <tessera/kernels/attention_layout.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/impl/team.hpp>
+#include <tessera/kernels/impl/team_max.hpp>
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
@@ -55,29 +56,27 @@ void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, f
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
       "tessera::kernels::attention_forward::query_rows",
-      team_policy(exec, l.batch * H * T, shape, team_sum_bytes<float>()),
+      team_policy(exec, l.batch * H * T, shape,
+                  team_sum_bytes<MaxAt<float>>() + team_sum_bytes<float>()),
       KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
         const std::int64_t n = nh / H, h = nh % H;
         float* p = &probs(nh, t, 0);
         float* kept = &scratch(nh, t, 0);
         const float* q = &qkv(n * T + t, h * D);
-        float max = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, t + 1),
-            [&](const std::int64_t j, float& row_max) {
-              const float s = scale * lane_dot(q, &qkv(n * T + j, C + h * D), D);
-              p[j] = s;
-              row_max = s > row_max ? s : row_max;
-            },
-            Kokkos::Max<float>(max));
-        m.team_barrier();
-        const float sum =
-            team_sum<float>(m, team_lanes_scratch<float>(m), t + 1, [&](const std::int64_t j) {
-              const float e = exp_nonpositive(p[j] - max);
-              p[j] = e;
-              return e;
-            });
+        MaxAt<float>* max_lanes = team_lanes_scratch<MaxAt<float>>(m);
+        float* sum_lanes = team_lanes_scratch<float>(m);
+        const auto score = [&](const std::int64_t j) {
+          const float s = scale * lane_dot(q, &qkv(n * T + j, C + h * D), D);
+          p[j] = s;
+          return MaxAt<float>{s, j};
+        };
+        const float max = team_sum<MaxAt<float>>(m, max_lanes, t + 1, score).value;
+        const float sum = team_sum<float>(m, sum_lanes, t + 1, [&](const std::int64_t j) {
+          const float e = exp_nonpositive(p[j] - max);
+          p[j] = e;
+          return e;
+        });
         const float inverse = 1.0f / sum;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, T), [&](const std::int64_t j) {
           if (j > t) {
