@@ -61,7 +61,7 @@ inline std::int64_t group_partials_size(const GroupLayout& layout,
   std::int64_t size = 2 * layout.groups * impl::GroupChunks(layout).per_group;
   const std::int64_t device = 2 * layout.groups * impl::device_chunks(layout);
   const std::int64_t columns =
-      affine == Affine::per_position ? impl::column_partials_size(layout) : 0;
+      affine == Affine::per_position ? impl::position_partials_size(layout) : 0;
   size = size > device ? size : device;
   return size > columns ? size : columns;
 }
@@ -366,7 +366,7 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
 // parameter touches: a group (per_group: summed as the statistics) or one
 // position across all groups (per_position: on the host path, one thread
 // per tile of positions, groups in order; on the device path, teams over
-// blocks of positions and chunks of groups, impl::column_pair_sums).
+// blocks of positions and chunks of groups, impl::position_pair_sums).
 // `partials`: group_partials_size(layout, affine) doubles.
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class DGamma, class DBeta,
           class Partials>
@@ -431,7 +431,7 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
       return;
     }
   }
-  impl::column_pair_sums(exec, fn, layout, partials, terms, add, path.team);
+  impl::position_pair_sums(exec, fn, layout, partials, terms, add, path.team);
 }
 
 // Allocates its own scratch; for calls outside a hot loop.

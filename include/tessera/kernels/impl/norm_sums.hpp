@@ -355,44 +355,44 @@ void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayo
 }
 
 // Sums over the groups for each position (per_position affine gradients)
-// on the device path. A team takes column_block consecutive positions
+// on the device path. A team takes position_block consecutive positions
 // (coalesced: a warp reads 32 neighbouring addresses of each group) and
-// column_rows groups; for each position, lane q of column_lanes sums
-// groups q, q + column_lanes, ... of those in order (one thread per
+// position_rows groups; for each position, lane q of position_lanes sums
+// groups q, q + position_lanes, ... of those in order (one thread per
 // position and lane), and the lanes are added pairwise in team scratch.
 // Each position then adds its chunks' sums in chunk order, in a second
 // launch when there is more than one chunk. The [32 x 128, 128] rows of a
 // small GPT are 4 x 64 teams of 256 threads (65536), where one thread per
 // position walking 4096 rows had 128. Part of the sums' definition:
-// column_rows and column_lanes.
-constexpr int column_block = 32;
-constexpr int column_lanes = 8;
-constexpr std::int64_t column_rows = 64;
+// position_rows and position_lanes.
+constexpr int position_block = 32;
+constexpr int position_lanes = 8;
+constexpr std::int64_t position_rows = 64;
 
-inline std::int64_t column_chunks(const GroupLayout& l) {
-  return (l.groups + column_rows - 1) / column_rows;
+inline std::int64_t position_chunks(const GroupLayout& l) {
+  return (l.groups + position_rows - 1) / position_rows;
 }
 
-// Doubles of `partials` column_pair_sums needs.
-inline std::int64_t column_partials_size(const GroupLayout& l) {
-  return column_chunks(l) > 1 ? 2 * l.group_size() * column_chunks(l) : 0;
+// Doubles of `partials` position_pair_sums needs.
+inline std::int64_t position_partials_size(const GroupLayout& l) {
+  return position_chunks(l) > 1 ? 2 * l.group_size() * position_chunks(l) : 0;
 }
 
 // terms(OneLane, g, i, p, first, second) as chunked_pair_sums', summed over
 // the groups g for each position p; finish(p, first, second).
 template <class ExecSpace, class Partials, class Terms, class Finish>
-void column_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
-                      const Partials& partials, const Terms& terms, const Finish& finish,
-                      TeamShape shape) {
+void position_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
+                        const Partials& partials, const Terms& terms, const Finish& finish,
+                        TeamShape shape) {
   const GroupLayout l = layout;
-  const std::int64_t positions = l.group_size(), chunks = column_chunks(l);
-  const std::int64_t blocks = (positions + column_block - 1) / column_block;
-  TESSERA_REQUIRE(static_cast<std::int64_t>(partials.size()) >= column_partials_size(l),
+  const std::int64_t positions = l.group_size(), chunks = position_chunks(l);
+  const std::int64_t blocks = (positions + position_block - 1) / position_block;
+  TESSERA_REQUIRE(static_cast<std::int64_t>(partials.size()) >= position_partials_size(l),
                   label << ": scratch of " << partials.size() << " doubles; "
-                        << column_partials_size(l) << " needed for positions of layout [outer "
+                        << position_partials_size(l) << " needed for positions of layout [outer "
                         << l.outer << ", groups " << l.groups << ", inner " << l.inner
                         << "] (group_partials_size with Affine::per_position)");
-  constexpr int units = column_block * column_lanes;
+  constexpr int units = position_block * position_lanes;
   // A GPU team gets a thread per position and lane.
   shape = gpu_team_shape<ExecSpace>(shape, units);
   const std::size_t scratch = units * sizeof(PairSum);
@@ -402,30 +402,31 @@ void column_pair_sums(const ExecSpace& exec, const char* label, const GroupLayou
         std::string(label) + "::columns", team_policy(exec, blocks * chunks, shape, scratch),
         KOKKOS_LAMBDA(const Member& member) {
           const std::int64_t t = member.league_rank(), c = t / blocks, b = t - c * blocks;
-          const std::int64_t g0 = c * column_rows;
-          const std::int64_t g1 = g0 + column_rows < l.groups ? g0 + column_rows : l.groups;
+          const std::int64_t g0 = c * position_rows;
+          const std::int64_t g1 = g0 + position_rows < l.groups ? g0 + position_rows : l.groups;
           PairSum* lanes = static_cast<PairSum*>(member.team_scratch(0).get_shmem(scratch));
           Kokkos::parallel_for(Kokkos::TeamThreadRange(member, units), [&](const int u) {
-            const int lane = u / column_block;
-            const std::int64_t p = b * column_block + u % column_block;
+            const int lane = u / position_block;
+            const std::int64_t p = b * position_block + u % position_block;
             PairSum s;
             if (p < positions) {
               std::int64_t o, j;
               divide(p, l.inner, o, j);
               const std::int64_t first = o * l.groups * l.inner + j;  // l.index(0, p)
-              for (std::int64_t g = g0 + lane; g < g1; g += column_lanes)
+              for (std::int64_t g = g0 + lane; g < g1; g += position_lanes)
                 terms(OneLane{}, g, first + g * l.inner, p, s.first, s.second);
             }
             lanes[u] = s;
           });
           member.team_barrier();
-          for (int width = column_lanes / 2; width > 0; width /= 2) {
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(member, width * column_block),
-                                 [&](const int u) { lanes[u] += lanes[u + width * column_block]; });
+          for (int width = position_lanes / 2; width > 0; width /= 2) {
+            Kokkos::parallel_for(
+                Kokkos::TeamThreadRange(member, width * position_block),
+                [&](const int u) { lanes[u] += lanes[u + width * position_block]; });
             member.team_barrier();
           }
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, column_block), [&](const int col) {
-            const std::int64_t p = b * column_block + col;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, position_block), [&](const int col) {
+            const std::int64_t p = b * position_block + col;
             if (p >= positions) return;
             if (chunks == 1) {
               finish(p, lanes[col].first, lanes[col].second);
