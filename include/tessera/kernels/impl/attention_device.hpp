@@ -17,10 +17,10 @@
 // sums dK(j, d) = dS(t, j) Q(t, d) or dV(j, d) = P'(t, j) dY(t, d) over
 // t >= j in order of t. Every element of dqkv is written once, by one
 // thread; every sum has a fixed order, so the bits depend on neither the
-// team size nor the thread count. On the host (tiny GPT, 2 threads, a
-// busy 2-core machine; medians of 3 interleaved runs) these kernels take
-// 37 ms forward and 81 backward per layer where the host path's register
-// tiles take 22 and 28, so host builds keep the tiles.
+// team size nor the thread count. On the host (tiny GPT, 2 threads,
+// medians of 3 interleaved runs) these kernels take 22 ms forward and 37
+// backward per layer where the host path's register tiles take 8.3 and
+// 11.7, so host builds keep the tiles.
 #pragma once
 
 #include <tessera/kernels/attention_layout.hpp>
