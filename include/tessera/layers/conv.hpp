@@ -30,9 +30,10 @@ class Conv2D final : public GenericLayer<Conv2D> {
  public:
   // Scratch ceiling of ConvSchedule::blocks: the batch is lowered to
   // columns in blocks of samples whose columns fit in this many bytes.
-  // Blocks that stay in cache beat whole-batch blocks: on the reference CNN
-  // (batch 128, 2 threads) 4 MiB ran both convolutions faster than 16 MiB
-  // or than one sample at a time.
+  // The host fast paths' blocks: blocks that stay in cache beat whole-batch
+  // blocks there (on the reference CNN, batch 128, 2 threads, 4 MiB ran both
+  // convolutions faster than 16 MiB or than one sample at a time). The
+  // device paths take kernels::device_block_scratch_bytes instead.
   static constexpr std::int64_t max_scratch_bytes = std::int64_t(4) << 20;
 
   struct Options {
