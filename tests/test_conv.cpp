@@ -408,18 +408,18 @@ TYPED_TEST(ConvKernels, SpaceScheduleGivesTheSameBitsOnEverySpace) {
     for (std::size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], expected[i], tol) << "case " << c.height << "x" << c.width << ", " << i;
     // The bits are promised per backend: the host spaces against each
-    // other, where both run this schedule.
+    // other, where both run this schedule. ConvSchedule::blocks promises
+    // nothing across spaces: each product is one gemm on the whole space,
+    // which Kokkos Kernels 4 computes differently on Serial and OpenMP.
     if (std::is_same<E, Default>::value ||
         !Kokkos::SpaceAccessibility<Default, Kokkos::HostSpace>::accessible ||
-        schedule_here<Default>(host_schedule) != schedule)
+        schedule_here<Default>(host_schedule) != schedule || schedule == ConvSchedule::blocks)
       continue;
     const std::vector<float> other = run_threads_schedule<Default>(c, schedule);
     // Every product runs on one thread alone, in blocks and groups fixed by
     // the geometry: the same bits on every space and for any thread count
     // (the Winograd case's weight-gradient gemms are 32 x 16 x 64, below
     // the sizes OpenBLAS splits over its own threads on the Serial space).
-    // ConvSchedule::blocks: the lowering's sums have fixed orders, and each
-    // product is one call of the same BLAS on the same shapes.
     EXPECT_EQ(got, other);
   }
 }

@@ -200,7 +200,8 @@ std::vector<float> distinct_values(std::size_t n, std::uint64_t seed) {
 // team_sum's 64 lanes.
 TYPED_TEST(PoolKernels, GlobalPoolingTeamsSameBitsForEveryTeamSize) {
   using E = TypeParam;
-  for (const auto& hw : {std::pair<int, int>{1, 1}, {4, 4}, {8, 8}, {7, 7}, {9, 13}}) {
+  const std::vector<std::pair<int, int>> shapes{{1, 1}, {4, 4}, {8, 8}, {7, 7}, {9, 13}};
+  for (const auto& hw : shapes) {
     const int planes = 6, size = hw.first * hw.second;
     SCOPED_TRACE(std::to_string(hw.first) + " x " + std::to_string(hw.second));
     const PoolCase c{planes, hw.first, hw.second, hw.first, hw.second, 1, 1, 0, 0};
