@@ -28,6 +28,29 @@ using V1 = Kokkos::View<float*, Kokkos::LayoutRight, typename E::memory_space>;
 template <class E>
 using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
 
+// The reference of embedding backward, in double and row order: each
+// token's sum of its rows of dy (NaN for a token no row holds), and each
+// position's sum over the samples.
+std::vector<double> token_sums(const std::vector<float>& ids, const std::vector<float>& dy,
+                               std::int64_t vocabulary, std::int64_t channels) {
+  std::vector<double> sums(vocabulary * channels, std::nan(""));
+  const std::int64_t rows = static_cast<std::int64_t>(ids.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < channels; ++c) {
+      double& sum = sums[static_cast<std::int64_t>(ids[r]) * channels + c];
+      sum = (std::isnan(sum) ? 0.0 : sum) + dy[r * channels + c];
+    }
+  return sums;
+}
+std::vector<double> position_sums(const std::vector<float>& dy, std::int64_t samples,
+                                  std::int64_t positions, std::int64_t channels) {
+  std::vector<double> sums(positions * channels, 0.0);
+  for (std::int64_t n = 0; n < samples; ++n)
+    for (std::int64_t i = 0; i < positions * channels; ++i)
+      sums[i] += dy[n * positions * channels + i];
+  return sums;
+}
+
 TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
   using E = TypeParam;
   const std::int64_t samples = 6, positions = 5, vocabulary = 4, channels = 3;
@@ -69,27 +92,15 @@ TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
       }
     // Sums in double in row order, then one rounding: bit for bit.
     std::vector<float> dtable_expected = dtable_start;
-    for (std::int64_t v = 0; v < vocabulary; ++v)
-      for (std::int64_t c = 0; c < channels; ++c) {
-        double sum = 0;
-        bool any = false;
-        for (std::int64_t r = 0; r < rows; ++r)
-          if (static_cast<std::int64_t>(ids[r]) == v) {
-            sum += dy_h[r * channels + c];
-            any = true;
-          }
-        if (any) dtable_expected[v * channels + c] += static_cast<float>(sum);
-      }
+    const auto tokens = token_sums(ids, dy_h, vocabulary, channels);
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      if (!std::isnan(tokens[i])) dtable_expected[i] += static_cast<float>(tokens[i]);
     EXPECT_EQ(test::to_host(dtable), dtable_expected);
     if (with_positions) {
       std::vector<float> dpos_expected = dpos_start;
-      for (std::int64_t p = 0; p < positions; ++p)
-        for (std::int64_t c = 0; c < channels; ++c) {
-          double sum = 0;
-          for (std::int64_t n = 0; n < samples; ++n)
-            sum += dy_h[(n * positions + p) * channels + c];
-          dpos_expected[p * channels + c] += static_cast<float>(sum);
-        }
+      const auto by_position = position_sums(dy_h, samples, positions, channels);
+      for (std::size_t i = 0; i < by_position.size(); ++i)
+        dpos_expected[i] += static_cast<float>(by_position[i]);
       EXPECT_EQ(test::to_host(dpos), dpos_expected);
     }
   }
@@ -147,33 +158,21 @@ TYPED_TEST(EmbeddingKernels, TeamsBackwardSameBitsForEveryTeamSizeAndCloseToDoub
       // Sums in double, rounded once to float: within a float's rounding
       // of the start plus the sum.
       const double u = std::numeric_limits<float>::epsilon() / 2;
-      for (std::int64_t v = 0; v < vocabulary; ++v)
-        for (std::int64_t c = 0; c < channels; ++c) {
-          double sum = 0;
-          bool any = false;
-          for (std::int64_t r = 0; r < rows; ++r)
-            if (static_cast<std::int64_t>(ids[r]) == v) {
-              sum += dy_h[r * channels + c];
-              any = true;
-            }
-          const double start = dtable_start[v * channels + c];
-          if (!any)
-            EXPECT_EQ(table_h[v * channels + c], dtable_start[v * channels + c]) << v;
-          else
-            EXPECT_NEAR(table_h[v * channels + c], start + sum,
-                        2 * u * (std::abs(start) + std::abs(sum)) + 1e-12)
-                << v << ", " << c;
-        }
-      for (std::int64_t p = 0; p < positions; ++p)
-        for (std::int64_t c = 0; c < channels; ++c) {
-          double sum = 0;
-          for (std::int64_t n = 0; n < samples; ++n)
-            sum += dy_h[(n * positions + p) * channels + c];
-          const double start = dpos_start[p * channels + c];
-          EXPECT_NEAR(pos_h[p * channels + c], start + sum,
-                      2 * u * (std::abs(start) + std::abs(sum)) + 1e-12)
-              << p << ", " << c;
-        }
+      const auto tokens = token_sums(ids, dy_h, vocabulary, channels);
+      for (std::int64_t i = 0; i < vocabulary * channels; ++i) {
+        const double start = dtable_start[i], sum = tokens[i];
+        if (std::isnan(sum))
+          EXPECT_EQ(table_h[i], dtable_start[i]) << i / channels;
+        else
+          EXPECT_NEAR(table_h[i], start + sum, 2 * u * (std::abs(start) + std::abs(sum)) + 1e-12)
+              << i / channels << ", " << i % channels;
+      }
+      const auto by_position = position_sums(dy_h, samples, positions, channels);
+      for (std::int64_t i = 0; i < positions * channels; ++i) {
+        const double start = dpos_start[i], sum = by_position[i];
+        EXPECT_NEAR(pos_h[i], start + sum, 2 * u * (std::abs(start) + std::abs(sum)) + 1e-12)
+            << i / channels << ", " << i % channels;
+      }
     }
   }
 }
