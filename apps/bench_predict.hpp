@@ -1,12 +1,13 @@
 // tessera-bench --predict: a lower bound of the training step on a GPU from
-// what the host run counted. Each layer's forward and backward pass is
-// bounded by the slowest of its three costs on the platform: its bytes at
-// the memory bandwidth, its FLOPs at the FP32 peak, and its kernel launches
-// one after another at the launch latency (the layer's kernels as the
-// region profiler counted them: every parallel_for, product and copy is a
-// launch on a GPU). The step is the sum of the layers' bounds and the
-// optimizer's sweep (its bytes). The same model fed the host's measured
-// peaks (platform "measured") must never exceed the host's measured times:
+// what the host run counted. Each kernel of a layer's forward and backward
+// pass is bounded by the slowest of its three costs on the platform: its
+// bytes at the memory bandwidth, its FLOPs at the FP32 peak, and its
+// launches at the launch latency (the kernels as the region profiler
+// counted them, with the work their launches state: every parallel_for,
+// product and copy is a launch on a GPU). A pass is the sum of its kernels,
+// the step the sum of the passes and the optimizer's sweep (its bytes).
+// The same model fed the host's measured peaks (platform "measured") must
+// never exceed the host's measured time of any kernel:
 // tests/app/bench_report.sh checks it.
 #pragma once
 
@@ -79,33 +80,51 @@ inline std::vector<Platform> parse_predict_option(const std::string& text,
   return out;
 }
 
-// The host's own peaks as a platform: triad bandwidth, FMA peak, no launch
-// cost (a host launch is a function call).
+// The host's own peaks as a platform: the triad's bandwidth in the first-
+// level cache (a kernel whose data fits there reaches no more), the FMA
+// peak (measured, or the CPU's theoretical peak where a busy machine
+// measured less), no launch cost (a host launch is a function call).
 inline Platform measured_platform(const nlohmann::json& peaks) {
+  const auto& triad = peaks["stream_triad"];
+  const auto& fma = peaks["fma"];
+  const double theoretical =
+      fma["expected_gflops"].is_null() ? 0.0 : fma["expected_gflops"].get<double>();
   return {"measured",
           "this host's measured peaks",
-          peaks["stream_triad"]["gbs"].get<double>() * 1e9,
-          peaks["fma"]["gflops"].get<double>() * 1e9,
+          std::max({triad["gbs"].get<double>(), triad["best_gbs"].get<double>(),
+                    triad["cache_gbs"].get<double>()}) *
+              1e9,
+          std::max(fma["gflops"].get<double>(), theoretical) * 1e9,
           0,
-          "stream triad and FMA peak measured here"};
+          "stream triad in the first-level cache and FMA peak (measured, or the CPU's "
+          "theoretical peak where higher) measured here"};
 }
 
-// The bound of one pass (a layer's "forward" or "backward" of the report).
-inline nlohmann::json pass_bound(const nlohmann::json& pass, const Platform& p) {
-  std::int64_t launches = 0;
-  for (const auto& k : pass["kernels"]) launches += k["calls"].get<std::int64_t>();
-  // The fewest FLOPs the pass can do: its direct form, or fewer where a
-  // schedule (Winograd) executes fewer.
-  const double flops =
-      std::min(pass["model_flops"].get<double>(), pass["executed_flops"].get<double>());
-  const double memory = pass["bytes"].get<double>() / p.bytes_per_second;
-  const double compute = flops / p.flops_per_second;
-  const double launch = double(launches) * p.launch_seconds;
+// The bound of one kernel of a pass: its bytes at the bandwidth, its FLOPs
+// at the peak or its launches at the latency, whichever is slowest.
+inline nlohmann::json kernel_bound(const nlohmann::json& kernel, const Platform& p) {
+  const double memory = kernel["bytes"].get<double>() / p.bytes_per_second;
+  const double compute = kernel["flops"].get<double>() / p.flops_per_second;
+  const double launch = kernel["launches"].get<double>() * p.launch_seconds;
   const double bound = std::max({memory, compute, launch});
   const char* by = bound == launch && launch > 0 ? "launches"
                    : bound == compute            ? "compute"
                                                  : "memory";
-  return {{"seconds", bound}, {"bound_by", by}, {"launches", launches}};
+  return {{"name", kernel["name"]}, {"seconds", bound}, {"bound_by", by}};
+}
+
+// The bound of one pass (a layer's "forward" or "backward" of the report):
+// the sum of its kernels' bounds, the kernels running one after another.
+inline nlohmann::json pass_bound(const nlohmann::json& pass, const Platform& p) {
+  std::int64_t launches = 0;
+  double seconds = 0;
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : pass["kernels"]) {
+    launches += k["launches"].get<std::int64_t>();
+    kernels.push_back(kernel_bound(k, p));
+    seconds += kernels.back()["seconds"].get<double>();
+  }
+  return {{"seconds", seconds}, {"launches", launches}, {"kernels", kernels}};
 }
 
 // predicted.<platform> of a report whose layers and step are filled in;
@@ -123,10 +142,12 @@ inline nlohmann::json predict_step(const nlohmann::json& report, const Platform&
       const double seconds = bound["seconds"].get<double>();
       step += seconds;
       launches += bound["launches"].get<std::int64_t>();
-      if (seconds > worst) {
-        worst = seconds;
-        bounding = layer["name"].get<std::string>() + " " + pass;
-      }
+      for (const auto& k : bound["kernels"])
+        if (k["seconds"].get<double>() > worst) {
+          worst = k["seconds"].get<double>();
+          bounding = layer["name"].get<std::string>() + " " + pass + " " +
+                     k["name"].get<std::string>() + " (" + k["bound_by"].get<std::string>() + ")";
+        }
       row[pass] = bound;
     }
     layers.push_back(row);
@@ -142,9 +163,57 @@ inline nlohmann::json predict_step(const nlohmann::json& report, const Platform&
           {"samples_per_second", step > 0 ? report["batch_size"].get<double>() / step : 0},
           {"launches_per_step", launches},
           {"optimizer_seconds", optimizer},
-          {"bounding_pass", bounding},
+          {"bounding_kernel", bounding},
           {"bounding_seconds", worst},
           {"layers", layers}};
+}
+
+// The goals of a GPU's kernels, checked on the report's counts: every
+// kernel that moves more than 1 MB a launch exposes at least 2^16 work
+// items (an H100 holds about 270k resident threads), or its launch says
+// why it cannot; at most 4 launches per layer per pass. report["parallelism"]
+// lists the kernels and passes that miss them.
+constexpr double narrow_bytes = 1 << 20;
+constexpr std::int64_t wide_items = 1 << 16, launches_per_pass = 4;
+
+inline nlohmann::json parallelism(const nlohmann::json& report) {
+  nlohmann::json narrow = nlohmann::json::array(), busy = nlohmann::json::array();
+  for (const auto& layer : report["layers"])
+    for (const char* pass : {"forward", "backward"}) {
+      const std::string where = layer["name"].get<std::string>() + " " + pass;
+      std::int64_t launches = 0;
+      for (const auto& k : layer[pass]["kernels"]) {
+        const auto count = k["launches"].get<std::int64_t>();
+        launches += count;
+        const double bytes = count > 0 ? k["bytes"].get<double>() / double(count) : 0;
+        if (!k["work_items"].is_null() && bytes > narrow_bytes &&
+            k["work_items"].get<std::int64_t>() < wide_items)
+          narrow.push_back({{"pass", where},
+                            {"kernel", k["name"]},
+                            {"work_items", k["work_items"]},
+                            {"bytes_per_launch", bytes},
+                            {"why", k.value("narrow", "")}});
+      }
+      if (launches > launches_per_pass) busy.push_back({{"pass", where}, {"launches", launches}});
+    }
+  return {{"narrow_kernels", narrow}, {"passes_over_four_launches", busy}};
+}
+
+// "exposed parallelism: ..." lines for report["parallelism"].
+inline void print_parallelism(std::ostream& os, const nlohmann::json& report) {
+  const auto& p = report["parallelism"];
+  os << "exposed parallelism: " << p["narrow_kernels"].size()
+     << " kernels move more than 1 MB a launch through fewer than 65,536 work items; "
+     << p["passes_over_four_launches"].size() << " layer passes launch more than 4 kernels\n";
+  for (const auto& k : p["narrow_kernels"]) {
+    const std::string why = k["why"].get<std::string>();
+    os << "  " << k["pass"].get<std::string>() << " " << k["kernel"].get<std::string>() << ": "
+       << k["work_items"] << " work items, " << std::fixed << std::setprecision(1)
+       << k["bytes_per_launch"].get<double>() / double(1 << 20) << " MB a launch; "
+       << (why.empty() ? "no reason given" : why) << "\n";
+  }
+  for (const auto& b : p["passes_over_four_launches"])
+    os << "  " << b["pass"].get<std::string>() << ": " << b["launches"] << " launches\n";
 }
 
 // The optimizer's memory traffic a step: per parameter, what its update
@@ -167,7 +236,8 @@ inline void add_predictions(const std::string& predict, double launch_latency_us
 }
 
 // "predicted step on NVIDIA H100 ...: 1.234 ms (2,345 samples/s), 209 launches; the
-// largest pass: b1_attn backward, 0.456 ms" for each platform of the report.
+// largest kernel: b1_attn backward tessera::kernels::... (memory), 0.456 ms" for each
+// platform of the report.
 inline void print_predictions(std::ostream& os, const nlohmann::json& report) {
   if (!report.contains("predicted")) return;
   for (const auto& [key, p] : report["predicted"].items()) {
@@ -175,7 +245,7 @@ inline void print_predictions(std::ostream& os, const nlohmann::json& report) {
        << std::setprecision(3) << p["step_seconds"].get<double>() * 1e3 << " ms ("
        << std::setprecision(0) << p["samples_per_second"].get<double>() << " samples/s), "
        << p["launches_per_step"]
-       << " launches; the largest pass: " << p["bounding_pass"].get<std::string>() << ", "
+       << " launches; the largest kernel: " << p["bounding_kernel"].get<std::string>() << ", "
        << std::setprecision(3) << p["bounding_seconds"].get<double>() * 1e3 << " ms\n";
   }
 }

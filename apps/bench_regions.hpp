@@ -2,10 +2,12 @@
 // callbacks on the profiling regions the model and its layers open.
 #pragma once
 
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/model/model.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -21,13 +23,23 @@ namespace tessera::bench {
 // order forward and reverse order backward; inside a layer, every Kokkos
 // kernel, deep copy and KokkosBlas call is a kernel. Each boundary fences the
 // device, so asynchronous backends are timed correctly (at the price of the
-// fences: this run is separate from the step timing).
+// fences: this run is separate from the step timing). Each kernel's work
+// comes from its launch (kernels/impl/launch.hpp): work items, bytes and
+// FLOPs; a deep copy moves its bytes twice (read and written) over one
+// work item per 4-byte word.
 
 enum class Pass { forward = 0, backward = 1 };
 
 struct KernelTime {
   double seconds = 0;
   std::int64_t calls = 0;
+  // Over the calls: the fewest work items of one launch, the bytes and FLOPs
+  // of all, and how many came with their work (the rest launched around
+  // launch.hpp: a library's own kernels).
+  std::int64_t min_items = 0;
+  double bytes = 0, flops = 0;
+  std::int64_t described = 0;
+  std::string narrow;
 };
 
 struct LayerTimes {
@@ -86,6 +98,9 @@ class RegionProfiler {
     Kind kind;
     std::string name;
     Clock::time_point start;
+    bool described = false;
+    std::int64_t items = 0;
+    tessera::kernels::Work work;
   };
 
   static void push(const char* name) { instance().open(Kind::other, name, true); }
@@ -95,7 +110,10 @@ class RegionProfiler {
   }
   static void end_kernel(std::uint64_t) { instance().close(); }
   static void begin_copy(Kokkos::Tools::SpaceHandle, const char* dst, const void*,
-                         Kokkos::Tools::SpaceHandle, const char* src, const void*, std::uint64_t) {
+                         Kokkos::Tools::SpaceHandle, const char* src, const void*,
+                         std::uint64_t size) {
+    tessera::kernels::impl::note_launch(static_cast<std::int64_t>(size / 4),
+                                        tessera::kernels::Work{2.0 * double(size), 0});
     instance().open(Kind::kernel, std::string("deep_copy ") + src + " -> " + dst, false);
   }
   static void end_copy() { instance().close(); }
@@ -136,7 +154,17 @@ class RegionProfiler {
           break;
         }
     }
-    frames_.push_back(Frame{kind, std::move(name), Clock::now()});
+    Frame frame{kind, std::move(name), Clock::now()};
+    // A kernel takes its launch's record (and so leaves none for the next);
+    // of the regions only a KokkosBlas call does (impl::gemm's record).
+    auto& record = tessera::kernels::impl::last_launch();
+    if (record.fresh && (!region || frame.name.rfind("KokkosBlas::", 0) == 0)) {
+      record.fresh = false;
+      frame.described = kind == Kind::kernel;
+      frame.items = record.work_items;
+      frame.work = record.work;
+    }
+    frames_.push_back(std::move(frame));
   }
 
   void close() {
@@ -152,6 +180,13 @@ class RegionProfiler {
     } else if (frame.kind == Kind::kernel && open_layer_frame() >= 0) {
       auto& k = layers_[layer_].kernels[p][frame.name];
       k.seconds += seconds;
+      if (frame.described) {
+        k.min_items = k.described == 0 ? frame.items : std::min(k.min_items, frame.items);
+        k.bytes += frame.work.bytes;
+        k.flops += frame.work.flops;
+        if (frame.work.narrow != nullptr && k.narrow.empty()) k.narrow = frame.work.narrow;
+        ++k.described;
+      }
       ++k.calls;
     }
   }

@@ -38,6 +38,7 @@
 #include "bench_measure.hpp"
 #include "bench_predict.hpp"
 #include "bench_regions.hpp"
+#include "bench_table.hpp"
 #include "cli.hpp"
 #include "fma_peak.hpp"
 
@@ -87,6 +88,21 @@ void add_flops(json& figures, const tessera::PassCost& cost, double seconds, dou
   figures["executed_flops_" + peak_name + "_fraction"] = fraction(executed, peak);
 }
 
+// One kernel of a pass, per step: launches, the fewest work items of one
+// launch (null where a launch came without its work: a library's own
+// kernel), bytes and FLOPs, and why it exposes few work items where its
+// launch says so.
+json kernel_json(const std::string& name, double seconds, const KernelTime& k, int steps) {
+  json kernel = {{"name", name},
+                 {"seconds", seconds},
+                 {"launches", k.calls / steps},
+                 {"work_items", k.described == k.calls ? json(k.min_items) : json(nullptr)},
+                 {"bytes", k.bytes / steps},
+                 {"flops", k.flops / steps}};
+  if (!k.narrow.empty()) kernel["narrow"] = k.narrow;
+  return kernel;
+}
+
 json pass_json(const tessera::PassCost& cost, double seconds, const Peaks& peaks) {
   const double gbs = seconds > 0 ? cost.bytes / seconds * 1e-9 : 0;
   json pass = {{"seconds", seconds}, {"bytes", cost.bytes}, {"gbs", gbs}};
@@ -105,111 +121,6 @@ struct Options {
   std::string predict;            // "h100,mi250x"
   double launch_latency_us = -1;  // < 0: each platform's assumed latency
 };
-
-// "38.1 GFLOP/s executed (61.2 % of the FMA peak), 95.4 GFLOP/s model FLOPs
-// (direct form, 153.2 %)" from figures with add_flops()'s keys.
-std::string both_bases(const json& figures, const std::string& peak_name,
-                       const std::string& of_peak) {
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(1) << figures["executed_gflops"].get<double>()
-       << " GFLOP/s executed ("
-       << 100 * figures["executed_flops_" + peak_name + "_fraction"].get<double>() << " % "
-       << of_peak << "), " << figures["model_gflops"].get<double>()
-       << " GFLOP/s model FLOPs (direct form, "
-       << 100 * figures["model_flops_" + peak_name + "_fraction"].get<double>() << " %)";
-  return text.str();
-}
-
-void print_table(std::ostream& os, const json& report) {
-  const auto& peaks = report["peaks"];
-  const auto& blas = report["blas"];
-  os << "CPU: " << report["machine"]["cpu"].get<std::string>() << " ("
-     << report["machine"]["cpu_isa"].get<std::string>() << "); Tessera's kernels compiled for "
-     << report["machine"]["kernels_isa"].get<std::string>()
-     << "\nBLAS: " << blas["library"].get<std::string>();
-  if (!blas["core"].get<std::string>().empty())
-    os << ", kernels " << blas["core"].get<std::string>() << " ("
-       << blas["core_isa"].get<std::string>() << ")";
-  os << "\n";
-  if (!blas["warning"].get<std::string>().empty()) os << blas["warning"].get<std::string>() << "\n";
-  const double fma = peaks["fma"]["gflops"].get<double>();
-  const double sgemm = peaks["sgemm"]["gflops"].get<double>();
-  os << std::fixed << std::setprecision(1) << "peaks: FMA " << fma << " GFLOP/s ("
-     << peaks["fma"]["isa"].get<std::string>() << ", " << peaks["fma"]["threads"]
-     << " threads), sgemm " << sgemm << " GFLOP/s (n = " << peaks["sgemm"]["size"];
-  if (fma > 0) os << ", " << 100 * sgemm / fma << "% of FMA";
-  os << "), stream triad " << peaks["stream_triad"]["gbs"].get<double>() << " GB/s\n";
-  const auto& expected = peaks["fma"]["expected"];
-  os << "FMA peak expected: " << expected["derivation"].get<std::string>() << "\n";
-  if (!peaks["overrides"].empty()) {
-    os << "peaks overridden (--peaks-override):";
-    for (const auto& [key, value] : peaks["overrides"].items()) os << " " << key << "=" << value;
-    os << "\n";
-  }
-  for (const auto& warning : peaks["warnings"])
-    os << "warning: " << warning.get<std::string>() << "\n";
-  if (peaks.contains("mixed_gemm")) {
-    os << "16-bit products (n = " << peaks["sgemm"]["size"] << ", float accumulation):";
-    for (const auto& f : peaks["mixed_gemm"]) {
-      const double g = f["gflops"].get<double>();
-      os << "\n  " << f["type"].get<std::string>() << " " << std::left << std::setw(11)
-         << f["method"].get<std::string>() << std::right << std::setw(8) << g << " GFLOP/s";
-      if (sgemm > 0)
-        os << std::setprecision(2) << "  " << g / sgemm << "x sgemm" << std::setprecision(1);
-    }
-    os << "\n";
-  }
-  os << "\nexec: GFLOP/s executed (the kernels' operations: Winograd's products and "
-        "transforms where it runs); model: GFLOP/s of the model's FLOPs (direct form); "
-        "%sgemm of each; GB/s of the compulsory traffic, %triad of it\n";
-  os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
-     << std::right << std::setw(10) << "ms" << std::setw(10) << "exec" << std::setw(8) << "%sgemm"
-     << std::setw(10) << "model" << std::setw(8) << "%sgemm" << std::setw(9) << "GB/s"
-     << std::setw(8) << "%triad"
-     << "\n";
-  const auto row = [&](const std::string& name, const std::string& type, const std::string& pass,
-                       const json& p) {
-    os << std::left << std::setw(12) << name.substr(0, 11) << std::setw(12) << type.substr(0, 11)
-       << std::setw(6) << pass << std::right << std::setprecision(3) << std::setw(10)
-       << p["seconds"].get<double>() * 1e3 << std::setprecision(1) << std::setw(10)
-       << p["executed_gflops"].get<double>() << std::setw(8)
-       << 100 * p["executed_flops_sgemm_fraction"].get<double>() << std::setw(10)
-       << p["model_gflops"].get<double>() << std::setw(8)
-       << 100 * p["model_flops_sgemm_fraction"].get<double>() << std::setw(9)
-       << p["gbs"].get<double>() << std::setw(8) << 100 * p["bandwidth_fraction"].get<double>()
-       << "\n";
-  };
-  for (const auto& layer : report["layers"]) {
-    for (const char* pass : {"forward", "backward", "step"}) {
-      const std::string label = pass == std::string("forward")    ? "fwd"
-                                : pass == std::string("backward") ? "bwd"
-                                                                  : "both";
-      row(layer["name"].get<std::string>(), layer["type"].get<std::string>(), label, layer[pass]);
-      if (pass == std::string("step")) continue;
-      for (const auto& k : layer[pass]["kernels"])
-        os << "      " << std::left << std::setw(50) << k["name"].get<std::string>().substr(0, 49)
-           << std::right << std::setprecision(3) << std::setw(10)
-           << k["seconds"].get<double>() * 1e3 << " ms x" << k["calls"] << "\n";
-    }
-  }
-  const auto& step = report["step"];
-  os << "\ntraining step: " << std::setprecision(3) << step["seconds"].get<double>() * 1e3
-     << " ms (median), " << std::setprecision(0) << step["samples_per_second"].get<double>()
-     << " samples/s at batch " << report["batch_size"] << "; layers forward + backward "
-     << std::setprecision(3) << step["layers_seconds"].get<double>() * 1e3 << " ms\n"
-     << "training step: " << both_bases(step, "fma", "of the FMA peak") << "\n";
-  const auto& dense = report["dense"];
-  if (dense["layers"].get<int>() > 0)
-    os << "dense layers, training step: " << both_bases(dense, "sgemm", "of the sgemm peak")
-       << "\n";
-  const auto& memory = report["memory_bound"];
-  if (memory["layers"].get<int>() > 0)
-    os << "other layers (no matrix products), training step: " << std::setprecision(3)
-       << memory["seconds"].get<double>() * 1e3 << " ms, " << std::setprecision(1)
-       << memory["gbs"].get<double>()
-       << " GB/s = " << 100 * memory["bandwidth_fraction"].get<double>()
-       << "% of the stream triad\n";
-}
 
 // The hardware a report was measured on, for tessera-compare's
 // performance-portability table: the CPU and thread count on the host (one
@@ -290,6 +201,7 @@ json peaks_json(const Peaks& peaks, const Options& opt) {
                {{"elements", peaks.triad_elements},
                 {"gbs", peaks.triad_gbs},
                 {"best_gbs", peaks.triad_best_gbs},
+                {"cache_gbs", peaks.triad_cache_gbs},
                 {"plausible", nullptr}}},
               {"warnings", peaks.verdict.warnings},
               {"overrides", peaks.overrides},
@@ -318,6 +230,7 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
     peaks.gemm_gflops = measure_sgemm(peaks.gemm_size, opt.peak_repetitions);
     peaks.triad_gbs =
         measure_triad(peaks.triad_elements, opt.peak_repetitions, peaks.triad_best_gbs);
+    if (host) peaks.triad_cache_gbs = measure_cache_triad(opt.peak_repetitions);
   }
   if (opt.mixed_gemm) peaks.mixed_gemm = measure_mixed_gemms(peaks.gemm_size, opt.peak_repetitions);
   tessera::bench::CpuFacts cpu = tessera::bench::read_cpu_facts();
@@ -365,10 +278,10 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   std::vector<std::vector<double>> layer_seconds[2];
   for (auto& v : layer_seconds) v.assign(layers, {});
   std::vector<std::map<std::string, std::vector<double>>> kernel_seconds[2];
-  std::vector<std::map<std::string, std::int64_t>> kernel_calls[2];
+  std::vector<std::map<std::string, KernelTime>> kernel_work[2];
   for (int p = 0; p < 2; ++p) {
     kernel_seconds[p].assign(layers, {});
-    kernel_calls[p].assign(layers, {});
+    kernel_work[p].assign(layers, {});
   }
   for (int r = 0; r < opt.repetitions; ++r) {
     RegionProfiler::instance().start(*model);
@@ -385,7 +298,7 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
         layer_seconds[p][i].push_back(times[i].seconds[p] / opt.steps);
         for (const auto& [name, k] : times[i].kernels[p]) {
           kernel_seconds[p][i][name].push_back(k.seconds / opt.steps);
-          kernel_calls[p][i][name] = k.calls / opt.steps;
+          kernel_work[p][i][name] = k;
         }
       }
   }
@@ -426,8 +339,7 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
       json pass = pass_json(p ? cost.backward : cost.forward, seconds, peaks);
       json kernels = json::array();
       for (const auto& [name, samples] : kernel_seconds[p][i])
-        kernels.push_back(
-            {{"name", name}, {"seconds", median(samples)}, {"calls", kernel_calls[p][i][name]}});
+        kernels.push_back(kernel_json(name, median(samples), kernel_work[p][i][name], opt.steps));
       std::sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
         return a["seconds"].get<double>() > b["seconds"].get<double>();
       });
@@ -516,8 +428,10 @@ int run(const Options& opt) {
     measure(opt, deck, batch, options, model, sample, out, report);
     tessera::bench::add_predictions(opt.predict, opt.launch_latency_us, !opt.skip_peaks, deck,
                                     *model, report);
+    report["parallelism"] = tessera::bench::parallelism(report);
     std::cout << "\n";
     print_table(std::cout, report);
+    tessera::bench::print_parallelism(std::cout, report);
     tessera::bench::print_predictions(std::cout, report);
     if (!(file << report.dump(2) << "\n")) {
       std::cerr << "tessera-bench: cannot write " << path.string() << "\n";

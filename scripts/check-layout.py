@@ -26,9 +26,17 @@
                                 instruction set and no type test of a host
                                 space in src/, include/ and apps/, except
                                 where HOST_TESTS_ALLOWED says why
+  check-layout.py launches ROOT every kernel in src/ and include/ is
+                                launched through include/tessera/kernels/
+                                impl/launch.hpp with the work it does:
+                                no Kokkos::parallel_for, _reduce or _scan
+                                at the top level (a team's nested ranges
+                                are no launch) and no compat::gemm
+                                elsewhere
   check-layout.py self-test     the checks fail on planted trees (a
                                 back-edge, a cycle, a long function, a
-                                direct MPI call, a host-only branch)
+                                direct MPI call, a host-only branch, a
+                                direct launch)
 
 Exit status: 0 when the tree holds, 1 with one line per violation
 (file:line and what to change) when it does not, 2 on bad usage.
@@ -78,6 +86,8 @@ HOST_TESTS_ALLOWED = {
                                                       "KOKKOS_ENABLE_SERIAL", "is_same"},
     # A team's size on a host backend (Kokkos::AUTO): team_sum's bits do not depend on it.
     "include/tessera/kernels/impl/team.hpp": {"SpaceAccessibility"},
+    # The work items a launch reports for a host backend's team: a count, no kernel path.
+    "include/tessera/kernels/impl/launch.hpp": {"SpaceAccessibility"},
     # Conversions through F16C: the same bits as the portable conversion.
     "include/tessera/core/precision.hpp": {"__F16C__"},
     # MPI's reduction of 16-bit buffers, which are in host memory.
@@ -360,6 +370,33 @@ def check_host_paths(root):
     return errors
 
 
+LAUNCH_HOME = "include/tessera/kernels/impl/launch.hpp"
+LAUNCH_CALL = re.compile(r"\bKokkos\s*::\s*(parallel_for|parallel_reduce|parallel_scan)\s*\(|"
+                         r"\bcompat\s*::\s*(gemm)\s*\(")
+NESTED_POLICY = re.compile(r"\s*(Kokkos\s*::\s*)?(TeamThreadRange|TeamVectorRange|ThreadVectorRange|"
+                           r"TeamThreadMDRange|TeamVectorMDRange|ThreadVectorMDRange)\b")
+
+
+def check_launches(root):
+    errors = []
+    for path, _ in sources(root, ["src", "include"]):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        if rel == LAUNCH_HOME:
+            continue
+        with open(path, encoding="utf-8") as f:
+            code = strip_code(f.read())
+        for m in LAUNCH_CALL.finditer(code):
+            if m.group(1) and NESTED_POLICY.match(code, m.end()):
+                continue
+            line = code.count("\n", 0, m.start()) + 1
+            name = m.group(1) or "compat::gemm"
+            errors.append(f"{rel}:{line}: {name} launched directly: call "
+                          f"kernels::impl::{m.group(1) or 'gemm'} ({LAUNCH_HOME}) with the "
+                          "kernel's Work (bytes moved, FLOPs), so that tessera-bench reports "
+                          "its work items, bytes and FLOPs")
+    return errors
+
+
 def self_test(root):
     """Each check must fail on a copy of the tree with a planted violation."""
     failures = []
@@ -375,7 +412,8 @@ def self_test(root):
         tree = os.path.join(scratch, "tree")
         for top in ("include", "src", "apps", "docs", "scripts"):
             shutil.copytree(os.path.join(root, top), os.path.join(tree, top))
-        if check_ladder(tree) or check_sizes(tree) or check_mpi(tree) or check_host_paths(tree):
+        if (check_ladder(tree) or check_sizes(tree) or check_mpi(tree) or check_host_paths(tree)
+                or check_launches(tree)):
             failures.append("the copied tree does not pass to begin with")
         ladder, _ = ladder_of(tree)
         low, high = ladder[1], ladder[-1]
@@ -433,6 +471,17 @@ def self_test(root):
                     "is_same"]
         if len(errors) != 2 or not all(any(e.startswith(x) for e in errors) for x in expected):
             failures.append(f"the planted host branches were not reported as {expected}: {errors}")
+        # A kernel launched around launch.hpp beside a team's nested range, a
+        # comment and a launch through it.
+        plant(tree, "include/tessera/kernels", "planted_launch.hpp",
+              "#pragma once\n// Kokkos::parallel_for(\"x\", n, f) in a comment\n"
+              "void f(int n) {\n  Kokkos::parallel_for(Kokkos::TeamThreadRange(m, n), g);\n"
+              "  impl::parallel_for(\"a\", p, Work{}, g);\n"
+              "  Kokkos::parallel_reduce(\"b\", p, g, r);\n}\n")
+        errors = check_launches(tree)
+        expected = "include/tessera/kernels/planted_launch.hpp:6: parallel_reduce launched directly"
+        if len(errors) != 1 or not errors[0].startswith(expected):
+            failures.append(f"the planted launch was not reported as {expected}: {errors}")
     return failures
 
 
@@ -444,10 +493,10 @@ def main(argv):
             print(f"check-layout self-test: {failure}")
         if not failures:
             print("check-layout self-test: a planted back-edge, cycle, long function, direct "
-                  "MPI call and host-only branch fail")
+                  "MPI call, host-only branch and direct launch fail")
         return 1 if failures else 0
     checks = {"ladder": check_ladder, "sizes": check_sizes, "mpi": check_mpi,
-              "host_paths": check_host_paths}
+              "host_paths": check_host_paths, "launches": check_launches}
     if len(argv) != 3 or argv[1] not in checks:
         print(__doc__.strip(), file=sys.stderr)
         return 2

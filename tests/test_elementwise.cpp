@@ -41,7 +41,8 @@ template <class E>
 std::vector<int> span_visits(std::int64_t n) {
   Kokkos::View<int*, typename E::memory_space> visits("visits", n);
   kernels::impl::for_each_span(
-      E(), "test::spans", n, KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+      E(), "test::spans", n, kernels::Work{},
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) visits(i) += 1;
       });
   return test::to_host(visits);
@@ -52,7 +53,7 @@ template <class E>
 std::vector<int> row_span_owners(std::int64_t rows, std::int64_t width) {
   Kokkos::View<int*, typename E::memory_space> owner("owner", rows * width);
   kernels::impl::for_each_row_span(
-      E(), "test::row_spans", rows, width,
+      E(), "test::row_spans", rows, width, kernels::Work{},
       KOKKOS_LAMBDA(const std::int64_t row, const std::int64_t begin, const std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) owner(row * width + i) += int(row) + 1;
       });

@@ -23,8 +23,11 @@ void normalise_bytes(const ExecSpace& exec, const Vector<const std::uint8_t>& by
                   "tessera::impl::normalise_bytes: " << bytes.extent(0) << " bytes into "
                                                      << out.extent(0) << " floats");
   const float scale = norm.scale, shift = norm.shift;
-  Kokkos::parallel_for(
-      "tessera::normalise_bytes", Kokkos::RangePolicy<ExecSpace>(exec, 0, out.extent(0)),
+  // A byte read and a float written per element, a multiply and a subtraction.
+  const std::int64_t n = out.extent(0);
+  kernels::impl::parallel_for(
+      "tessera::normalise_bytes", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      kernels::Work{kernels::bytes_of<std::uint8_t>(n) + kernels::bytes_of<float>(n), 2.0 * n},
       KOKKOS_LAMBDA(const std::int64_t i) {
         out(i) = static_cast<float>(bytes(i)) * scale - shift;
       });
@@ -114,9 +117,17 @@ void gather_windows(const ExecSpace& exec, const Dataset& data, const Vector<std
   const std::uint64_t first_id =
       static_cast<std::uint64_t>(draw.epoch) * static_cast<std::uint64_t>(data.windows);
   const auto starts = static_cast<std::uint64_t>(length - block);
-  Kokkos::parallel_for(
+  // Per token: its order entry (once a row, not counted), the window's token
+  // and the next one read (neighbouring windows share all but one), a float
+  // and a label written.
+  using Token = typename decltype(tokens)::value_type;
+  kernels::impl::parallel_for(
       "tessera::gather_windows",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {batch, block}),
+      kernels::Work{kernels::bytes_of<Token>(batch * (block + 1)) +
+                        kernels::bytes_of<float>(batch * block) +
+                        kernels::bytes_of<int>(batch * block),
+                    0},
       KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t t) {
         const std::int64_t sample = order(start + b);
         const std::int64_t at =
@@ -156,8 +167,11 @@ void gather_batch(const ExecSpace& exec, const Dataset& data, const Vector<std::
   const auto labels = data.labels;
   // A row per sample, copied in spans (an element-wise MDRange reloaded the
   // row's source index for every feature).
+  // Each sample's row read and written, its label copied.
+  const kernels::Work work{
+      2 * kernels::bytes_of<float>(batch * features) + 2 * kernels::bytes_of<int>(batch), 0};
   kernels::impl::for_each_row_span(
-      exec, "tessera::gather_batch", batch, features,
+      exec, "tessera::gather_batch", batch, features, work,
       KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t begin, const std::int64_t end) {
         const std::int64_t src = order(start + b);
         const float* from = &samples(src, 0);

@@ -1,6 +1,7 @@
 // Bucketed, overlapped gradient averaging and batch sharding.
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/parallel/gradient_averager.hpp>
 #include <tessera/parallel/impl/sum16.hpp>
 
@@ -38,16 +39,20 @@ constexpr bool memspace_is_host = Kokkos::SpaceAccessibility<HostSpace, MemSpace
 template <class T>
 void narrow_range(const Vector<float>& from, const Vector<std::uint16_t>& to, std::int64_t begin,
                   std::int64_t end) {
-  Kokkos::parallel_for(
+  kernels::impl::parallel_for(
       "tessera::GradientAverager::narrow", Kokkos::RangePolicy<ExecSpace>(begin, end),
+      kernels::Work{
+          kernels::bytes_of<float>(end - begin) + kernels::bytes_of<std::uint16_t>(end - begin), 0},
       KOKKOS_LAMBDA(const std::int64_t i) { to(i) = T(from(i)).bits; });
 }
 
 template <class T>
 void widen_range(const Vector<std::uint16_t>& from, const Vector<float>& to, std::int64_t begin,
                  std::int64_t end) {
-  Kokkos::parallel_for(
+  kernels::impl::parallel_for(
       "tessera::GradientAverager::widen", Kokkos::RangePolicy<ExecSpace>(begin, end),
+      kernels::Work{
+          kernels::bytes_of<std::uint16_t>(end - begin) + kernels::bytes_of<float>(end - begin), 0},
       KOKKOS_LAMBDA(const std::int64_t i) { to(i) = static_cast<float>(T::from_bits(from(i))); });
 }
 

@@ -1,5 +1,6 @@
 // Training loop and evaluation.
 #include <tessera/core/random.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/reduce.hpp>
 #include <tessera/optim/clip.hpp>
 #include <tessera/train/trainer.hpp>
@@ -18,8 +19,9 @@ constexpr std::uint64_t shuffle_stream = 0x5348554646ULL;
 
 // A free function: CUDA forbids device lambdas inside private member functions.
 void fill_identity(const Vector<std::int64_t>& order) {
-  Kokkos::parallel_for(
+  kernels::impl::parallel_for(
       "tessera::Trainer::identity_order", Kokkos::RangePolicy<ExecSpace>(0, order.extent(0)),
+      kernels::Work{kernels::bytes_of<std::int64_t>(order.extent(0)), 0},
       KOKKOS_LAMBDA(const std::int64_t i) { order(i) = i; });
 }
 }  // namespace

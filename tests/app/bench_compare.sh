@@ -135,7 +135,7 @@ text = open(sys.argv[3]).read()
 rows = [l for l in text.splitlines() if l.startswith("| ") and "NVIDIA H100 SXM" in l]
 p = a["predicted"]["h100"]
 want = (f"| {a['backend']} {a['threads']}t @ {a['machine']['hostname']} | {p['platform']} | "
-        f"{p['launches_per_step']} | {1e3 * p['step_seconds']:,.3f} | {p['bounding_pass']} | "
+        f"{p['launches_per_step']} | {1e3 * p['step_seconds']:,.3f} | {p['bounding_kernel']} | "
         f"{1e3 * gpu['step']['seconds']:,.3f} (NVIDIA H100 80GB HBM3) |")
 if "## Predicted GPU steps" not in text or want not in rows:
     print(f"FAIL: prediction rows {rows}, expected {want}")

@@ -1,7 +1,8 @@
 // Element-wise activation kernels. Each activation is a small op with
-// value(x) and its derivative given the input x and output y; one forward
-// and one backward kernel serve them all, for float, bf16 and fp16 values
-// (computed in float, each result rounded once).
+// value(x) and its derivative given the input x and output y, and the
+// floating-point operations of each (an erf or exp counted as one); one
+// forward and one backward kernel serve them all, for float, bf16 and fp16
+// values (computed in float, each result rounded once).
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -16,6 +17,7 @@ namespace tessera::kernels {
 
 struct ReluOp {
   static constexpr const char* name = "ReLU";
+  static constexpr double value_flops = 0, derivative_flops = 0;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : 0.0f; }
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
     return x > 0.0f ? 1.0f : 0.0f;
@@ -24,6 +26,7 @@ struct ReluOp {
 
 struct LeakyReluOp {
   static constexpr const char* name = "LeakyReLU";
+  static constexpr double value_flops = 1, derivative_flops = 0;
   float slope = 0.01f;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : slope * x; }
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
@@ -36,6 +39,7 @@ struct LeakyReluOp {
 // calls, so the loops vectorise.
 struct GeluOp {
   static constexpr const char* name = "GELU";
+  static constexpr double value_flops = 5, derivative_flops = 10;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x * impl::normal_cdf(x); }
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
     const float pdf = 0.39894228040143268f * impl::exp_nonpositive(-0.5f * x * x);
@@ -45,12 +49,14 @@ struct GeluOp {
 
 struct TanhOp {
   static constexpr const char* name = "Tanh";
+  static constexpr double value_flops = 1, derivative_flops = 2;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return compat::tanh(x); }
   KOKKOS_INLINE_FUNCTION float derivative(float /*x*/, float y) const { return 1.0f - y * y; }
 };
 
 struct SigmoidOp {
   static constexpr const char* name = "Sigmoid";
+  static constexpr double value_flops = 3, derivative_flops = 2;
   // exp of a non-positive argument only, so large |x| cannot overflow.
   KOKKOS_INLINE_FUNCTION float value(float x) const {
     if (x >= 0.0f) return 1.0f / (1.0f + compat::exp(-x));
@@ -67,8 +73,11 @@ void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y
   TESSERA_REQUIRE(x.size() == y.size(), "tessera::kernels::activation_forward<"
                                             << Op::name << ">: x has " << x.size()
                                             << " elements, y has " << y.size());
+  // x read, y written.
+  const Work work{bytes_of<typename X::value_type>(x.size()) + bytes_of<T>(y.size()),
+                  Op::value_flops * double(x.size())};
   impl::for_each_span(
-      exec, "tessera::kernels::activation_forward", x.size(),
+      exec, "tessera::kernels::activation_forward", x.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const Op f = op;  // a local copy: stores through out cannot change it
         const T* in = x.data();
@@ -87,8 +96,13 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
                   "tessera::kernels::activation_backward<"
                       << Op::name << ">: sizes x " << x.size() << ", y " << y.size() << ", dy "
                       << dy.size() << ", dx " << dx.size() << " must agree");
+  // x, y and dy read, dx read and written; a multiply-add beside f'.
+  const Work work{bytes_of<typename X::value_type>(x.size()) +
+                      bytes_of<typename Y::value_type>(y.size()) +
+                      bytes_of<typename DY::value_type>(dy.size()) + 2 * bytes_of<T>(dx.size()),
+                  (Op::derivative_flops + 2) * double(x.size())};
   impl::for_each_span(
-      exec, "tessera::kernels::activation_backward", x.size(),
+      exec, "tessera::kernels::activation_backward", x.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const Op f = op;
         const T *in = x.data(), *out = y.data(), *grad_out = dy.data();

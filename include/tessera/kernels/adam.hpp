@@ -48,8 +48,11 @@ void adam_step(const ExecSpace& exec, const AdamParams& hp, WeightDecay decay_mo
   const bool decoupled = decay_mode == WeightDecay::decoupled;
   const T l2 = decoupled ? T(0) : T(hp.weight_decay);
   const T decay = decoupled ? T(1) - T(lr) * T(hp.weight_decay) : T(1);
+  // Parameters and both moments read and written, gradients read; 18
+  // operations an element.
+  const Work work{7 * bytes_of<T>(params.size()), 18.0 * double(params.size())};
   impl::for_each_span(
-      exec, "tessera::kernels::adam_step", params.size(),
+      exec, "tessera::kernels::adam_step", params.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         T* param = params.data();
         T* first = exp_avg.data();

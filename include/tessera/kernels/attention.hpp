@@ -37,6 +37,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/attention_layout.hpp>
 #include <tessera/kernels/impl/attention_device.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/reduce.hpp>
 
@@ -94,6 +95,10 @@ KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std
   }
 }
 
+// Why a host path's launch takes one (sample, head) a work item.
+constexpr const char* attention_host_narrow =
+    "host schedule: one (sample, head) per task, its products in register tiles";
+
 KOKKOS_INLINE_FUNCTION std::int64_t at_most(std::int64_t v, std::int64_t limit) {
   return v < limit ? v : limit;
 }
@@ -139,9 +144,17 @@ void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, flo
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0);
-  Kokkos::parallel_for(
+  // qkv read, probs written in full, scratch (the keys transposed and, with
+  // dropout, a block of P') written, heads written.
+  const std::int64_t heads_size = attention_head_elements(l);
+  const Work work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
+                      bytes_of<float>(l.batch * H * T * T) +
+                      bytes_of<float>(l.batch * H * (D + (drop ? tile_rows : 0)) * T) +
+                      bytes_of<typename Heads::non_const_value_type>(heads_size),
+                  attention_forward_flops(l, drop), attention_host_narrow};
+  parallel_for(
       "tessera::kernels::attention_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
-      KOKKOS_LAMBDA(const std::int64_t nh) {
+      work, KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
         float* keys = &scratch(nh, 0, 0);
         float* kept = &scratch(nh, D, 0);
@@ -182,9 +195,25 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0), ldh = dheads.stride(0);
-  Kokkos::parallel_for(
+  // qkv and dheads read, P's causal half read, scratch (the values
+  // transposed, a block of dS and with dropout one of P') written, dqkv
+  // written (zeroed first: the adds to dK and dV re-read what this launch
+  // wrote). Per pair: dP's dot product (2 D), the multiply-adds of dV, dQ
+  // and dK (2 D each) and the adds of dV's and dK's blocks into dqkv
+  // (D / tile_rows each), P dP's multiply-add into the dot (2), dS (3), and
+  // with dropout the decision and its products with P and dP (5).
+  const std::int64_t heads_size = attention_head_elements(l);
+  const Work work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
+                      bytes_of<typename DHeads::non_const_value_type>(heads_size) +
+                      bytes_of<float>(attention_pairs(l)) +
+                      bytes_of<float>(l.batch * H * (D + (drop ? 2 : 1) * tile_rows) * T) +
+                      bytes_of<typename DQKV::non_const_value_type>(3 * heads_size),
+                  double(attention_pairs(l)) * (8.0 * D + 2.0 * D / tile_rows + 5 +
+                                                (drop ? attention_dropout_flops + 1 : 0)),
+                  attention_host_narrow};
+  parallel_for(
       "tessera::kernels::attention_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
-      KOKKOS_LAMBDA(const std::int64_t nh) {
+      work, KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
         for (std::int64_t t = 0; t < T; ++t)
           for (std::int64_t d = 0; d < D; ++d) {

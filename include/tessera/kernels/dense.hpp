@@ -17,6 +17,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/column_sums.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/mixed_gemm.hpp>
 
@@ -58,11 +59,17 @@ void dense_bias_gradient_device(const ExecSpace& exec, const DY& dy, const DB& d
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t rows = dy.extent(0), width = db.extent(0);
   if (width == 0) return;
-  Kokkos::parallel_for(
+  // dy read, db read and written; each column's rows summed in 128
+  // stretches, the stretches added, then the sum added into db.
+  const Work work{bytes_of<typename DY::value_type>(rows * width) + 2 * bytes_of<A>(width),
+                  double(rows + column_chunks + 1) * double(width),
+                  "a team per block of 8 columns: each column sums 128 fixed stretches of the "
+                  "rows and adds them in stretch order"};
+  parallel_for(
       "tessera::kernels::dense_bias_grad_teams",
       impl::team_policy(exec, (width + column_block - 1) / column_block,
                         column_sums_shape<ExecSpace>(shape), column_sums_bytes<A>()),
-      KOKKOS_LAMBDA(const Member& member) {
+      work, KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t first = member.league_rank() * std::int64_t(column_block);
         team_column_sums<A>(
             member, static_cast<A*>(member.team_scratch(0).get_shmem(column_sums_bytes<A>())), rows,
@@ -86,9 +93,13 @@ void dense_bias_gradient(const ExecSpace& exec, const DY& dy, const DB& db) {
     // spans of 8192 features left the second thread idle below 8192
     // features).
     constexpr std::int64_t tile = 64;
-    const std::int64_t n = dy.extent(0);
+    const std::int64_t n = dy.extent(0), width = db.extent(0);
+    // dy read, db read and written; an add an element of dy and one into db.
+    const Work work{bytes_of<typename DY::value_type>(n * width) + 2 * bytes_of<T>(width),
+                    double(n + 1) * double(width),
+                    "host schedule: a task per 64 columns, each column summed in row order"};
     impl::for_each_span(
-        exec, "tessera::kernels::dense_bias_grad", db.extent(0),
+        exec, "tessera::kernels::dense_bias_grad", db.extent(0), work,
         KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
           T sum[tile] = {};
           const std::int64_t width = end - begin;
@@ -111,11 +122,15 @@ void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, co
   ScopedRegion region("tessera::kernels::dense_forward");
   impl::check_dense_shapes("tessera::kernels::dense_forward", x, w, b, y);
   using T = typename Y::non_const_value_type;
-  compat::gemm(exec, "N", "T", T(1), x, w, T(0), y);
+  impl::gemm(exec, "N", "T", T(1), x, w, T(0), y);
   if (b.extent(0) == 0) return;
   const std::int64_t out = y.extent(1);
+  // y read and written, b read; an add an element.
+  const std::int64_t elements = y.extent(0) * out;
+  const Work work{2 * bytes_of<T>(elements) + bytes_of<typename B::value_type>(out),
+                  double(elements)};
   impl::for_each_row_span(
-      exec, "tessera::kernels::dense_bias", y.extent(0), out,
+      exec, "tessera::kernels::dense_bias", y.extent(0), out, work,
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
         auto* row = &y(i, 0);
         const auto* bias = b.data();
@@ -135,9 +150,9 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
   ScopedRegion region("tessera::kernels::dense_backward");
   impl::check_dense_backward_shapes(x, w, dy, dx, dw, db);
   using T = typename DW::non_const_value_type;
-  compat::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
+  impl::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
   if (dx.size() > 0) {
-    compat::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
+    impl::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
   impl::dense_bias_gradient(exec, dy, db);
 }
@@ -154,8 +169,13 @@ void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, co
   const auto c = mixed_gemm_result(workspace, y.extent(0), y.extent(1));
   mixed_gemm(exec, "N", "T", 1.0f, x, w, 0.0f, c, workspace);
   const bool has_bias = b.extent(0) > 0;
+  // The float sums and b read, y written; an add an element with a bias.
+  const std::int64_t elements = y.extent(0) * y.extent(1);
+  const Work work{bytes_of<float>(elements) + bytes_of<typename B::value_type>(b.extent(0)) +
+                      bytes_of<T>(elements),
+                  has_bias ? double(elements) : 0};
   impl::for_each_row_span(
-      exec, "tessera::kernels::dense_bias_round", y.extent(0), y.extent(1),
+      exec, "tessera::kernels::dense_bias_round", y.extent(0), y.extent(1), work,
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
         T* row = &y(i, 0);
         const float* sums = &c(i, 0);
@@ -180,8 +200,11 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
   if (dx.size() > 0) {
     const auto c = mixed_gemm_result(workspace, dx.extent(0), dx.extent(1));
     mixed_gemm(exec, "N", "N", 1.0f, dy, w, 0.0f, c, workspace);
+    // The float sums read, dx read and written; an add an element.
+    const std::int64_t elements = dx.extent(0) * dx.extent(1);
+    const Work work{bytes_of<float>(elements) + 2 * bytes_of<T>(elements), double(elements)};
     impl::for_each_row_span(
-        exec, "tessera::kernels::dense_input_grad_round", dx.extent(0), dx.extent(1),
+        exec, "tessera::kernels::dense_input_grad_round", dx.extent(0), dx.extent(1), work,
         KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
           T* row = &dx(i, 0);
           const float* sums = &c(i, 0);

@@ -35,8 +35,13 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
                   "tessera::kernels::dropout_apply: rate " << rate << " is outside [0, 1)");
   const float scale = 1.0f / (1.0f - rate);
   using T = typename Dst::non_const_value_type;
+  // src read, dst written (and read when accumulating); the counter-based
+  // uniform's integer hash is no floating-point work.
+  const Work work{bytes_of<typename Src::value_type>(src.size()) +
+                      bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
+                  (accumulate ? 3.0 : 2.0) * double(src.size())};
   impl::for_each_span(
-      exec, "tessera::kernels::dropout_apply", src.size(),
+      exec, "tessera::kernels::dropout_apply", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const auto* in = src.data();
         T* out = dst.data();

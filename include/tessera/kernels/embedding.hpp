@@ -29,6 +29,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/column_sums.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 
 #include <cstdint>
@@ -77,6 +78,20 @@ KOKKOS_INLINE_FUNCTION void heap_sort(const V& v, std::int64_t first, std::int64
     sift(0, end);
   }
 }
+
+// Tokens that `rows` ids can name in a vocabulary of `vocabulary`: the
+// table rows (and bucket counters) a launch over those ids touches at most.
+inline std::int64_t embedding_tokens(std::int64_t rows, std::int64_t vocabulary) {
+  return rows < vocabulary ? rows : vocabulary;
+}
+
+// Additions of team_column_sums over `sums` columns of `rows` rows in all:
+// each row's term into its stretch, then the column_chunks stretches of
+// each column, then the column's sum into its gradient.
+inline double embedding_column_sums_flops(std::int64_t rows, std::int64_t sums,
+                                          std::int64_t channels) {
+  return double(rows) * double(channels) + double(sums) * double(channels) * (column_chunks + 1);
+}
 }  // namespace impl
 
 // The first row (in row order) whose id is not within 0.25 of an integer in
@@ -86,8 +101,10 @@ std::int64_t first_invalid_token(const ExecSpace& exec, const Ids& ids, std::int
   ScopedRegion region("tessera::kernels::first_invalid_token");
   const std::int64_t n = ids.extent(0);
   std::int64_t first = n;
-  Kokkos::parallel_reduce(
-      "tessera::kernels::first_invalid_token", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+  // ids read; one subtraction an id (token_id's rounding is a conversion).
+  const Work work{bytes_of<typename Ids::non_const_value_type>(n), double(n)};
+  impl::parallel_reduce(
+      "tessera::kernels::first_invalid_token", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), work,
       KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& found) {
         const float x = ids(r);
         const std::int64_t id = token_id(x);
@@ -118,11 +135,20 @@ void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids&
           << "], y [" << y.extent(0) << ", " << y.extent(1) << "], " << positions
           << " positions; expected y [rows, channels] for rows ids, whole samples of "
              "`positions` rows, and a position table [positions, channels] or [0, 0]");
-  Kokkos::parallel_for(
+  const std::int64_t rows = y.extent(0), channels = y.extent(1);
+  // ids read, the table rows they name (at most all of them) and the whole
+  // position table read, y written; one addition an output with positions.
+  const Work work{bytes_of<typename Ids::non_const_value_type>(rows) +
+                      bytes_of<typename Table::non_const_value_type>(
+                          impl::embedding_tokens(rows, table.extent(0)) * channels) +
+                      (with_positions ? bytes_of<typename PositionTable::non_const_value_type>(
+                                            positions * channels)
+                                      : 0.0) +
+                      bytes_of<T>(rows * channels),
+                  with_positions ? double(rows) * double(channels) : 0.0};
+  impl::parallel_for(
       "tessera::kernels::embedding_forward",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(
-          exec, {0, 0},
-          {static_cast<std::int64_t>(y.extent(0)), static_cast<std::int64_t>(y.extent(1))}),
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, channels}), work,
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t c) {
         const float v = table(token_id(ids(r)), c);
         y(r, c) = narrow<T>(with_positions ? v + position_table(r % positions, c) : v);
@@ -139,22 +165,31 @@ void embedding_buckets(const ExecSpace& exec, const Ids& ids, const TokenBuckets
   const auto offsets = buckets.offsets;
   const auto fill = buckets.fill;
   const auto order = buckets.rows;
+  using Id = typename Ids::non_const_value_type;
+  const std::int64_t tokens = embedding_tokens(rows, vocabulary);
   Kokkos::deep_copy(exec, fill, std::int64_t(0));
-  Kokkos::parallel_for(
+  // ids read; the counters of the tokens they name read and written.
+  parallel_for(
       "tessera::kernels::embedding_count", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
+      Work{bytes_of<Id>(rows) + 2 * bytes_of<std::int64_t>(tokens)},
       KOKKOS_LAMBDA(const std::int64_t r) {
         Kokkos::atomic_add(&fill(token_id(ids(r))), std::int64_t(1));
       });
-  Kokkos::parallel_scan(
+  // Counts read, offsets written.
+  parallel_scan(
       "tessera::kernels::embedding_offsets", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocabulary),
+      Work{bytes_of<std::int64_t>(vocabulary) + bytes_of<std::int64_t>(vocabulary + 1)},
       KOKKOS_LAMBDA(const std::int64_t v, std::int64_t& sum, const bool final) {
         if (final) offsets(v) = sum;
         sum += fill(v);
         if (final && v + 1 == vocabulary) offsets(vocabulary) = sum;
       });
   Kokkos::deep_copy(exec, fill, std::int64_t(0));
-  Kokkos::parallel_for(
+  // ids read, the named tokens' offsets read and slot counters read and
+  // written, a row index written a row.
+  parallel_for(
       "tessera::kernels::embedding_place", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
+      Work{bytes_of<Id>(rows) + 3 * bytes_of<std::int64_t>(tokens) + bytes_of<std::int64_t>(rows)},
       KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t v = token_id(ids(r));
         order(offsets(v) + Kokkos::atomic_fetch_add(&fill(v), std::int64_t(1))) = r;
@@ -172,14 +207,27 @@ void embedding_backward_rows(const ExecSpace& exec, std::int64_t positions, cons
   embedding_buckets(exec, ids, buckets, vocabulary);
   const auto offsets = buckets.offsets;
   const auto order = buckets.rows;
-  Kokkos::parallel_for(
+  using G = typename DY::non_const_value_type;
+  using A = typename DTable::non_const_value_type;
+  using P = typename DPositionTable::non_const_value_type;
+  const std::int64_t tokens = embedding_tokens(rows, vocabulary);
+  // Offsets read, the row indices read and written.
+  parallel_for(
       "tessera::kernels::embedding_sort", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocabulary),
+      Work{bytes_of<std::int64_t>(vocabulary + 1) + 2 * bytes_of<std::int64_t>(rows), 0,
+           "host schedule: one task per token sorts its bucket"},
       KOKKOS_LAMBDA(const std::int64_t v) {
         impl::heap_sort(order, offsets(v), offsets(v + 1) - offsets(v));
       });
-  Kokkos::parallel_for(
+  // Offsets, row indices and dy read, the named tokens' gradient rows read
+  // and written; an addition a dy element and a gradient element.
+  parallel_for(
       "tessera::kernels::embedding_table_grad",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {vocabulary, channels}),
+      Work{bytes_of<std::int64_t>(vocabulary + 1) + bytes_of<std::int64_t>(rows) +
+               bytes_of<G>(rows * channels) + 2 * bytes_of<A>(tokens * channels),
+           double(rows + tokens) * double(channels),
+           "host schedule: one task per (token, channel) sums its bucket in row order"},
       KOKKOS_LAMBDA(const std::int64_t v, const std::int64_t c) {
         const std::int64_t end = offsets(v + 1);
         if (offsets(v) == end) return;
@@ -189,9 +237,14 @@ void embedding_backward_rows(const ExecSpace& exec, std::int64_t positions, cons
       });
   if (dposition_table.extent(0) == 0) return;
   const std::int64_t samples = rows / positions;
-  Kokkos::parallel_for(
+  // dy read, the position gradient read and written; an addition a dy
+  // element and a gradient element.
+  parallel_for(
       "tessera::kernels::embedding_position_grad",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {positions, channels}),
+      Work{bytes_of<G>(rows * channels) + 2 * bytes_of<P>(positions * channels),
+           double(rows + positions) * double(channels),
+           "host schedule: one task per (position, channel) sums its rows in order"},
       KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t c) {
         double sum = 0;
         for (std::int64_t n = 0; n < samples; ++n) sum += widen(dy(n * positions + p, c));
@@ -221,8 +274,10 @@ void embedding_sort_teams(const ExecSpace& exec, const TokenBuckets& buckets, st
   const std::int64_t capacity = power_of_two_at_least(
       rows < embedding_sort_scratch_rows ? rows : embedding_sort_scratch_rows);
   const std::size_t sort_bytes = capacity * sizeof(std::int64_t);
-  Kokkos::parallel_for(
+  // Offsets read, the row indices read and written.
+  parallel_for(
       "tessera::kernels::embedding_sort_teams", team_policy(exec, vocabulary, shape, sort_bytes),
+      Work{bytes_of<std::int64_t>(vocabulary + 1) + 2 * bytes_of<std::int64_t>(rows)},
       KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t first = offsets(member.league_rank());
         const std::int64_t n = offsets(member.league_rank() + 1) - first;
@@ -276,8 +331,17 @@ void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, con
     return team_policy(exec, league, column_sums_shape<ExecSpace>(shape),
                        column_sums_bytes<double>());
   };
-  Kokkos::parallel_for(
+  using G = typename DY::non_const_value_type;
+  using A = typename DTable::non_const_value_type;
+  using P = typename DPositionTable::non_const_value_type;
+  const std::int64_t tokens = embedding_tokens(rows, vocabulary);
+  // Offsets, row indices and dy read, the named tokens' gradient rows read
+  // and written; the column sums of each named token.
+  parallel_for(
       "tessera::kernels::embedding_table_grad_teams", sums_policy(vocabulary * blocks),
+      Work{bytes_of<std::int64_t>(vocabulary + 1) + bytes_of<std::int64_t>(rows) +
+               bytes_of<G>(rows * channels) + 2 * bytes_of<A>(tokens * channels),
+           embedding_column_sums_flops(rows, tokens, channels)},
       KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t v = member.league_rank() / blocks;
         const std::int64_t c0 = (member.league_rank() % blocks) * column_block;
@@ -294,8 +358,12 @@ void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, con
       });
   if (dposition_table.extent(0) == 0) return;
   const std::int64_t samples = rows / positions;
-  Kokkos::parallel_for(
+  // dy read, the position gradient read and written; the column sums of
+  // each position.
+  parallel_for(
       "tessera::kernels::embedding_position_grad_teams", sums_policy(positions * blocks),
+      Work{bytes_of<G>(rows * channels) + 2 * bytes_of<P>(positions * channels),
+           embedding_column_sums_flops(rows, positions, channels)},
       KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t p = member.league_rank() / blocks;
         const std::int64_t c0 = (member.league_rank() % blocks) * column_block;

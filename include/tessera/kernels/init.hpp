@@ -6,6 +6,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 
 #include <cstdint>
 
@@ -17,8 +18,12 @@ void init_uniform(const ExecSpace& exec, const V& v, typename V::const_value_typ
                   std::uint64_t seed, std::uint64_t stream) {
   ScopedRegion region("tessera::kernels::init_uniform");
   using T = typename V::non_const_value_type;
-  Kokkos::parallel_for(
-      "tessera::kernels::init_uniform", Kokkos::RangePolicy<ExecSpace>(exec, 0, v.size()),
+  // v written; 4 operations an element (the draw's scaling to [0, 1), then
+  // 2u - 1 and the bound).
+  const std::int64_t n = v.size();
+  const Work work{bytes_of<T>(n), 4.0 * double(n)};
+  impl::parallel_for(
+      "tessera::kernels::init_uniform", Kokkos::RangePolicy<ExecSpace>(exec, 0, v.size()), work,
       KOKKOS_LAMBDA(const std::size_t i) {
         v(i) = bound * (T(2) * static_cast<T>(counter_uniform(seed, stream, i)) - T(1));
       });
@@ -31,8 +36,12 @@ void init_normal(const ExecSpace& exec, const V& v, typename V::const_value_type
                  std::uint64_t seed, std::uint64_t stream) {
   ScopedRegion region("tessera::kernels::init_normal");
   using T = typename V::non_const_value_type;
-  Kokkos::parallel_for(
-      "tessera::kernels::init_normal", Kokkos::RangePolicy<ExecSpace>(exec, 0, v.size()),
+  // v written; 10 operations an element (two draws scaled, the shift,
+  // log, -2 x, sqrt, 2 pi x, cos, the product and the standard deviation).
+  const std::int64_t n = v.size();
+  const Work work{bytes_of<T>(n), 10.0 * double(n)};
+  impl::parallel_for(
+      "tessera::kernels::init_normal", Kokkos::RangePolicy<ExecSpace>(exec, 0, v.size()), work,
       KOKKOS_LAMBDA(const std::size_t i) {
         // Shifted by half a step so the logarithm never sees 0.
         const float u1 = counter_uniform(seed, stream, 2 * i) + 0.5f / 16777216.0f;

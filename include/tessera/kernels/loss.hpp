@@ -23,12 +23,31 @@
 #include <tessera/core/host_paths.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/impl/team_max.hpp>
 
 namespace tessera::kernels {
 
 namespace impl {
+// softmax_cross_entropy's work on either path: logits and labels read,
+// the gradient, the losses and the hits written. 8 operations a logit (its
+// exponential 3, log p 2, gradient 3), 2 a term of the loss (every class
+// with label smoothing, the label's alone without) and a logarithm a sample.
+template <class Logits, class Labels, class DLogits, class Loss, class Correct>
+Work softmax_cross_entropy_work(const Logits& logits, const Labels&, const DLogits&, const Loss&,
+                                const Correct&, typename DLogits::const_value_type off_target,
+                                const char* narrow_reason = nullptr) {
+  const std::int64_t n = logits.extent(0), classes = logits.extent(1);
+  const std::int64_t terms = off_target != 0 ? classes : 1;
+  return Work{bytes_of<typename Logits::non_const_value_type>(n * classes) +
+                  bytes_of<typename Labels::non_const_value_type>(n) +
+                  bytes_of<typename DLogits::non_const_value_type>(n * classes) +
+                  bytes_of<typename Loss::non_const_value_type>(n) +
+                  bytes_of<typename Correct::non_const_value_type>(n),
+              double(n) * double(8 * classes + 2 * terms + 1), narrow_reason};
+}
+
 // softmax_cross_entropy on a GPU: a team per sample (row of logits), targets
 // already made. Work items: samples x team size (4096 teams for the tiny
 // GPT's 32 x 128 tokens), one launch.
@@ -43,9 +62,10 @@ void softmax_cross_entropy_teams(const ExecSpace& exec, const Logits& logits, co
   using T = typename DLogits::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t classes = logits.extent(1);
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::softmax_cross_entropy_teams",
       team_policy(exec, logits.extent(0), shape, team_sum_bytes<MaxAt<T>>() + team_sum_bytes<T>()),
+      softmax_cross_entropy_work(logits, labels, dlogits, sample_loss, sample_correct, off_target),
       KOKKOS_LAMBDA(const Member& member) {
         MaxAt<T>* max_lanes = team_lanes_scratch<MaxAt<T>>(member);
         T* sum_lanes = team_lanes_scratch<T>(member);
@@ -102,8 +122,11 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
     impl::softmax_cross_entropy_teams(exec, logits, labels, grad_scale, dlogits, sample_loss,
                                       sample_correct, on_target, off_target);
   } else {
-    Kokkos::parallel_for(
+    impl::parallel_for(
         "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+        impl::softmax_cross_entropy_work(logits, labels, dlogits, sample_loss, sample_correct,
+                                         off_target,
+                                         "host schedule: one task per sample walks its classes"),
         KOKKOS_LAMBDA(const int i) {
           const int label = static_cast<int>(labels(i));
           int argmax = 0;
@@ -150,8 +173,16 @@ void mean_squared_error(const ExecSpace& exec, const Pred& pred, const Target& t
           << "]; expected targets and gradient like the predictions, loss of at least N");
   using T = typename DPred::non_const_value_type;
   const T inv_features = T(1) / static_cast<T>(features);
-  Kokkos::parallel_for(
-      "tessera::kernels::mean_squared_error", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+  // Predictions and targets read, the gradient and the losses written; 6
+  // operations an element (difference 1, its square added 2, gradient 3)
+  // and the mean a sample.
+  const Work work{bytes_of<typename Pred::non_const_value_type>(std::int64_t(n) * features) +
+                      bytes_of<typename Target::non_const_value_type>(std::int64_t(n) * features) +
+                      bytes_of<T>(std::int64_t(n) * features) +
+                      bytes_of<typename Loss::non_const_value_type>(n),
+                  (6.0 * double(features) + 1) * double(n)};
+  impl::parallel_for(
+      "tessera::kernels::mean_squared_error", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), work,
       KOKKOS_LAMBDA(const int i) {
         T sum = 0;
         for (int f = 0; f < features; ++f) {

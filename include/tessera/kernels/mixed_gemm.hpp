@@ -23,6 +23,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
 #include <tessera/kernels/impl/gemm_operand.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/mixed_gemm_cublas.hpp>
 
 #include <cstdint>
@@ -99,8 +100,10 @@ UnmanagedMatrix<const float, Space> widen_into(const ExecSpace& exec, const M& f
                               n);
   const auto* in = from.data();
   float* out = to.data();
+  // from read, its float copy written; conversions only.
+  const Work work{bytes_of<typename M::value_type>(n) + bytes_of<float>(n), 0};
   for_each_span(
-      exec, "tessera::kernels::mixed_gemm_widen", n,
+      exec, "tessera::kernels::mixed_gemm_widen", n, work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) out[i] = widen(in[i]);
       });
@@ -113,7 +116,7 @@ void mixed_gemm_widen_blas(const ExecSpace& exec, const char* trans_a, const cha
                            MixedGemmWorkspace<typename C::memory_space>& ws) {
   const auto wa = widen_into(exec, a, ws.a, "tessera::MixedGemmWorkspace::a");
   const auto wb = widen_into(exec, b, ws.b, "tessera::MixedGemmWorkspace::b");
-  compat::gemm(exec, trans_a, trans_b, alpha, wa, wb, beta, c);
+  impl::gemm(exec, trans_a, trans_b, alpha, wa, wb, beta, c);
 }
 
 template <class ExecSpace, class A, class B, class C>
@@ -127,8 +130,16 @@ void mixed_gemm_tiled(const ExecSpace& exec, const char* trans_a, const char* tr
   const auto* pb = b.data();
   float* pc = c.data();
   const std::int64_t ldc = static_cast<std::int64_t>(c.stride(0));
-  Kokkos::parallel_for(
-      "tessera::kernels::mixed_gemm_tiled", Kokkos::RangePolicy<ExecSpace>(exec, 0, tiles),
+  // A and B read, C written (and read where beta is not 0); 2 m n k for the
+  // sums, then alpha (and beta C) applied to each output.
+  const double mn = double(m) * double(n);
+  const Work work{bytes_of<typename A::value_type>(a.size()) +
+                      bytes_of<typename B::value_type>(b.size()) +
+                      bytes_of<float>(m * n) * (beta == 0.0f ? 1 : 2),
+                  2.0 * mn * double(k) + (beta == 0.0f ? 1.0 : 3.0) * mn,
+                  "a thread per 4 x 8 tile of C: each output sums its k terms in order"};
+  parallel_for(
+      "tessera::kernels::mixed_gemm_tiled", Kokkos::RangePolicy<ExecSpace>(exec, 0, tiles), work,
       KOKKOS_LAMBDA(const std::int64_t t) {
         const std::int64_t i0 = t / tiles_n * mixed_tile_rows, j0 = t % tiles_n * mixed_tile_cols;
         const std::int64_t rows = m - i0 < mixed_tile_rows ? m - i0 : mixed_tile_rows;
@@ -183,8 +194,11 @@ void mixed_gemm(const ExecSpace& exec, const char* trans_a, const char* trans_b,
   if (c.size() == 0) return;
   if (impl::operand(trans_a, a).cols == 0) {  // no terms: C = beta C, the same for every method
     float* pc = c.data();
+    // C written (and read and scaled where beta is not 0).
+    const std::int64_t n = c.size();
+    const Work work{bytes_of<float>(n) * (beta == 0.0f ? 1 : 2), beta == 0.0f ? 0.0 : double(n)};
     impl::for_each_span(
-        exec, "tessera::kernels::mixed_gemm_scale", c.size(),
+        exec, "tessera::kernels::mixed_gemm_scale", n, work,
         KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
           for (std::int64_t i = begin; i < end; ++i) pc[i] = beta == 0.0f ? 0.0f : beta * pc[i];
         });

@@ -46,12 +46,71 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/group_layout.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/norm_sums.hpp>
 
 #include <cstdint>
 #include <type_traits>
 
 namespace tessera::kernels {
+
+namespace impl {
+
+// The per-element arithmetic of forward and backward, the same on both
+// paths: y, and batch statistics' dx before it is added.
+KOKKOS_INLINE_FUNCTION float normalized(float x, float mean, float invstd, float gamma,
+                                        float beta) {
+  return (x - mean) * invstd * gamma + beta;
+}
+
+KOKKOS_INLINE_FUNCTION float batch_input_gradient(float x, float dxhat, float mean, float invstd,
+                                                  double mean_dxhat, double mean_projected) {
+  const double xhat = (x - mean) * invstd;
+  return static_cast<float>(invstd * (dxhat - (mean_dxhat + xhat * mean_projected)));
+}
+
+// The per-group arithmetic of the moments from a group's sum and sum of
+// squares over n elements, shared by the kernels that take the sums from
+// memory and by group_moments, which has them in registers.
+//
+// mean and 1 / sqrt(biased variance + eps): 7 FLOPs.
+constexpr double batch_moments_flops = 7;
+KOKKOS_INLINE_FUNCTION void batch_moments(double sum, double squares, double n, float eps,
+                                          float& mean, float& invstd) {
+  const double m = sum / n;
+  const double var = squares / n - m * m;
+  mean = static_cast<float>(m);
+  invstd = static_cast<float>(1.0 / compat::sqrt((var > 0 ? var : 0.0) + eps));
+}
+
+// n / (n - 1): the unbiased variance's factor. A single element has no
+// unbiased variance; its biased one (zero) stands in.
+inline double bessel_factor(std::int64_t count) {
+  const double n = static_cast<double>(count);
+  return count > 1 ? n / (n - 1) : 1.0;
+}
+
+// running = (1 - momentum) * running + momentum * batch, with the unbiased
+// batch variance (as PyTorch): 13 FLOPs.
+constexpr double update_running_flops = 13;
+KOKKOS_INLINE_FUNCTION void update_running(double sum, double squares, double n, double bessel,
+                                           float momentum, float& running_mean,
+                                           float& running_var) {
+  const double m = sum / n;
+  const double var = squares / n - m * m;
+  const float unbiased = static_cast<float>((var > 0 ? var : 0.0) * bessel);
+  running_mean = (1.0f - momentum) * running_mean + momentum * static_cast<float>(m);
+  running_var = (1.0f - momentum) * running_var + momentum * unbiased;
+}
+
+// A scratch buffer of `size` doubles for calls outside a hot loop.
+template <class ExecSpace>
+Kokkos::View<double*, typename ExecSpace::memory_space> partials_scratch(std::int64_t size) {
+  return Kokkos::View<double*, typename ExecSpace::memory_space>(
+      Kokkos::view_alloc("tessera::kernels::norm_partials", Kokkos::WithoutInitializing), size);
+}
+
+}  // namespace impl
 
 // Doubles of scratch the sums over `layout` need on either path (the
 // `partials` argument of group_sums, group_moments, group_gradient_sums,
@@ -81,7 +140,7 @@ void group_sums(const ExecSpace& exec, const GroupLayout& layout, const X& x, co
         sums(g) = sum;
         sums(groups + g) = squares;
       },
-      path);
+      Work{bytes_of<typename Sums::value_type>(2 * groups)}, path);
 }
 
 // Allocates its own scratch; for calls outside a hot loop.
@@ -103,8 +162,13 @@ void moments_from_sums(const ExecSpace& exec, const Sums& sums, std::int64_t cou
                       << "; expected sums of 2 * groups and a positive count");
   const std::int64_t groups = mean.size();
   const double n = static_cast<double>(count);
-  Kokkos::parallel_for(
-      "tessera::kernels::moments_from_sums", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
+  // The sums read, mean and invstd written.
+  const Work work{bytes_of<typename Sums::value_type>(2 * groups) +
+                      bytes_of<typename Mean::value_type>(groups) +
+                      bytes_of<typename InvStd::value_type>(groups),
+                  impl::batch_moments_flops * groups};
+  impl::parallel_for(
+      "tessera::kernels::moments_from_sums", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), work,
       KOKKOS_LAMBDA(const std::int64_t g) {
         impl::batch_moments(sums(g), sums(groups + g), n, eps, mean(g), invstd(g));
       });
@@ -126,9 +190,14 @@ void update_running_moments(const ExecSpace& exec, const Sums& sums, std::int64_
   const std::int64_t groups = running_mean.size();
   const double n = static_cast<double>(count);
   const double bessel = impl::bessel_factor(count);
-  Kokkos::parallel_for(
+  // The sums read, the running statistics read and written.
+  const Work work{bytes_of<typename Sums::value_type>(2 * groups) +
+                      2 * bytes_of<typename RunningMean::value_type>(groups) +
+                      2 * bytes_of<typename RunningVar::value_type>(groups),
+                  impl::update_running_flops * groups};
+  impl::parallel_for(
       "tessera::kernels::update_running_moments", Kokkos::RangePolicy<ExecSpace>(exec, 0, groups),
-      KOKKOS_LAMBDA(const std::int64_t g) {
+      work, KOKKOS_LAMBDA(const std::int64_t g) {
         impl::update_running(sums(g), sums(groups + g), n, bessel, momentum, running_mean(g),
                              running_var(g));
       });
@@ -161,6 +230,14 @@ void group_moments(const ExecSpace& exec, const GroupLayout& layout, const X& x,
                                               << layout.inner << "] have no elements");
   const double n = static_cast<double>(layout.group_size());
   const double bessel = impl::bessel_factor(layout.group_size());
+  const std::int64_t groups = layout.groups;
+  // finish writes mean and invstd, and reads and writes the running statistics when kept.
+  const Work finish_work{
+      bytes_of<typename Mean::value_type>(groups) + bytes_of<typename InvStd::value_type>(groups) +
+          (running ? 2 * bytes_of<typename RunningMean::value_type>(groups) +
+                         2 * bytes_of<typename RunningVar::value_type>(groups)
+                   : 0.0),
+      (impl::batch_moments_flops + (running ? impl::update_running_flops : 0.0)) * groups};
   impl::chunked_pair_sums(
       exec, fn, layout, partials, impl::SquareTerms<typename X::non_const_value_type>{x.data()},
       KOKKOS_LAMBDA(const std::int64_t g, const double sum, const double squares) {
@@ -168,7 +245,7 @@ void group_moments(const ExecSpace& exec, const GroupLayout& layout, const X& x,
           impl::update_running(sum, squares, n, bessel, momentum, running_mean(g), running_var(g));
         impl::batch_moments(sum, squares, n, eps, mean(g), invstd(g));
       },
-      path);
+      finish_work, path);
 }
 
 // Mean and inverse std from running statistics (inference).
@@ -182,9 +259,18 @@ void moments_from_running(const ExecSpace& exec, const RunningMean& running_mean
                   "tessera::kernels::moments_from_running: running mean "
                       << running_mean.size() << ", running var " << running_var.size() << ", mean "
                       << mean.size() << ", invstd " << invstd.size() << " must agree");
-  Kokkos::parallel_for(
+  const std::int64_t groups = mean.size();
+  // The running statistics read, mean and invstd written; an add, a square
+  // root and a division a group.
+  const Work work{bytes_of<typename RunningMean::value_type>(groups) +
+                      bytes_of<typename RunningVar::value_type>(groups) +
+                      bytes_of<typename Mean::value_type>(groups) +
+                      bytes_of<typename InvStd::value_type>(groups),
+                  3.0 * groups};
+  impl::parallel_for(
       "tessera::kernels::moments_from_running",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, mean.size()), KOKKOS_LAMBDA(const std::size_t g) {
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, mean.size()), work,
+      KOKKOS_LAMBDA(const std::size_t g) {
         mean(g) = running_mean(g);
         invstd(g) = 1.0f / compat::sqrt(running_var(g) + eps);
       });
@@ -202,10 +288,19 @@ void group_normalize(const ExecSpace& exec, const GroupLayout& layout, Affine af
   impl::require_extent(fn, "y", y, layout.size(), layout);
   const bool per_group = affine == Affine::per_group;
   using T = typename Y::non_const_value_type;
+  const std::int64_t parameters = impl::affine_size(layout, affine);
+  // x read, y written, the statistics and the affine parameters read; 4
+  // operations an element (normalized).
+  const Work work{bytes_of<typename X::value_type>(layout.size()) + bytes_of<T>(layout.size()) +
+                      bytes_of<typename Mean::value_type>(layout.groups) +
+                      bytes_of<typename InvStd::value_type>(layout.groups) +
+                      bytes_of<typename Gamma::value_type>(parameters) +
+                      bytes_of<typename Beta::value_type>(parameters),
+                  4.0 * layout.size()};
   if constexpr (host_fast_paths_v<ExecSpace>) {
     if (!path.device) {
       impl::for_each_group_row(
-          exec, fn, layout,
+          exec, fn, layout, work,
           KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
                         const std::int64_t end) {
             const float m = mean(g), s = invstd(g);
@@ -227,7 +322,7 @@ void group_normalize(const ExecSpace& exec, const GroupLayout& layout, Affine af
     }
   }
   impl::for_each_group_element(
-      exec, fn, layout,
+      exec, fn, layout, work,
       KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k, const std::int64_t i) {
         const std::int64_t p = per_group ? g : k;
         y(i) = narrow<T>(impl::normalized(widen(x(i)), mean(g), invstd(g), gamma(p), beta(p)));
@@ -259,7 +354,7 @@ void group_gradient_sums(const ExecSpace& exec, const GroupLayout& layout, Affin
         sums(g) = sum;
         sums(groups + g) = projected;
       },
-      path);
+      Work{bytes_of<typename Sums::value_type>(2 * groups)}, path);
 }
 
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums>
@@ -282,9 +377,14 @@ void affine_gradients_from_sums(const ExecSpace& exec, const Sums& sums, const D
                       << sums.size() << ", dgamma " << dgamma.size() << ", dbeta " << dbeta.size()
                       << "; expected sums of 2 * groups and one gradient per group");
   const std::int64_t groups = dgamma.size();
-  Kokkos::parallel_for(
+  // The sums read, dgamma and dbeta read and written; two adds a group.
+  const Work work{bytes_of<typename Sums::value_type>(2 * groups) +
+                      2 * bytes_of<typename DGamma::value_type>(groups) +
+                      2 * bytes_of<typename DBeta::value_type>(groups),
+                  2.0 * groups};
+  impl::parallel_for(
       "tessera::kernels::affine_gradients_from_sums",
-      Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), KOKKOS_LAMBDA(const std::int64_t g) {
+      Kokkos::RangePolicy<ExecSpace>(exec, 0, groups), work, KOKKOS_LAMBDA(const std::int64_t g) {
         dgamma(g) += static_cast<float>(sums(groups + g));
         dbeta(g) += static_cast<float>(sums(g));
       });
@@ -314,10 +414,28 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
   const std::int64_t groups = layout.groups;
   const double n = static_cast<double>(count);
   const bool per_group = affine == Affine::per_group;
+  const std::int64_t size = layout.size();
+  // dy read, dx read and written, invstd and gamma read; with batch
+  // statistics also x, mean and the sums. An element's dy * gamma, the
+  // input gradient (batch_input_gradient: 6 operations, or one multiply)
+  // and the add to dx.
+  const double mean_bytes = bytes_of<typename Mean::value_type>(groups);
+  Work work{bytes_of<typename DY::value_type>(size) + 2 * bytes_of<typename DX::value_type>(size) +
+                bytes_of<typename InvStd::value_type>(groups) +
+                bytes_of<typename Gamma::value_type>(impl::affine_size(layout, affine)),
+            (batch_statistics ? 8.0 : 3.0) * size};
+  if (batch_statistics)
+    work.bytes += bytes_of<typename X::value_type>(size) + mean_bytes +
+                  bytes_of<typename Sums::value_type>(2 * groups);
   if constexpr (host_fast_paths_v<ExecSpace>) {
     if (!path.device) {
+      // Each row reads its group's mean either way and takes the two means
+      // of its sums once (4 operations).
+      Work host = work;
+      if (!batch_statistics) host.bytes += mean_bytes;
+      if (batch_statistics) host.flops += 4.0 * layout.outer * groups;
       impl::for_each_group_row(
-          exec, fn, layout,
+          exec, fn, layout, host,
           KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
                         const std::int64_t end) {
             const float m = mean(g), s = invstd(g);
@@ -346,8 +464,10 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
       return;
     }
   }
+  // Each element takes the two means of its group's sums (4 operations).
+  if (batch_statistics) work.flops += 4.0 * size;
   impl::for_each_group_element(
-      exec, fn, layout,
+      exec, fn, layout, work,
       KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k, const std::int64_t i) {
         const float s = invstd(g);
         const float dxhat = widen(dy(i)) * gamma(per_group ? g : k);
@@ -387,8 +507,13 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
     dgamma(p) += static_cast<float>(scaled);
     dbeta(p) += static_cast<float>(shift);
   };
+  // add: dgamma and dbeta read and written, two adds an affine parameter.
+  const std::int64_t parameters = impl::affine_size(layout, affine);
+  const Work add_work{2 * bytes_of<typename DGamma::value_type>(parameters) +
+                          2 * bytes_of<typename DBeta::value_type>(parameters),
+                      2.0 * parameters};
   if (affine == Affine::per_group) {
-    impl::chunked_pair_sums(exec, fn, layout, partials, terms, add, path);
+    impl::chunked_pair_sums(exec, fn, layout, partials, terms, add, add_work, path);
     return;
   }
   if constexpr (host_fast_paths_v<ExecSpace>) {
@@ -398,8 +523,12 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
       // the tile's elements of each together.
       const GroupLayout l = layout;
       constexpr std::int64_t tile = 32;
+      // The terms of every element, then add.
+      const Work elements = terms.work(l);
       impl::for_each_row_span(
           exec, fn, l.outer, l.inner,
+          Work{elements.bytes + add_work.bytes, elements.flops + add_work.flops,
+               "host schedule: one task per tile of 32 positions"},
           KOKKOS_LAMBDA(const std::int64_t row, const std::int64_t begin, const std::int64_t end) {
             double scaled[tile] = {}, shift[tile] = {};
             const std::int64_t width = end - begin;
@@ -431,7 +560,7 @@ void affine_gradients(const ExecSpace& exec, const GroupLayout& layout, Affine a
       return;
     }
   }
-  impl::position_pair_sums(exec, fn, layout, partials, terms, add, path.team);
+  impl::position_pair_sums(exec, fn, layout, partials, terms, add, add_work, path.team);
 }
 
 // Allocates its own scratch; for calls outside a hot loop.

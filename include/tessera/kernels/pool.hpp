@@ -311,18 +311,63 @@ inline bool whole_planes(const Pool2dGeometry& g) {
          g.rows.kernel == g.rows.in && g.cols.kernel == g.cols.in;
 }
 
+// Bytes of a maximum's argmax over `outputs` windows (an average keeps none).
+template <class Index>
+double argmax_bytes(const MaxWindow<Index>&, std::int64_t outputs) {
+  return bytes_of<typename Index::non_const_value_type>(outputs);
+}
+inline double argmax_bytes(const AvgWindow&, std::int64_t) { return 0; }
+
+// Work of pooling's forward (every schedule): the input the windows cover
+// read, y and a maximum's argmax written; an average adds each window's
+// taps inside the input and scales the sum, a maximum only compares.
+template <class X, class Y, class Op>
+Work pool_forward_work(const Pool2dGeometry& g, const Op& op, const char* narrow = nullptr) {
+  const std::int64_t outputs = g.output_size();
+  const double flops =
+      std::is_same<Op, AvgWindow>::value
+          ? double(g.planes) * double(g.rows.taps()) * double(g.cols.taps()) + double(outputs)
+          : 0.0;
+  return Work{
+      bytes_of<typename X::non_const_value_type>(g.planes * g.rows.covered() * g.cols.covered()) +
+          bytes_of<typename Y::non_const_value_type>(outputs) + argmax_bytes(op, outputs),
+      flops, narrow};
+}
+
+// Of pooling's backward (every schedule but average pooling's flat one on a
+// GPU): dy read; a maximum reads its argmax and adds each window's gradient
+// to one input gradient (read and written, counted once a window), an
+// average scales each window's gradient once and adds it to every tap
+// inside the input (each covered input gradient read and written).
+template <class DY, class DX, class Op>
+Work pool_backward_work(const Pool2dGeometry& g, const Op& op, const char* narrow = nullptr) {
+  const std::int64_t outputs = g.output_size();
+  const bool average = std::is_same<Op, AvgWindow>::value;
+  const std::int64_t touched = average ? g.planes * g.rows.covered() * g.cols.covered() : outputs;
+  const double flops =
+      average ? double(g.planes) * double(g.rows.taps()) * double(g.cols.taps()) + double(outputs)
+              : double(outputs);
+  return Work{bytes_of<typename DY::non_const_value_type>(outputs) + argmax_bytes(op, outputs) +
+                  2 * bytes_of<typename DX::non_const_value_type>(touched),
+              flops, narrow};
+}
+
+// Why a host thread takes a block of planes of global pooling.
+constexpr const char* pool_planes_narrow = "host schedule: a block of 16 planes per task";
+
 // Planes a task of global pooling takes: a plane of 16 values is less work
 // than a host task's set-up; a GPU thread takes one.
 template <class ExecSpace>
 constexpr int plane_block = runs_on_host<ExecSpace> ? pool_planes_per_task : 1;
 
 // body(p0, count) over blocks of `count` <= plane_block planes from plane p0 on.
+// work: the whole sweep's.
 template <class ExecSpace, class Body>
 void for_each_plane_block(const ExecSpace& exec, const char* fn, std::int64_t planes,
-                          const Body& body) {
+                          const Work& work, const Body& body) {
   constexpr int block = plane_block<ExecSpace>;
-  Kokkos::parallel_for(
-      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, (planes + block - 1) / block),
+  parallel_for(
+      fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, (planes + block - 1) / block), work,
       KOKKOS_LAMBDA(const std::int64_t b) {
         const std::int64_t p0 = b * block;
         body(p0, static_cast<int>(planes - p0 < block ? planes - p0 : block));
@@ -338,9 +383,9 @@ void pool_forward_planes_teams(const ExecSpace& exec, const char* fn, const Pool
   using V = typename Op::template team_value<accumulator_t<T>>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t plane_size = g.rows.in * g.cols.in;
-  Kokkos::parallel_for(
+  parallel_for(
       std::string(fn) + "_teams", team_policy(exec, g.planes, shape, team_sum_bytes<V>()),
-      KOKKOS_LAMBDA(const Member& member) {
+      pool_forward_work<X, Y>(g, op), KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t p = member.league_rank();
         const auto v = op.forward_plane_team(member, team_lanes_scratch<V>(member),
                                              x.data() + p * plane_size, plane_size, p);
@@ -365,7 +410,8 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
   if (whole_planes(g)) {
     const int plane_size = rows.in * cols.in;
     for_each_plane_block(
-        exec, fn, g.planes, KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
+        exec, fn, g.planes, pool_forward_work<X, Y>(g, op, pool_planes_narrow),
+        KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
           op.template forward_planes<plane_block<ExecSpace>>(x.data() + p0 * plane_size, plane_size,
                                                              y.data() + p0, p0, count);
         });
@@ -374,8 +420,10 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
   const bool two_by_two = rows.kernel == 2 && cols.kernel == 2 && rows.stride == 2 &&
                           cols.stride == 2 && rows.pad == 0 && cols.pad == 0;
   const std::int64_t input_size = g.input_size();
-  Kokkos::parallel_for(
+  parallel_for(
       fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * rows.out),
+      pool_forward_work<X, Y>(
+          g, op, "one thread per output row: the host's 2 x 2 windows go 8 to a vector"),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const int ho = static_cast<int>(r % rows.out);
         const std::int64_t plane_at = (r / rows.out) * rows.in * cols.in;
@@ -411,9 +459,13 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
   if constexpr (!runs_on_host<ExecSpace> && std::is_same<Op, AvgWindow>::value) {
     if (whole_planes(g)) {  // on a GPU a thread per input element: the same sums
       const std::int64_t plane_size = rows.in * cols.in;
+      // dy read, dx read and written; a product and an add an element.
+      const std::int64_t n = g.input_size();
+      const Work work{bytes_of<typename DY::non_const_value_type>(g.output_size()) +
+                          2 * bytes_of<typename DX::non_const_value_type>(n),
+                      2.0 * double(n)};
       for_each_span(
-          exec, fn, g.input_size(),
-          KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+          exec, fn, n, work, KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
             for (std::int64_t i = begin; i < end; ++i)
               add_rounded(dx.data()[i], widen(dy.data()[i / plane_size]) * op.scale);
           });
@@ -423,7 +475,9 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
   if (whole_planes(g)) {
     const int plane_size = rows.in * cols.in;
     for_each_plane_block(
-        exec, fn, g.planes, KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
+        exec, fn, g.planes,
+        pool_backward_work<DY, DX>(g, op, runs_on_host<ExecSpace> ? pool_planes_narrow : nullptr),
+        KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
           op.template backward_planes<plane_block<ExecSpace>>(
               dy.data() + p0, dx.data() + p0 * plane_size, plane_size, p0, count);
         });
@@ -436,6 +490,9 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
       outputs_per_task < pool_outputs_per_task ? pool_outputs_per_task / outputs_per_task : 1;
   for_each_span(
       exec, fn, g.planes * tasks_per_plane,
+      pool_backward_work<DY, DX>(g, op,
+                                 "one thread per band of input rows: each input gradient's terms "
+                                 "are added by one thread in output order, without atomics"),
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         for (std::int64_t t = begin; t < end; ++t) {
           const std::int64_t plane = t / tasks_per_plane;

@@ -11,6 +11,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -89,8 +90,13 @@ std::int64_t deterministic_chunk_sums_squares(const ExecSpace& exec, const X& x,
                       << scratch.size() << " doubles; " << chunks + 1 << " needed for " << n
                       << " elements");
   const std::int64_t chunk = deterministic_chunk;
-  Kokkos::parallel_for(
-      "tessera::kernels::sum_squares_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks),
+  // x read, one sum written per chunk; a multiply-add an element and each
+  // chunk's lanes added pairwise.
+  const Work work{bytes_of<typename X::value_type>(n) + bytes_of<typename S::value_type>(chunks),
+                  2.0 * n + (sum_lanes - 1.0) * chunks,
+                  "one item per chunk of 1024 elements: the chunks are part of the sum's rounding"};
+  impl::parallel_for(
+      "tessera::kernels::sum_squares_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks), work,
       KOKKOS_LAMBDA(const std::int64_t c) {
         const std::int64_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
         scratch(c) = lane_sum_squares(x.data() + c * chunk, end - c * chunk);
@@ -118,8 +124,10 @@ template <class ExecSpace, class X, class S>
 double deterministic_sum_squares(const ExecSpace& exec, const X& x, const S& scratch) {
   ScopedRegion region("tessera::kernels::deterministic_sum_squares");
   const std::int64_t chunks = deterministic_chunk_sums_squares(exec, x, scratch);
-  Kokkos::parallel_for(
+  // The chunk sums read and added in chunk order, the total written.
+  impl::parallel_for(
       "tessera::kernels::sum_squares_total", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      Work{bytes_of<typename S::value_type>(chunks + 1), static_cast<double>(chunks)},
       KOKKOS_LAMBDA(const int) {
         double total = 0;
         for (std::int64_t c = 0; c < chunks; ++c) total += scratch(c);
@@ -147,8 +155,11 @@ void scale_in_place(const ExecSpace& exec, const X& x, double factor) {
   ScopedRegion region("tessera::kernels::scale_in_place");
   using T = typename X::non_const_value_type;
   const T f = static_cast<T>(factor);
+  const std::int64_t n = x.size();
+  // x read and written, one multiply an element.
+  const Work work{2 * bytes_of<T>(n), static_cast<double>(n)};
   impl::for_each_span(
-      exec, "tessera::kernels::scale_in_place", x.size(),
+      exec, "tessera::kernels::scale_in_place", n, work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         T* v = x.data();
         for (std::int64_t i = begin; i < end; ++i) v[i] *= f;

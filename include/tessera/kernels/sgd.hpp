@@ -25,8 +25,11 @@ void sgd_step(const ExecSpace& exec, const SgdParams& hp, float lr, const P& par
   using T = typename P::non_const_value_type;
   const T rate = lr, momentum = hp.momentum, wd = hp.weight_decay;
   const bool nesterov = hp.nesterov;
+  // Parameters and velocity read and written, gradients read; 8 operations
+  // an element (Nesterov's).
+  const Work work{5 * bytes_of<T>(params.size()), 8.0 * double(params.size())};
   impl::for_each_span(
-      exec, "tessera::kernels::sgd_step", params.size(),
+      exec, "tessera::kernels::sgd_step", params.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         T* p = params.data();
         T* vel = velocity.data();

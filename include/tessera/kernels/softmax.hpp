@@ -20,6 +20,7 @@
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/impl/team_max.hpp>
 
@@ -47,16 +48,42 @@ void check_softmax(const char* fn, const SoftmaxLayout& l, const Views&... views
 }  // namespace impl
 
 namespace impl {
+// Work of a forward pass (either schedule): x read, y written; each element
+// a subtraction, an exponential and an add for the sum, then a subtraction,
+// an exponential and a product for its output.
+template <class X, class Y>
+Work softmax_forward_work(const SoftmaxLayout& l, const char* narrow = nullptr) {
+  const std::int64_t n = l.size();
+  return Work{
+      bytes_of<typename X::non_const_value_type>(n) + bytes_of<typename Y::non_const_value_type>(n),
+      6.0 * double(n), narrow};
+}
+
+// Of a backward pass: y and dy read, dx read and written; each element a
+// multiply-add into the dot, then y (dy - dot) (two operations) added to dx.
+template <class Y, class DY, class DX>
+Work softmax_backward_work(const SoftmaxLayout& l, const char* narrow = nullptr) {
+  const std::int64_t n = l.size();
+  return Work{bytes_of<typename Y::non_const_value_type>(n) +
+                  bytes_of<typename DY::non_const_value_type>(n) +
+                  2 * bytes_of<typename DX::non_const_value_type>(n),
+              5.0 * double(n), narrow};
+}
+
+// Why a thread per row is all the rows schedule exposes.
+constexpr const char* softmax_rows_narrow =
+    "one thread per row: its maximum and sums go in order of class";
+
 // One thread per row, the C entries in order.
 template <class ExecSpace, class X, class Y>
 void softmax_forward_rows(const ExecSpace& exec, const SoftmaxLayout& l, const X& x, const Y& y) {
   using T = typename Y::non_const_value_type;
   using A = accumulator_t<T>;
   const std::int64_t classes = l.classes, positions = l.positions;
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::softmax_forward",
       Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
-      KOKKOS_LAMBDA(const std::int64_t row) {
+      softmax_forward_work<X, Y>(l, softmax_rows_narrow), KOKKOS_LAMBDA(const std::int64_t row) {
         const std::int64_t first = (row / positions) * classes * positions + row % positions;
         A max = widen(x(first));
         for (std::int64_t c = 1; c < classes; ++c) {
@@ -78,9 +105,10 @@ void softmax_backward_rows(const ExecSpace& exec, const SoftmaxLayout& l, const 
                            const DX& dx) {
   using A = accumulator_t<typename DX::non_const_value_type>;
   const std::int64_t classes = l.classes, positions = l.positions;
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::softmax_backward",
       Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * positions),
+      softmax_backward_work<Y, DY, DX>(l, softmax_rows_narrow),
       KOKKOS_LAMBDA(const std::int64_t row) {
         const std::int64_t first = (row / positions) * classes * positions + row % positions;
         A dot = 0;
@@ -103,11 +131,11 @@ void softmax_forward_teams(const ExecSpace& exec, const SoftmaxLayout& l, const 
   using A = accumulator_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t classes = l.classes;
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::softmax_forward_teams",
       team_policy(exec, l.batch * l.positions, shape,
                   team_sum_bytes<MaxAt<A>>() + team_sum_bytes<A>()),
-      KOKKOS_LAMBDA(const Member& member) {
+      softmax_forward_work<X, Y>(l), KOKKOS_LAMBDA(const Member& member) {
         MaxAt<A>* max_lanes = team_lanes_scratch<MaxAt<A>>(member);
         A* sum_lanes = team_lanes_scratch<A>(member);
         const std::int64_t first = member.league_rank() * classes;
@@ -130,10 +158,10 @@ void softmax_backward_teams(const ExecSpace& exec, const SoftmaxLayout& l, const
   using A = accumulator_t<typename DX::non_const_value_type>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t classes = l.classes;
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::softmax_backward_teams",
       team_policy(exec, l.batch * l.positions, shape, team_sum_bytes<A>()),
-      KOKKOS_LAMBDA(const Member& member) {
+      softmax_backward_work<Y, DY, DX>(l), KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t first = member.league_rank() * classes;
         const A dot = team_sum<A>(
             member, team_lanes_scratch<A>(member), classes,

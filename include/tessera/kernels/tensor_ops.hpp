@@ -24,8 +24,11 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
   TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::copy_into: source has "
                                                 << src.size() << " elements, destination "
                                                 << dst.size());
+  const Work work{bytes_of<typename Src::value_type>(src.size()) +
+                      bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
+                  accumulate ? double(src.size()) : 0.0};
   impl::for_each_span(
-      exec, "tessera::kernels::copy_into", src.size(),
+      exec, "tessera::kernels::copy_into", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const auto* in = src.data();
         auto* out = dst.data();
@@ -47,8 +50,9 @@ void round_through(const ExecSpace& exec, const Src& src, const Dst& dst) {
   TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::round_through: source has "
                                                 << src.size() << " elements, destination "
                                                 << dst.size());
+  const Work work{bytes_of<typename Src::value_type>(src.size()) + bytes_of<D>(dst.size()), 0};
   impl::for_each_span(
-      exec, "tessera::kernels::round_through", src.size(),
+      exec, "tessera::kernels::round_through", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const auto* in = src.data();
         auto* out = dst.data();
@@ -75,8 +79,12 @@ void channel_block(const ExecSpace& exec, const Narrow& narrow, std::int64_t nar
                       << ")");
   // Per sample, the block is contiguous in both tensors.
   const std::int64_t block = narrow_channels * spatial;
+  // The block read from one side and written to the other (read and
+  // written where it accumulates).
+  const double moved = bytes_of<typename Narrow::value_type>(batch * block);
+  const Work work{into_wide ? 2 * moved : 3 * moved, into_wide ? 0.0 : double(batch * block)};
   impl::for_each_row_span(
-      exec, "tessera::kernels::channel_block", batch, block,
+      exec, "tessera::kernels::channel_block", batch, block, work,
       KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t begin, const std::int64_t end) {
         auto* mine = narrow.data() + n * block;
         auto* theirs = wide.data() + (n * wide_channels + offset) * spatial;

@@ -51,6 +51,27 @@ struct WindowAxis {
     if (hi > out) hi = out;
     if (hi < lo) hi = lo;
   }
+
+  // Input positions that at least one window covers, and taps inside the
+  // input summed over the windows (for the work a pooling pass states).
+  std::int64_t covered() const {
+    std::int64_t count = 0;
+    for (int i = 0; i < in; ++i) {
+      int lo, hi;
+      covering(i, lo, hi);
+      count += lo < hi;
+    }
+    return count;
+  }
+  std::int64_t taps() const {
+    std::int64_t count = 0;
+    for (int o = 0; o < out; ++o) {
+      int lo, hi;
+      clipped(o, lo, hi);
+      count += hi - lo;
+    }
+    return count;
+  }
 };
 
 }  // namespace tessera::kernels

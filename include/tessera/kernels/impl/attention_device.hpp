@@ -24,6 +24,7 @@
 #pragma once
 
 #include <tessera/kernels/attention_layout.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/impl/team_max.hpp>
@@ -35,6 +36,30 @@ namespace tessera::kernels::impl {
 
 // Positions of a key row's columns that a backward team holds in scratch at once.
 constexpr std::int64_t attention_column_chunk = 256;
+
+// Pairs (t, j <= t) of the causal score blocks of every (sample, head): the
+// terms of each product over positions (the host path's blocks of
+// tile_rows rows visit up to tile_rows - 1 more a row, the zeros after t).
+inline std::int64_t attention_pairs(const AttentionLayout& l) {
+  return l.batch * l.heads * (l.positions * (l.positions + 1) / 2);
+}
+
+// Elements of one of Q, K, V or heads (and of their gradients): N T C.
+inline std::int64_t attention_head_elements(const AttentionLayout& l) {
+  return l.batch * l.positions * l.channels();
+}
+
+// FLOPs of one dropout decision applied to a probability: the uniform's
+// scaling, 1 - rate and its inverse, and the product.
+constexpr double attention_dropout_flops = 4;
+
+// FLOPs of forward (both paths), per pair: the score's dot product and its
+// scale (2 D + 1), the exponential with its subtraction and its add to the
+// sum (3), the product by the inverse (1) and Y's multiply-add (2 D), and
+// the dropout where it applies.
+inline double attention_forward_flops(const AttentionLayout& l, bool drop) {
+  return double(attention_pairs(l)) * (4.0 * l.head_dim + 5 + (drop ? attention_dropout_flops : 0));
+}
 
 // sum + the sum over i < count, in order, of w[i] b[i ld].
 KOKKOS_INLINE_FUNCTION float weighted_column_sum(float sum, const float* w, std::int64_t count,
@@ -54,11 +79,19 @@ void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, f
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  Kokkos::parallel_for(
+  // qkv read, probs written in full (zeros after t), with dropout P' (the
+  // causal half of scratch) written, heads written.
+  const std::int64_t heads_size = attention_head_elements(l);
+  const Work work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
+                      bytes_of<float>(l.batch * H * T * T) +
+                      (drop ? bytes_of<float>(attention_pairs(l)) : 0) +
+                      bytes_of<typename Heads::non_const_value_type>(heads_size),
+                  attention_forward_flops(l, drop)};
+  parallel_for(
       "tessera::kernels::attention_forward::query_rows",
       team_policy(exec, l.batch * H * T, shape,
                   team_sum_bytes<MaxAt<float>>() + team_sum_bytes<float>()),
-      KOKKOS_LAMBDA(const Member& m) {
+      work, KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
         const std::int64_t n = nh / H, h = nh % H;
         float* p = &probs(nh, t, 0);
@@ -95,6 +128,26 @@ void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, f
       });
 }
 
+// The work of backward's launches. Query rows: dY, V and K read, P's
+// causal half read and dS's written (scratch), dQ written; per pair dP's
+// dot product (2 D), P dP's multiply-add into the dot (2), dS (3) and dQ's
+// multiply-add (2 D), and the dropout. Key rows: dS and P read in their
+// causal halves, dY and Q read, dK and dV written; per pair the
+// multiply-adds of dK and dV (2 D each), and the dropout.
+template <class QKV, class DHeads, class DQKV>
+Work attention_backward_work(const AttentionLayout& l, bool drop, bool query_rows) {
+  const std::int64_t heads_size = attention_head_elements(l), pairs = attention_pairs(l);
+  const double dropout_flops = drop ? attention_dropout_flops : 0;
+  const double dheads = bytes_of<typename DHeads::non_const_value_type>(heads_size);
+  const double qkv = bytes_of<typename QKV::non_const_value_type>(heads_size);
+  const double dqkv = bytes_of<typename DQKV::non_const_value_type>(heads_size);
+  if (query_rows)
+    return {dheads + 2 * qkv + bytes_of<float>(2 * pairs) + dqkv,
+            double(pairs) * (4.0 * l.head_dim + 5 + dropout_flops)};
+  return {bytes_of<float>(2 * pairs) + dheads + qkv + 2 * dqkv,
+          double(pairs) * (4.0 * l.head_dim + dropout_flops)};
+}
+
 template <class ExecSpace, class QKV, class DHeads, class DQKV>
 void attention_backward_device(const ExecSpace& exec, const AttentionLayout& l, float scale,
                                const AttentionDropout& dropout, const QKV& qkv,
@@ -108,10 +161,10 @@ void attention_backward_device(const ExecSpace& exec, const AttentionLayout& l, 
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0), ldh = dheads.stride(0);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::attention_backward::query_rows",
       team_policy(exec, l.batch * H * T, shape, team_sum_bytes<float>()),
-      KOKKOS_LAMBDA(const Member& m) {
+      attention_backward_work<QKV, DHeads, DQKV>(l, drop, true), KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
         const std::int64_t n = nh / H, h = nh % H;
         const float* p = &probs(nh, t, 0);
@@ -134,9 +187,10 @@ void attention_backward_device(const ExecSpace& exec, const AttentionLayout& l, 
       });
   const std::int64_t chunk = T < attention_column_chunk ? T : attention_column_chunk;
   const std::size_t column_bytes = sizeof(float) * static_cast<std::size_t>(2 * chunk + 2 * D);
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::attention_backward::key_rows",
-      team_policy(exec, l.batch * H * T, shape, column_bytes), KOKKOS_LAMBDA(const Member& m) {
+      team_policy(exec, l.batch * H * T, shape, column_bytes),
+      attention_backward_work<QKV, DHeads, DQKV>(l, drop, false), KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t row = m.league_rank(), nh = row / T, j = row % T;
         const std::int64_t n = nh / H, h = nh % H;
         // The chunk's dS(t, j) and P'(t, j), then the partial sums of dK

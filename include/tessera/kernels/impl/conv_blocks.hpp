@@ -1,15 +1,15 @@
 // ConvSchedule::blocks: blocks of samples one after another, each block's
 // copies (conv_lowering.hpp) on all threads of the execution space and its
-// products one gemm on the whole space (compat::gemm: Kokkos Kernels, or
+// products one gemm on the whole space (impl::gemm: Kokkos Kernels, or
 // the vendor BLAS it calls). Any execution space; the schedule CUDA and HIP
 // run, where the copies take their device paths (a team per row or plane,
 // a thread per element) and Conv2D's scratch holds larger blocks (device_block_scratch_bytes:
 // the decks' whole batches, so one block of launches per pass).
 #pragma once
 
-#include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/impl/conv_lowering.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 
 #include <cstdint>
 
@@ -46,7 +46,7 @@ void conv2d_forward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, const
     ColumnMatrix<T, Space> col(blocks, k, count * positions);
     ColumnMatrix<T, Space> out(blocks + k * count * positions, g.out_channels, count * positions);
     im2col(exec, g, x, first, count, col);
-    compat::gemm(exec, "N", "N", T(1), w, col, T(0), out);
+    impl::gemm(exec, "N", "N", T(1), w, col, T(0), out);
     channel_major(exec, out, y, b, first, count, g.out_channels, positions, Transfer::to_nchw);
   });
 }
@@ -80,10 +80,10 @@ void conv2d_backward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, cons
     im2col(exec, g, x, first, count, col);
     channel_major(exec, grad, dy, db, first, count, channels, positions, Transfer::from_nchw,
                   row_sums);
-    compat::gemm(exec, "N", "T", T(1), grad, col, T(1), dw);
+    impl::gemm(exec, "N", "T", T(1), grad, col, T(1), dw);
     if (!with_dx) return;
     if (!transposed) {
-      compat::gemm(exec, "T", "N", T(1), w, grad, T(0), col);
+      impl::gemm(exec, "T", "N", T(1), w, grad, T(0), col);
       col2im_add(exec, g, col, first, count, dx);
       return;
     }
@@ -94,7 +94,7 @@ void conv2d_backward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, cons
     ColumnMatrix<T, Space> dx_block(blocks + t.patch() * count * inputs, g.in_channels,
                                     count * inputs);
     im2col(exec, t, dy, first, count, dy_col);
-    compat::gemm(exec, "N", "N", T(1), flipped, dy_col, T(0), dx_block);
+    impl::gemm(exec, "N", "N", T(1), flipped, dy_col, T(0), dx_block);
     channel_major(exec, dx_block, dx, db, first, count, g.in_channels, inputs,
                   Transfer::add_to_nchw);
   });

@@ -26,6 +26,7 @@
 #include <tessera/core/precision.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/conv_geometry.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/reduce.hpp>
 
@@ -138,6 +139,16 @@ KOKKOS_INLINE_FUNCTION void im2col_plane(const Conv2dGeometry& g, const S* in, T
   }
 }
 
+// The work of im2col for `count` samples: their input planes read, the
+// patch x count * P entries of the columns written (zeros included); copies
+// only.
+template <class X, class Col>
+Work im2col_work(const Conv2dGeometry& g, std::int64_t count, const char* why = nullptr) {
+  return Work{bytes_of<typename X::value_type>(count * g.in_channels * g.input_positions()) +
+                  bytes_of<typename Col::value_type>(g.patch() * count * g.positions()),
+              0, why};
+}
+
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
 // (c * kh + ki) * kw + kj, so one gemm covers the whole block. The device
 // path: a team per segment (k, n) of a column row, its threads over the
@@ -152,9 +163,9 @@ void im2col_device(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, s
   const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, plane = g.input_positions(), ld = col.stride(0);
   const int positions = static_cast<int>(g.positions());
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::im2col_device", team_policy(exec, g.patch() * count, shape),
-      KOKKOS_LAMBDA(const Member& member) {
+      im2col_work<X, Col>(g, count), KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t k = member.league_rank() / count, n = member.league_rank() % count;
         const int kj = static_cast<int>(k % cols.kernel);
         const int ki = static_cast<int>((k / cols.kernel) % rows.kernel);
@@ -180,8 +191,9 @@ void im2col(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int
   } else {
     const std::int64_t channels = g.in_channels, positions = g.positions();
     const std::int64_t plane = g.input_positions(), ld = col.stride(0);
-    Kokkos::parallel_for(
+    parallel_for(
         "tessera::kernels::im2col", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+        im2col_work<X, Col>(g, count, "host schedule: one input plane per task"),
         KOKKOS_LAMBDA(const std::int64_t r) {
           im2col_plane(g, x.data() + (first * channels + r) * plane,
                        col.data() + (r / channels) * positions, r % channels, ld);
@@ -254,6 +266,18 @@ KOKKOS_INLINE_FUNCTION void fold_plane(T* grad, S* block, std::int64_t c, const 
   }
 }
 
+// The work of col2im_add for `count` samples: each tap of the columns read
+// and added once (the taps that read padding are neither, a border's worth
+// at most), the samples' input planes of dx read and written.
+template <class Col, class DX>
+Work col2im_work(const Conv2dGeometry& g, std::int64_t count, const char* why = nullptr) {
+  const std::int64_t taps = g.patch() * count * g.positions();
+  return Work{
+      bytes_of<typename Col::value_type>(taps) +
+          2 * bytes_of<typename DX::value_type>(count * g.in_channels * g.input_positions()),
+      double(taps), why};
+}
+
 // dx(n, c) += the entries of col that im2col copied from input plane
 // (n, c). The device path: a team per input plane, its threads over the
 // plane's elements; each element sums its taps (gather_taps) onto its
@@ -267,9 +291,9 @@ void col2im_add_device(const ExecSpace& exec, const Conv2dGeometry& g, const Col
   const WindowAxis rows = g.rows, cols = g.cols;
   const std::int64_t channels = g.in_channels, positions = g.positions(), ld = col.stride(0);
   const int plane = static_cast<int>(g.input_positions());
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::col2im_add_device", team_policy(exec, count * channels, shape),
-      KOKKOS_LAMBDA(const Member& member) {
+      col2im_work<Col, DX>(g, count), KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t r = member.league_rank(), c = r % channels;
         Stored* grad = dx.data() + (first * channels + r) * plane;
         const auto* block = col.data() + (r / channels) * positions;
@@ -290,8 +314,9 @@ void col2im_add(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col, 
     const WindowAxis rows = g.rows, cols = g.cols;
     const std::int64_t channels = g.in_channels, positions = g.positions();
     const std::int64_t plane = std::int64_t(rows.in) * cols.in, ld = col.stride(0);
-    Kokkos::parallel_for(
+    parallel_for(
         "tessera::kernels::col2im_add", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+        col2im_work<Col, DX>(g, count, "host schedule: one input plane per task"),
         KOKKOS_LAMBDA(const std::int64_t r) {
           const std::int64_t n = r / channels, c = r % channels;
           fold_plane(dx.data() + (first * channels + r) * plane, col.data() + n * positions, c,
@@ -337,6 +362,25 @@ KOKKOS_INLINE_FUNCTION void move_row(T* row, S* sample, T bias, std::int64_t pos
   }
 }
 
+// The work of a channel_major transfer of `rows` rows (n, c) of
+// `positions` entries: to_nchw reads the block and the bias (`bias_size`
+// entries) and writes nchw, an add an entry (of a zero bias too);
+// add_to_nchw reads the block and reads and writes nchw, an add an entry;
+// from_nchw reads nchw and writes the block, and with row sums writes a sum
+// a row, an add an entry.
+template <class Block, class NCHW, class B>
+Work channel_major_work(Transfer transfer, std::int64_t rows, std::int64_t positions,
+                        std::int64_t bias_size, bool with_sums, const char* why = nullptr) {
+  const std::int64_t n = rows * positions;
+  const double block = bytes_of<typename Block::value_type>(n);
+  const double nchw = bytes_of<typename NCHW::value_type>(n);
+  if (transfer == Transfer::to_nchw)
+    return Work{block + nchw + bytes_of<typename B::value_type>(bias_size), double(n), why};
+  if (transfer == Transfer::add_to_nchw) return Work{block + 2 * nchw, double(n), why};
+  return Work{nchw + block + (with_sums ? bytes_of<typename Block::value_type>(rows) : 0),
+              with_sums ? double(n) : 0, why};
+}
+
 // channel_major's device path: a team per row (n, c), its threads over the
 // row's positions (neighbouring threads touch neighbouring addresses in
 // both layouts). from_nchw with row_sums: the copy runs inside team_sum, so
@@ -353,9 +397,11 @@ void channel_major_device(const ExecSpace& exec, const Block& block, const NCHW&
   const std::int64_t ld = block.stride(0);
   const bool with_bias = transfer == Transfer::to_nchw && bias.extent(0) > 0;
   const bool with_sums = transfer == Transfer::from_nchw && row_sums != nullptr;
-  Kokkos::parallel_for(
+  parallel_for(
       "tessera::kernels::channel_major_device",
       team_policy(exec, count * channels, shape, with_sums ? team_sum_bytes<T>() : 0),
+      channel_major_work<Block, NCHW, B>(transfer, count * channels, positions,
+                                         with_bias ? channels : 0, with_sums),
       KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t r = member.league_rank(), c = r % channels;
         T* row = block.data() + c * ld + (r / channels) * positions;
@@ -394,9 +440,13 @@ void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, 
   } else {
     using T = typename Block::non_const_value_type;
     const std::int64_t ld = block.stride(0);
-    Kokkos::parallel_for(
+    const bool with_bias = transfer == Transfer::to_nchw && bias.extent(0) > 0;
+    parallel_for(
         "tessera::kernels::channel_major",
         Kokkos::RangePolicy<ExecSpace>(exec, 0, count * channels),
+        channel_major_work<Block, NCHW, B>(transfer, count * channels, positions,
+                                           with_bias ? channels : 0, row_sums != nullptr,
+                                           "host schedule: one row (n, c) per task"),
         KOKKOS_LAMBDA(const std::int64_t r) {
           const std::int64_t c = r % channels, n = r / channels;
           const T b = transfer == Transfer::to_nchw && bias.extent(0) > 0 ? T(bias(c)) : T(0);
@@ -413,8 +463,14 @@ template <class ExecSpace, class W, class WT>
 void flip_weights(const ExecSpace& exec, const Conv2dGeometry& g, const W& w, const WT& wt) {
   const std::int64_t in = g.in_channels, out = g.out_channels;
   const int kh = g.rows.kernel, kw = g.cols.kernel;
-  Kokkos::parallel_for(
-      "tessera::kernels::flip_weights", Kokkos::RangePolicy<ExecSpace>(exec, 0, in * out),
+  // W read and Wt written, each in * out * kh * kw entries; copies only.
+  const std::int64_t taps = in * out * kh * kw;
+  const Work work{bytes_of<typename W::value_type>(taps) + bytes_of<typename WT::value_type>(taps),
+                  0,
+                  "a task per (input, output) channel pair flips its kh x kw taps: a copy of "
+                  "the weights, once a pass"};
+  parallel_for(
+      "tessera::kernels::flip_weights", Kokkos::RangePolicy<ExecSpace>(exec, 0, in * out), work,
       KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t c = r / out, o = r % out;
         for (int ki = 0; ki < kh; ++ki)
@@ -448,8 +504,11 @@ void for_each_block(std::int64_t batch, std::int64_t max_block, const F& f) {
 template <class ExecSpace, class T, class DB>
 void add_bias_gradient(const ExecSpace& exec, const T* row_sums, std::int64_t batch,
                        std::int64_t channels, const DB& db) {
-  Kokkos::parallel_for(
-      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
+  // The batch x channels sums read, db read and written; an add a sum and one into db.
+  const Work work{bytes_of<T>(batch * channels) + 2 * bytes_of<typename DB::value_type>(channels),
+                  double(batch + 1) * double(channels)};
+  parallel_for(
+      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels), work,
       KOKKOS_LAMBDA(const std::int64_t c) {
         T sum = 0;
         for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];

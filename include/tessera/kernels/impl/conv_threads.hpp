@@ -9,6 +9,7 @@
 #include <tessera/core/host_paths.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/kernels/impl/conv_lowering.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -95,6 +96,13 @@ struct ThreadScratch {
   float* slot(int id) const { return slots + id * slot_size; }
 };
 
+// The FLOPs of the lowered products of g's whole batch: out x patch x
+// (batch * P), as the forward, the weight gradient and the input gradient
+// each take them.
+inline double lowered_product_flops(const Conv2dGeometry& g) {
+  return 2.0 * double(g.out_channels) * double(g.patch()) * double(g.batch * g.positions());
+}
+
 // y = conv(x, W) + b, ConvSchedule::threads: each block of samples is
 // lowered, multiplied and stored by the thread that takes it.
 template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
@@ -107,26 +115,34 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
     const std::int64_t k = g.patch(), positions = g.positions();
     const std::int64_t out = g.out_channels, lda = w.stride(0);
     const ThreadScratch ts(g, scratch.data());
-    Kokkos::parallel_for(
-        "tessera::kernels::conv2d_forward_threads",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0,
-                                                                          g.thread_blocks()),
-        [=](const std::int64_t block) {
-          const int id = token.acquire();
-          const ThreadBlock s(g, block);
-          const std::int64_t n = s.count * positions;
-          float* const col = ts.slot(id);
-          float* const product = col + k * n;
-          lower_samples(g, x, s.first, s.count, col, n);
-          thread_gemm(gemm, 'N', 'N', out, n, k, w.data(), lda, col, n, 0, product, n);
-          for (std::int64_t r = 0; r < s.count * out; ++r) {
-            const std::int64_t c = r % out;
-            move_row(product + c * n + (r / out) * positions,
-                     y.data() + (s.first * out + r) * positions,
-                     b.extent(0) > 0 ? float(b(c)) : 0.0f, positions, Transfer::to_nchw);
-          }
-          token.release(id);
-        });
+    // x, W and b read, y written; the product and an add of the bias (a
+    // zero one too) an output.
+    const Work work{
+        bytes_of<typename X::value_type>(g.input_size()) +
+            bytes_of<typename W::value_type>(w.size()) +
+            bytes_of<typename B::value_type>(b.extent(0)) +
+            bytes_of<typename Y::value_type>(g.output_size()),
+        lowered_product_flops(g) + double(g.output_size()),
+        "host schedule: one block of samples per task, lowered and multiplied on its thread"};
+    parallel_for("tessera::kernels::conv2d_forward_threads",
+                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                     exec, 0, g.thread_blocks()),
+                 work, [=](const std::int64_t block) {
+                   const int id = token.acquire();
+                   const ThreadBlock s(g, block);
+                   const std::int64_t n = s.count * positions;
+                   float* const col = ts.slot(id);
+                   float* const product = col + k * n;
+                   lower_samples(g, x, s.first, s.count, col, n);
+                   thread_gemm(gemm, 'N', 'N', out, n, k, w.data(), lda, col, n, 0, product, n);
+                   for (std::int64_t r = 0; r < s.count * out; ++r) {
+                     const std::int64_t c = r % out;
+                     move_row(product + c * n + (r / out) * positions,
+                              y.data() + (s.first * out + r) * positions,
+                              b.extent(0) > 0 ? float(b(c)) : 0.0f, positions, Transfer::to_nchw);
+                   }
+                   token.release(id);
+                 });
   } else {
     check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, 1);
     (void)x, (void)w, (void)b, (void)y;
@@ -151,42 +167,61 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
     float *const row_sums = ts.row_sums, *const partials = ts.partials;
     const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
     const std::int64_t groups = g.thread_groups();
-    Kokkos::parallel_for(
-        "tessera::kernels::conv2d_backward_threads",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
-        [=](const std::int64_t group) {
-          const int id = token.acquire();
-          float* const partial = partials + group * out * k;
-          const std::int64_t last =
-              (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
-          for (std::int64_t block = group * per_group; block < last; ++block) {
-            const ThreadBlock s(g, block);
-            const std::int64_t n = s.count * positions;
-            float* const col = ts.slot(id);
-            float* const grad = col + k * n;
-            lower_samples(g, x, s.first, s.count, col, n);
-            for (std::int64_t r = 0; r < s.count * out; ++r)
-              move_row(grad + (r % out) * n + (r / out) * positions,
-                       dy.data() + (s.first * out + r) * positions, 0.0f, positions,
-                       Transfer::from_nchw, with_db ? row_sums + s.first * out + r : nullptr);
-            const float beta = block == group * per_group ? 0.0f : 1.0f;
-            thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
-            if (!with_dx) continue;
-            thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
-            for (std::int64_t r = 0; r < s.count * in; ++r)
-              fold_plane(dx.data() + (s.first * in + r) * plane, col + (r / in) * positions, r % in,
-                         g.rows, g.cols, n);
-          }
-          token.release(id);
-        });
-    Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
-                         Kokkos::RangePolicy<ExecSpace>(exec, 0, out * k),
-                         [=](const std::int64_t i) {
-                           float sum = 0;
-                           for (std::int64_t group = 0; group < groups; ++group)
-                             sum += partials[group * out * k + i];
-                           dw(i / k, i % k) += sum;
-                         });
+    // x and dy read, the groups' dW partials written, and with db the rows'
+    // sums (an add an element of dy); with dx, W read, dx read and written,
+    // the input gradient's product and an add a tap of its fold.
+    const double taps = double(g.patch()) * double(g.batch * positions);
+    const Work work{
+        bytes_of<typename X::value_type>(g.input_size()) +
+            bytes_of<typename DY::value_type>(g.output_size()) + bytes_of<float>(groups * out * k) +
+            (with_db ? bytes_of<float>(g.batch * out) : 0) +
+            (with_dx ? bytes_of<typename W::value_type>(w.size()) +
+                           2 * bytes_of<typename DX::value_type>(g.input_size())
+                     : 0),
+        lowered_product_flops(g) + (with_db ? double(g.output_size()) : 0) +
+            (with_dx ? lowered_product_flops(g) + taps : 0),
+        "host schedule: one group of blocks per task, its dW partial summed in block order"};
+    parallel_for("tessera::kernels::conv2d_backward_threads",
+                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
+                 work, [=](const std::int64_t group) {
+                   const int id = token.acquire();
+                   float* const partial = partials + group * out * k;
+                   const std::int64_t last =
+                       (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+                   for (std::int64_t block = group * per_group; block < last; ++block) {
+                     const ThreadBlock s(g, block);
+                     const std::int64_t n = s.count * positions;
+                     float* const col = ts.slot(id);
+                     float* const grad = col + k * n;
+                     lower_samples(g, x, s.first, s.count, col, n);
+                     for (std::int64_t r = 0; r < s.count * out; ++r)
+                       move_row(grad + (r % out) * n + (r / out) * positions,
+                                dy.data() + (s.first * out + r) * positions, 0.0f, positions,
+                                Transfer::from_nchw,
+                                with_db ? row_sums + s.first * out + r : nullptr);
+                     const float beta = block == group * per_group ? 0.0f : 1.0f;
+                     thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
+                     if (!with_dx) continue;
+                     thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
+                     for (std::int64_t r = 0; r < s.count * in; ++r)
+                       fold_plane(dx.data() + (s.first * in + r) * plane,
+                                  col + (r / in) * positions, r % in, g.rows, g.cols, n);
+                   }
+                   token.release(id);
+                 });
+    // The partials read, dW read and written; an add a partial's element
+    // and one into dW.
+    const Work sums{
+        bytes_of<float>(groups * out * k) + 2 * bytes_of<typename DW::value_type>(out * k),
+        double(groups + 1) * double(out * k),
+        "host schedule: the partials of the threads schedule, on the host only"};
+    parallel_for("tessera::kernels::conv2d_weight_grad",
+                 Kokkos::RangePolicy<ExecSpace>(exec, 0, out * k), sums, [=](const std::int64_t i) {
+                   float sum = 0;
+                   for (std::int64_t group = 0; group < groups; ++group)
+                     sum += partials[group * out * k + i];
+                   dw(i / k, i % k) += sum;
+                 });
     if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
   } else {
     check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);

@@ -6,11 +6,32 @@
 #pragma once
 
 #include <tessera/kernels/impl/conv_threads.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/winograd.hpp>
 
 #include <cstdint>
 
 namespace tessera::kernels::impl {
+
+// FLOPs of winograd.hpp's transforms, for tiles t x t of an r x r kernel.
+// Input tile B^T d B, a channel: 2 t^2 sums of t products.
+inline double winograd_input_flops(int t) { return 2.0 * t * t * (2 * t - 1); }
+// Output tile A^T M A, a channel: 2 t, then 4, sums of t products.
+inline double winograd_output_flops(int t) { return (2.0 * t + 4) * (2 * t - 1); }
+// Output-gradient tile A d A^T, a channel: 2 t, then t^2, sums of 2 products.
+inline double winograd_gradient_flops(int t) { return 3.0 * (2 * t + t * t); }
+// A kernel's G g G^T or its gradient's G^T dU G, a channel pair: t r, then
+// t^2 (or r^2, then t r) multiply-adds of r (or t) terms.
+inline double winograd_weight_flops(int t, int r) { return 2.0 * t * r * (t + r); }
+// The forward of g in Winograd's form, bias aside: each sample's tiles
+// transformed for each input channel, the t^2 products [tiles x in] x
+// [in x out], and the tiles transformed back for each output channel.
+inline double winograd_forward_flops(const Conv2dGeometry& g, int t) {
+  const double tiles = double(g.batch) * double(g.winograd_tiles());
+  const double in = double(g.in_channels), out = double(g.out_channels);
+  return tiles *
+         (in * winograd_input_flops(t) + 2.0 * t * t * in * out + out * winograd_output_flops(t));
+}
 
 // Winograd's weights of g for the forward (u) or, with `flip`, of
 // g.transposed() for the input gradient: t^2 blocks [in][out] of the
@@ -23,13 +44,17 @@ void winograd_weights(const ExecSpace& exec, const Winograd wg, const Conv2dGeom
   const std::int64_t out = flip ? g.in_channels : g.out_channels;
   const std::int64_t lanes = winograd_lanes, runs = (out + lanes - 1) / lanes;
   const float* const weights = w.data();
-  Kokkos::parallel_for("tessera::kernels::winograd_weights",
-                       Kokkos::RangePolicy<ExecSpace>(exec, 0, in * runs),
-                       [=](const std::int64_t task) {
-                         const std::int64_t o0 = (task % runs) * lanes;
-                         const int count = static_cast<int>(out - o0 < lanes ? out - o0 : lanes);
-                         wg.transform_weights(weights, in, out, flip, task / runs, o0, count, u);
-                       });
+  // W read (r^2 taps a channel pair), the t^2 transformed blocks written.
+  const Work work{bytes_of<float>(in * out * wg.r * wg.r) + bytes_of<float>(in * out * wg.t * wg.t),
+                  double(in * out) * winograd_weight_flops(wg.t, wg.r),
+                  "host schedule: an input channel and 16 output channels per task"};
+  parallel_for("tessera::kernels::winograd_weights",
+               Kokkos::RangePolicy<ExecSpace>(exec, 0, in * runs), work,
+               [=](const std::int64_t task) {
+                 const std::int64_t o0 = (task % runs) * lanes;
+                 const int count = static_cast<int>(out - o0 < lanes ? out - o0 : lanes);
+                 wg.transform_weights(weights, in, out, flip, task / runs, o0, count, u);
+               });
 }
 
 // A sample's `channels` planes of rows x cols (NCHW) channel-last into
@@ -190,18 +215,26 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
     const std::int64_t in = g.in_channels * g.input_positions();
     const std::int64_t out = g.out_channels * g.positions();
     const float* const bias = b.extent(0) > 0 ? b.data() : nullptr;
-    Kokkos::parallel_for("tessera::kernels::conv2d_forward_winograd",
-                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
-                             exec, 0, g.winograd_blocks()),
-                         [=](const std::int64_t block) {
-                           const int id = token.acquire();
-                           const std::int64_t first = block * samples;
-                           const std::int64_t count =
-                               g.batch - first < samples ? g.batch - first : samples;
-                           winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
-                                          y.data() + first * out, false, ts.slot(id));
-                           token.release(id);
-                         });
+    // x, the transformed weights and b read, y written; the transforms and
+    // products, and an add of the bias (a zero one too) an output.
+    const Work work{bytes_of<typename X::value_type>(g.input_size()) +
+                        bytes_of<float>(g.winograd_partial_size()) +
+                        bytes_of<typename B::value_type>(b.extent(0)) +
+                        bytes_of<typename Y::value_type>(g.output_size()),
+                    winograd_forward_flops(g, wg.t) + double(g.output_size()),
+                    "host schedule: one block of samples per task, transformed and multiplied "
+                    "on its thread"};
+    parallel_for("tessera::kernels::conv2d_forward_winograd",
+                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                     exec, 0, g.winograd_blocks()),
+                 work, [=](const std::int64_t block) {
+                   const int id = token.acquire();
+                   const std::int64_t first = block * samples;
+                   const std::int64_t count = g.batch - first < samples ? g.batch - first : samples;
+                   winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
+                                  y.data() + first * out, false, ts.slot(id));
+                   token.release(id);
+                 });
   } else {
     check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, 1);
     (void)x, (void)w, (void)b, (void)y;
@@ -222,34 +255,72 @@ void winograd_weight_gradient(const ExecSpace& exec, const Winograd& wg, const C
   // blocks of every group at once, out * in floats apart, had the
   // cache evict its own lines).
   const std::int64_t run = 1024, runs = (size + run - 1) / run;
+  // Every group's partial read, the first written; an add a later group's value.
+  const Work sums{bytes_of<float>(groups * size) + bytes_of<float>(size),
+                  double(groups - 1) * double(size),
+                  "host schedule: runs of 1024 values per task, on the host only"};
   if (groups > 1)
-    Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
-                         Kokkos::RangePolicy<ExecSpace>(exec, 0, runs), [=](const std::int64_t r) {
-                           const std::int64_t begin = r * run;
-                           const int count =
-                               static_cast<int>(size - begin < run ? size - begin : run);
-                           float* const sum = partials + begin;
-                           for (std::int64_t group = 1; group < groups; ++group)
-                             add_row(sum, partials + group * size + begin, count, 1);
-                         });
+    parallel_for("tessera::kernels::conv2d_weight_grad",
+                 Kokkos::RangePolicy<ExecSpace>(exec, 0, runs), sums, [=](const std::int64_t r) {
+                   const std::int64_t begin = r * run;
+                   const int count = static_cast<int>(size - begin < run ? size - begin : run);
+                   float* const sum = partials + begin;
+                   for (std::int64_t group = 1; group < groups; ++group)
+                     add_row(sum, partials + group * size + begin, count, 1);
+                 });
   // dW(o, c) += G^T dU(o, c) G, winograd_lanes (o, c) pairs a task.
   const std::int64_t pairs = out * in, tt = std::int64_t(wg.t) * wg.t, rr = k / in;
-  Kokkos::parallel_for("tessera::kernels::conv2d_weight_grad",
-                       Kokkos::RangePolicy<ExecSpace>(exec, 0, pairs / winograd_lanes),
-                       [=](const std::int64_t task) {
-                         const std::int64_t first = task * winograd_lanes;
-                         double du[Winograd::max_t * Winograd::max_t][winograd_lanes],
-                             d[25][winograd_lanes];
-                         for (std::int64_t j = 0; j < tt; ++j)
-                           for (int l = 0; l < winograd_lanes; ++l)
-                             du[j][l] = partials[j * pairs + first + l];
-                         wg.transform_weight_gradient(du, d);
-                         for (int l = 0; l < winograd_lanes; ++l) {
-                           const std::int64_t i = first + l;
-                           for (std::int64_t j = 0; j < rr; ++j)
-                             dw(i / in, (i % in) * rr + j) += static_cast<float>(d[j][l]);
-                         }
-                       });
+  // The summed dU read (t^2 a pair), dW read and written (r^2 a pair); the
+  // transform and an add into dW a tap.
+  const Work transform{
+      bytes_of<float>(tt * pairs) + 2 * bytes_of<typename DW::value_type>(pairs * rr),
+      double(pairs) * (winograd_weight_flops(wg.t, wg.r) + double(rr)),
+      "host schedule: 16 channel pairs per task, on the host only"};
+  parallel_for("tessera::kernels::conv2d_weight_grad",
+               Kokkos::RangePolicy<ExecSpace>(exec, 0, pairs / winograd_lanes), transform,
+               [=](const std::int64_t task) {
+                 const std::int64_t first = task * winograd_lanes;
+                 double du[Winograd::max_t * Winograd::max_t][winograd_lanes],
+                     d[25][winograd_lanes];
+                 for (std::int64_t j = 0; j < tt; ++j)
+                   for (int l = 0; l < winograd_lanes; ++l)
+                     du[j][l] = partials[j * pairs + first + l];
+                 wg.transform_weight_gradient(du, d);
+                 for (int l = 0; l < winograd_lanes; ++l) {
+                   const std::int64_t i = first + l;
+                   for (std::int64_t j = 0; j < rr; ++j)
+                     dw(i / in, (i % in) * rr + j) += static_cast<float>(d[j][l]);
+                 }
+               });
+}
+
+// The work of conv2d_backward_winograd's groups: x and dy read, the
+// groups' dU partials written, and with db the rows' sums (an add an
+// element of dy). dU: x's tiles and dy's transformed, the t^2 products
+// [out x tiles] x [tiles x in]. With dx: the transformed flipped weights
+// read, dx read and written, and the transposed convolution's forward
+// (winograd_forward_flops) with an add an element of dx.
+template <class X, class DY, class DX>
+Work winograd_backward_work(const Conv2dGeometry& g, int t, std::int64_t groups, bool with_dx,
+                            bool with_db) {
+  const double tiles = double(g.batch) * double(g.winograd_tiles());
+  const double in = double(g.in_channels), out = double(g.out_channels);
+  Work work{bytes_of<typename X::value_type>(g.input_size()) +
+                bytes_of<typename DY::value_type>(g.output_size()) +
+                bytes_of<float>(groups * g.winograd_partial_size()),
+            tiles * (in * winograd_input_flops(t) + out * winograd_gradient_flops(t) +
+                     2.0 * t * t * in * out),
+            "host schedule: one group of blocks per task, its dU partial summed in block order"};
+  if (with_db) {
+    work.bytes += bytes_of<float>(g.batch * g.out_channels);
+    work.flops += double(g.output_size());
+  }
+  if (with_dx) {
+    work.bytes += bytes_of<float>(g.winograd_partial_size()) +
+                  2 * bytes_of<typename DX::value_type>(g.input_size());
+    work.flops += winograd_forward_flops(g.transposed(), t) + double(g.input_size());
+  }
+  return work;
 }
 
 // dW += dy * cols(x)^T, db += sums of dy, dx += conv(dy, flipped W)
@@ -279,29 +350,30 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
     const std::int64_t samples = g.winograd_block_samples(), blocks = g.winograd_blocks();
     const std::int64_t per_group = g.winograd_group_blocks(), groups = g.winograd_groups();
     const std::int64_t size = g.winograd_partial_size(), transformed = t.winograd_block_samples();
-    Kokkos::parallel_for(
-        "tessera::kernels::conv2d_backward_winograd",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
-        [=](const std::int64_t group) {
-          const int id = token.acquire();
-          float* const work = ts.slot(id);
-          const std::int64_t last =
-              (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
-          for (std::int64_t block = group * per_group; block < last; ++block) {
-            const std::int64_t first = block * samples;
-            const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
-            winograd_weight_block(gemm, wg, g, x.data() + first * in * plane,
-                                  dy.data() + first * out * positions, end - first,
-                                  block == group * per_group ? 0.0f : 1.0f, partials + group * size,
-                                  with_db ? row_sums + first * out : nullptr, work);
-            if (!with_dx) continue;
-            for (std::int64_t from = first; from < end; from += transformed)
-              winograd_block(gemm, wg, t, dy.data() + from * out * positions,
-                             end - from < transformed ? end - from : transformed, u, nullptr,
-                             dx.data() + from * in * plane, true, work);
-          }
-          token.release(id);
-        });
+    parallel_for("tessera::kernels::conv2d_backward_winograd",
+                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
+                 winograd_backward_work<X, DY, DX>(g, wg.t, groups, with_dx, with_db),
+                 [=](const std::int64_t group) {
+                   const int id = token.acquire();
+                   float* const work = ts.slot(id);
+                   const std::int64_t last =
+                       (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+                   for (std::int64_t block = group * per_group; block < last; ++block) {
+                     const std::int64_t first = block * samples;
+                     const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
+                     winograd_weight_block(gemm, wg, g, x.data() + first * in * plane,
+                                           dy.data() + first * out * positions, end - first,
+                                           block == group * per_group ? 0.0f : 1.0f,
+                                           partials + group * size,
+                                           with_db ? row_sums + first * out : nullptr, work);
+                     if (!with_dx) continue;
+                     for (std::int64_t from = first; from < end; from += transformed)
+                       winograd_block(gemm, wg, t, dy.data() + from * out * positions,
+                                      end - from < transformed ? end - from : transformed, u,
+                                      nullptr, dx.data() + from * in * plane, true, work);
+                   }
+                   token.release(id);
+                 });
     winograd_weight_gradient(exec, wg, g, partials, groups, dw);
     if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
   } else {

@@ -12,6 +12,7 @@
 
 #include <tessera/core/host_paths.hpp>
 #include <tessera/core/types.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 
 #include <cstdint>
 
@@ -27,16 +28,26 @@ constexpr bool runs_on_host = host_fast_paths_v<ExecSpace>;
 // over the threads.
 constexpr std::int64_t host_span = 8192;
 
+// A sweep's work, saying why a host's spans are few where the caller did
+// not (impl/launch.hpp).
+template <class ExecSpace>
+Work span_work(Work work) {
+  if (runs_on_host<ExecSpace> && work.narrow == nullptr)
+    work.narrow = "host schedule: a span of consecutive elements a task";
+  return work;
+}
+
 // body(begin, end) for consecutive spans covering [0, n), in parallel;
 // spans of `span_on_host` elements on the host (a kernel whose element is a
-// whole column takes fewer).
+// whole column takes fewer). work: the whole sweep's (impl/launch.hpp).
 template <class ExecSpace, class Body>
-void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, const Body& body,
-                   std::int64_t span_on_host = host_span) {
+void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, const Work& work,
+                   const Body& body, std::int64_t span_on_host = host_span) {
   const std::int64_t span = runs_on_host<ExecSpace> ? span_on_host : 1;
   const std::int64_t spans = (n + span - 1) / span;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, spans), KOKKOS_LAMBDA(const std::int64_t s) {
+  parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, spans), span_work<ExecSpace>(work),
+      KOKKOS_LAMBDA(const std::int64_t s) {
         const std::int64_t begin = s * span;
         body(begin, begin + span < n ? begin + span : n);
       });
@@ -48,13 +59,13 @@ void for_each_span(const ExecSpace& exec, const char* label, std::int64_t n, con
 // plane is one row of 16), so no task is only loop set-up.
 template <class ExecSpace, class Body>
 void for_each_row_span(const ExecSpace& exec, const char* label, std::int64_t rows,
-                       std::int64_t width, const Body& body,
+                       std::int64_t width, const Work& work, const Body& body,
                        std::int64_t span_on_host = host_span) {
   const std::int64_t span = runs_on_host<ExecSpace> ? span_on_host : 1;
   if (width > 0 && width < span) {
     const std::int64_t rows_per_task = span / width;
     for_each_span(
-        exec, label, rows,
+        exec, label, rows, work,
         KOKKOS_LAMBDA(const std::int64_t first, const std::int64_t last) {
           for (std::int64_t row = first; row < last; ++row) body(row, 0, width);
         },
@@ -62,8 +73,8 @@ void for_each_row_span(const ExecSpace& exec, const char* label, std::int64_t ro
     return;
   }
   const std::int64_t per_row = (width + span - 1) / span;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * per_row),
+  parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * per_row), span_work<ExecSpace>(work),
       KOKKOS_LAMBDA(const std::int64_t s) {
         const std::int64_t row = s / per_row, begin = (s % per_row) * span;
         body(row, begin, begin + span < width ? begin + span : width);

@@ -13,6 +13,7 @@
 #include <tessera/core/precision.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/gemm_operand.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 
 #if TESSERA_ENABLE_CUBLAS
 #include <cublas_v2.h>
@@ -52,6 +53,12 @@ void mixed_gemm_cublas(const Kokkos::Cuda& exec, const char* trans_a, const char
   const cublasHandle_t handle = cublas_handle();
   cublasSetStream(handle, exec.cuda_stream());
   const auto op = [](const char* t) { return t[0] == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T; };
+  // Noted as impl::gemm notes a product: M x N items, A and B read, C
+  // written (and read where beta is not 0), 2 M N K FLOPs.
+  const double bytes = bytes_of<TA>(a.size()) + bytes_of<TB>(b.size()) +
+                       bytes_of<float>(c.size()) * (beta == 0.0f ? 1 : 2);
+  note_launch(oa.rows * ob.cols,
+              Work{bytes, 2.0 * double(oa.rows) * double(ob.cols) * double(oa.cols)});
   const cublasStatus_t status = cublasGemmEx(
       handle, op(trans_b), op(trans_a), static_cast<int>(ob.cols), static_cast<int>(oa.rows),
       static_cast<int>(oa.cols), &alpha, b.data(), cuda_type<TB>(), static_cast<int>(b.stride(0)),

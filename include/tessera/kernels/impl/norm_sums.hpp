@@ -2,9 +2,8 @@
 // group's rows that makes the per-group sums the same bits for any thread
 // count and backend (norm.hpp's opening comment tells how), the lane
 // arithmetic (one vector register of lanes on the host), the device path's
-// teams over chunks of a group and over blocks of positions, the terms of
-// the statistics and of backward, and the per-group arithmetic of the
-// moments and the per-element arithmetic of forward and backward.
+// teams over chunks of a group and over blocks of positions, and the terms
+// of the statistics and of backward.
 #pragma once
 
 #include <tessera/core/compat.hpp>
@@ -13,6 +12,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/group_layout.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/reduce.hpp>
 
@@ -177,10 +177,11 @@ KOKKOS_INLINE_FUNCTION void chunk_pair_sums(const Terms& terms, const GroupLayou
 // sum_lanes), lanes are added pairwise, and chunk sums in chunk order.
 // `partials` holds 2 * groups * GroupChunks::per_group doubles. How chunks
 // are shared out among the threads (blocks of groups with short rows)
-// leaves the sums alone.
+// leaves the sums alone. finish_work: finish's work over all the groups.
 template <class ExecSpace, class Partials, class Terms, class Finish>
 void chunked_pair_sums_host(const ExecSpace& exec, const char* label, const GroupLayout& layout,
-                            const Partials& partials, const Terms& terms, const Finish& finish) {
+                            const Partials& partials, const Terms& terms, const Finish& finish,
+                            const Work& finish_work) {
   const GroupChunks chunks(layout);
   TESSERA_REQUIRE(
       static_cast<std::int64_t>(partials.size()) >= 2 * layout.groups * chunks.per_group,
@@ -197,12 +198,18 @@ void chunked_pair_sums_host(const ExecSpace& exec, const char* label, const Grou
   block = block < max_block ? block : max_block;
   block = block > 1 ? block : 1;
   const std::int64_t blocks = (l.groups + block - 1) / block;
+  using P = typename Partials::value_type;
+  const std::int64_t sums = 2 * l.groups * chunks.per_group;
+  const Work elements = terms.work(l);
   // Dynamic: a group's last chunk may have fewer rows ([N, 64, 7, 7] cuts
   // 128 rows into 83 and 45), so equal numbers of tasks are not equal work.
-  Kokkos::parallel_for(
+  // The terms of every element, each sum's lanes added pairwise, the sums written.
+  parallel_for(
       label,
       Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0,
                                                                         blocks * chunks.per_group),
+      Work{elements.bytes + bytes_of<P>(sums), elements.flops + (sum_lanes - 1.0) * sums,
+           "host schedule: one task per chunk of a block of groups"},
       KOKKOS_LAMBDA(const std::int64_t t) {
         // Task t is chunk c of a block of groups; consecutive tasks are the
         // same rows of neighbouring groups, so a thread reads adjacent memory.
@@ -215,8 +222,11 @@ void chunked_pair_sums_host(const ExecSpace& exec, const char* label, const Grou
 #endif
           chunk_pair_sums<max_block, double[sum_lanes]>(terms, l, chunks, c, g0, g1, partials);
       });
-  Kokkos::parallel_for(
+  // The chunk sums read and added, then finish.
+  parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(exec, 0, l.groups),
+      Work{bytes_of<P>(sums) + finish_work.bytes, sums + finish_work.flops,
+           "host schedule: one task per group, adding its chunk sums in order"},
       KOKKOS_LAMBDA(const std::int64_t g) {
         double first = 0, second = 0;
         for (std::int64_t c = 0; c < chunks.per_group; ++c) {
@@ -287,19 +297,30 @@ KOKKOS_INLINE_FUNCTION PairSum chunk_pair_sum(const Member& member, const Terms&
                            });
 }
 
+// FLOPs of team_sum over `count` pairs in all, in `teams` teams: each pair
+// added into its lane, then each team's lanes added in a tree.
+inline double team_pair_sum_flops(std::int64_t count, std::int64_t teams) {
+  return 2.0 * count + 2.0 * (team_lanes - 1) * teams;
+}
+
 // The device path of chunked_pair_sums; `partials` holds 2 * groups *
-// device_chunks doubles.
+// device_chunks doubles. finish_work: finish's work over all the groups.
 template <class ExecSpace, class Partials, class Terms, class Finish>
 void chunked_pair_sums_device(const ExecSpace& exec, const char* label, const GroupLayout& layout,
                               const Partials& partials, const Terms& terms, const Finish& finish,
-                              TeamShape shape) {
+                              const Work& finish_work, TeamShape shape) {
   const GroupLayout l = layout;
   const std::int64_t chunks = device_chunks(l);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using P = typename Partials::value_type;
   const std::size_t scratch = team_sum_bytes<PairSum>();
+  const Work elements = terms.work(l);
+  // The terms of every element summed by a team per chunk.
+  const double chunk_flops = elements.flops + team_pair_sum_flops(l.size(), l.groups * chunks);
   if (chunks == 1) {
-    Kokkos::parallel_for(
+    parallel_for(
         std::string(label) + "::groups", team_policy(exec, l.groups, shape, scratch),
+        Work{elements.bytes + finish_work.bytes, chunk_flops + finish_work.flops},
         KOKKOS_LAMBDA(const Member& member) {
           const std::int64_t g = member.league_rank();
           const PairSum s = chunk_pair_sum(member, terms, l, g, 0);
@@ -312,10 +333,11 @@ void chunked_pair_sums_device(const ExecSpace& exec, const char* label, const Gr
                         << 2 * l.groups * chunks << " needed for groups of layout [outer "
                         << l.outer << ", groups " << l.groups << ", inner " << l.inner
                         << "] (group_partials_size)");
+  const std::int64_t sums = 2 * l.groups * chunks;
   if (l.groups * chunks > 0)
-    Kokkos::parallel_for(
+    parallel_for(
         std::string(label) + "::chunks", team_policy(exec, l.groups * chunks, shape, scratch),
-        KOKKOS_LAMBDA(const Member& member) {
+        Work{elements.bytes + bytes_of<P>(sums), chunk_flops}, KOKKOS_LAMBDA(const Member& member) {
           const std::int64_t t = member.league_rank(), g = t / chunks;
           const PairSum s = chunk_pair_sum(member, terms, l, g, t - g * chunks);
           Kokkos::single(Kokkos::PerTeam(member), [&] {
@@ -323,8 +345,11 @@ void chunked_pair_sums_device(const ExecSpace& exec, const char* label, const Gr
             partials(2 * t + 1) = s.second;
           });
         });
-  Kokkos::parallel_for(
+  // The chunk sums read and summed by a team per group, then finish.
+  parallel_for(
       std::string(label) + "::groups", team_policy(exec, l.groups, shape, scratch),
+      Work{bytes_of<P>(sums) + finish_work.bytes,
+           team_pair_sum_flops(l.groups * chunks, l.groups) + finish_work.flops},
       KOKKOS_LAMBDA(const Member& member) {
         const std::int64_t g = member.league_rank();
         const PairSum s = team_sum<PairSum>(member, team_lanes_scratch<PairSum>(member), chunks,
@@ -340,18 +365,21 @@ void chunked_pair_sums_device(const ExecSpace& exec, const char* label, const Gr
 // of the element at flat index i (position k within group g) to the partial
 // sums `first` and `second` (see OneLane); finish(g, first, second)
 // receives the totals, on the host path (chunked_pair_sums_host) or the
-// device path (chunked_pair_sums_device) as `path` says.
+// device path (chunked_pair_sums_device) as `path` says. terms.work(layout)
+// is the terms' work over every element (the bytes they read, their
+// FLOPs), finish_work finish's over all the groups (the bytes it reads and
+// writes, its FLOPs); the launches' Work adds the partial sums' own.
 template <class ExecSpace, class Partials, class Terms, class Finish>
 void chunked_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
                        const Partials& partials, const Terms& terms, const Finish& finish,
-                       NormPath path) {
+                       const Work& finish_work, NormPath path) {
   if constexpr (host_fast_paths_v<ExecSpace>) {
     if (!path.device) {
-      chunked_pair_sums_host(exec, label, layout, partials, terms, finish);
+      chunked_pair_sums_host(exec, label, layout, partials, terms, finish, finish_work);
       return;
     }
   }
-  chunked_pair_sums_device(exec, label, layout, partials, terms, finish, path.team);
+  chunked_pair_sums_device(exec, label, layout, partials, terms, finish, finish_work, path.team);
 }
 
 // Sums over the groups for each position (per_position affine gradients)
@@ -379,11 +407,12 @@ inline std::int64_t position_partials_size(const GroupLayout& l) {
 }
 
 // terms(OneLane, g, i, p, first, second) as chunked_pair_sums', summed over
-// the groups g for each position p; finish(p, first, second).
+// the groups g for each position p; finish(p, first, second), whose work
+// over all the positions is finish_work.
 template <class ExecSpace, class Partials, class Terms, class Finish>
 void position_pair_sums(const ExecSpace& exec, const char* label, const GroupLayout& layout,
                         const Partials& partials, const Terms& terms, const Finish& finish,
-                        TeamShape shape) {
+                        const Work& finish_work, TeamShape shape) {
   const GroupLayout l = layout;
   const std::int64_t positions = l.group_size(), chunks = position_chunks(l);
   const std::int64_t blocks = (positions + position_block - 1) / position_block;
@@ -397,10 +426,21 @@ void position_pair_sums(const ExecSpace& exec, const char* label, const GroupLay
   shape = gpu_team_shape<ExecSpace>(shape, units);
   const std::size_t scratch = units * sizeof(PairSum);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using P = typename Partials::value_type;
+  const std::int64_t sums = 2 * positions * chunks;
+  const Work elements = terms.work(l);
+  // The terms of every element, each team's lanes added pairwise, and
+  // finish (one chunk) or the chunk sums written.
+  const Work columns{
+      elements.bytes + (chunks == 1 ? finish_work.bytes : bytes_of<P>(sums)),
+      elements.flops + 2.0 * (position_lanes - 1) * position_block * blocks * chunks +
+          (chunks == 1 ? finish_work.flops : 0.0),
+      "one team per 32 positions and 64 groups: the chunks of groups are the order of each "
+      "position's sums"};
   if (blocks * chunks > 0)
-    Kokkos::parallel_for(
+    parallel_for(
         std::string(label) + "::columns", team_policy(exec, blocks * chunks, shape, scratch),
-        KOKKOS_LAMBDA(const Member& member) {
+        columns, KOKKOS_LAMBDA(const Member& member) {
           const std::int64_t t = member.league_rank(), c = t / blocks, b = t - c * blocks;
           const std::int64_t g0 = c * position_rows;
           const std::int64_t g1 = g0 + position_rows < l.groups ? g0 + position_rows : l.groups;
@@ -437,8 +477,10 @@ void position_pair_sums(const ExecSpace& exec, const char* label, const GroupLay
           });
         });
   if (chunks == 1) return;
-  Kokkos::parallel_for(
+  // The chunk sums read and added, then finish.
+  parallel_for(
       std::string(label) + "::positions", Kokkos::RangePolicy<ExecSpace>(exec, 0, positions),
+      Work{bytes_of<P>(sums) + finish_work.bytes, sums + finish_work.flops},
       KOKKOS_LAMBDA(const std::int64_t p) {
         PairSum s;
         for (std::int64_t c = 0; c < chunks; ++c)
@@ -452,6 +494,9 @@ template <class T>
 struct SquareTerms {
   static constexpr bool all_lanes = std::is_same<accumulator_t<T>, float>::value;
   const T* x;
+
+  // x read; an add and a multiply-add an element.
+  Work work(const GroupLayout& l) const { return Work{bytes_of<T>(l.size()), 3.0 * l.size()}; }
 
   template <class Lanes, class Sum>
   KOKKOS_INLINE_FUNCTION void operator()(Lanes, std::int64_t, std::int64_t i, std::int64_t,
@@ -472,6 +517,16 @@ struct GradientTerms {
   const float* gamma;
   Mean mean;
   InvStd invstd;
+
+  // x and dy read, gamma at every position where given, the statistics of
+  // every group; an element's dy * gamma, add, subtract, multiply and
+  // multiply-add.
+  Work work(const GroupLayout& l) const {
+    return Work{bytes_of<T>(2 * l.size()) + (gamma ? bytes_of<float>(l.group_size()) : 0.0) +
+                    bytes_of<typename Mean::value_type>(l.groups) +
+                    bytes_of<typename InvStd::value_type>(l.groups),
+                (gamma ? 6.0 : 5.0) * l.size()};
+  }
 
   template <class Lanes, class Sum>
   KOKKOS_INLINE_FUNCTION void operator()(Lanes, std::int64_t g, std::int64_t i, std::int64_t k,
@@ -494,13 +549,16 @@ GradientTerms<T, Mean, InvStd> gradient_terms(const T* x, const T* dy, const flo
 // longer than a host span are split. A host task of short rows steps from
 // row to row and group to group rather than dividing a row's index by the
 // groups ([N, 128, 4, 4] has 16 values a row: the division cost as much).
+// work: the whole sweep's, noted as a host schedule (a task takes a span
+// of rows).
 template <class ExecSpace, class Body>
 void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLayout& layout,
-                        const Body& body) {
+                        Work work, const Body& body) {
   const GroupLayout l = layout;
+  work.narrow = "host schedule: one task per span of rows";
   if (runs_on_host<ExecSpace> && l.inner > 0 && l.inner < host_span) {
     for_each_span(
-        exec, label, l.outer * l.groups,
+        exec, label, l.outer * l.groups, work,
         KOKKOS_LAMBDA(const std::int64_t first, const std::int64_t last) {
           std::int64_t o = first / l.groups, g = first % l.groups;
           for (std::int64_t r = first; r < last; ++r) {
@@ -515,7 +573,7 @@ void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLay
     return;
   }
   for_each_row_span(
-      exec, label, l.outer * l.groups, l.inner,
+      exec, label, l.outer * l.groups, l.inner, work,
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t begin, const std::int64_t end) {
         const std::int64_t o = r / l.groups, g = r % l.groups;
         body(g, o * l.inner + begin, r * l.inner + begin, r * l.inner + end);
@@ -523,70 +581,18 @@ void for_each_group_row(const ExecSpace& exec, const char* label, const GroupLay
 }
 
 // body(g, k, i) for every element on the device path: flat index i,
-// position k within group g, one thread per element.
+// position k within group g, one thread per element. work: the sweep's.
 template <class ExecSpace, class Body>
 void for_each_group_element(const ExecSpace& exec, const char* label, const GroupLayout& layout,
-                            const Body& body) {
+                            const Work& work, const Body& body) {
   const GroupLayout l = layout;
-  Kokkos::parallel_for(
-      std::string(label) + "::elements", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.size()),
+  parallel_for(
+      std::string(label) + "::elements", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.size()), work,
       KOKKOS_LAMBDA(const std::int64_t i) {
         std::int64_t row, j, o, g;
         divide(i, l.inner, row, j);
         divide(row, l.groups, o, g);
         body(g, o * l.inner + j, i);
       });
-}
-
-// The per-element arithmetic of forward and backward, the same on both
-// paths: y, and batch statistics' dx before it is added.
-KOKKOS_INLINE_FUNCTION float normalized(float x, float mean, float invstd, float gamma,
-                                        float beta) {
-  return (x - mean) * invstd * gamma + beta;
-}
-
-KOKKOS_INLINE_FUNCTION float batch_input_gradient(float x, float dxhat, float mean, float invstd,
-                                                  double mean_dxhat, double mean_projected) {
-  const double xhat = (x - mean) * invstd;
-  return static_cast<float>(invstd * (dxhat - (mean_dxhat + xhat * mean_projected)));
-}
-
-// The per-group arithmetic of the moments from a group's sum and sum of
-// squares over n elements, shared by the kernels that take the sums from
-// memory and by group_moments, which has them in registers.
-//
-// mean and 1 / sqrt(biased variance + eps).
-KOKKOS_INLINE_FUNCTION void batch_moments(double sum, double squares, double n, float eps,
-                                          float& mean, float& invstd) {
-  const double m = sum / n;
-  const double var = squares / n - m * m;
-  mean = static_cast<float>(m);
-  invstd = static_cast<float>(1.0 / compat::sqrt((var > 0 ? var : 0.0) + eps));
-}
-
-// n / (n - 1): the unbiased variance's factor. A single element has no
-// unbiased variance; its biased one (zero) stands in.
-inline double bessel_factor(std::int64_t count) {
-  const double n = static_cast<double>(count);
-  return count > 1 ? n / (n - 1) : 1.0;
-}
-
-// running = (1 - momentum) * running + momentum * batch, with the unbiased
-// batch variance (as PyTorch).
-KOKKOS_INLINE_FUNCTION void update_running(double sum, double squares, double n, double bessel,
-                                           float momentum, float& running_mean,
-                                           float& running_var) {
-  const double m = sum / n;
-  const double var = squares / n - m * m;
-  const float unbiased = static_cast<float>((var > 0 ? var : 0.0) * bessel);
-  running_mean = (1.0f - momentum) * running_mean + momentum * static_cast<float>(m);
-  running_var = (1.0f - momentum) * running_var + momentum * unbiased;
-}
-
-// A scratch buffer of `size` doubles for calls outside a hot loop.
-template <class ExecSpace>
-Kokkos::View<double*, typename ExecSpace::memory_space> partials_scratch(std::int64_t size) {
-  return Kokkos::View<double*, typename ExecSpace::memory_space>(
-      Kokkos::view_alloc("tessera::kernels::norm_partials", Kokkos::WithoutInitializing), size);
 }
 }  // namespace tessera::kernels::impl
