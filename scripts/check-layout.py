@@ -33,10 +33,21 @@
                                 at the top level (a team's nested ranges
                                 are no launch) and no compat::gemm
                                 elsewhere
+  check-layout.py instances ROOT
+                                below the trainer (src/ and include/
+                                tessera/ of layers, model, optim,
+                                parallel and train) no code makes an
+                                execution space instance of its own
+                                (ExecSpace(), ExecSpace{} or a local
+                                `const ExecSpace exec;`): kernels run on
+                                the instance they are given (the model's,
+                                StepContext::exec), except where
+                                INSTANCES_ALLOWED says why
   check-layout.py self-test     the checks fail on planted trees (a
                                 back-edge, a cycle, a long function, a
                                 direct MPI call, a host-only branch, a
-                                direct launch)
+                                direct launch, an instance made below
+                                the trainer)
 
 Exit status: 0 when the tree holds, 1 with one line per violation
 (file:line and what to change) when it does not, 2 on bad usage.
@@ -397,6 +408,34 @@ def check_launches(root):
     return errors
 
 
+INSTANCE_FOLDERS = ("layers", "model", "optim", "parallel", "train")
+INSTANCE_MADE = re.compile(r"\bExecSpace\s*(\(\s*\)|\{\s*\})|\bconst\s+ExecSpace\s+\w+\s*;")
+# Where a default instance is right, and why (file: how many); none so far:
+# a model holds the default instance until set_execution_space().
+INSTANCES_ALLOWED = {}
+
+
+def check_instances(root):
+    errors = []
+    for path, _ in sources(root, ["src", "include"]):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        parts = rel.split("/")
+        folder = parts[1] if parts[0] == "src" else parts[2] if len(parts) > 2 else ""
+        if folder not in INSTANCE_FOLDERS:
+            continue
+        with open(path, encoding="utf-8") as f:
+            code = strip_code(f.read())
+        hits = list(INSTANCE_MADE.finditer(code))
+        for m in hits[INSTANCES_ALLOWED.get(rel, 0):]:
+            line = code.count("\n", 0, m.start()) + 1
+            errors.append(f"{rel}:{line}: an execution space instance made here: run on the "
+                          "instance given (StepContext::exec in a layer, the model's "
+                          "execution_space(), an `exec` parameter), so that a GPU's streams are "
+                          "honoured; or add the file and why to INSTANCES_ALLOWED in "
+                          "scripts/check-layout.py")
+    return errors
+
+
 def self_test(root):
     """Each check must fail on a copy of the tree with a planted violation."""
     failures = []
@@ -413,7 +452,7 @@ def self_test(root):
         for top in ("include", "src", "apps", "docs", "scripts"):
             shutil.copytree(os.path.join(root, top), os.path.join(tree, top))
         if (check_ladder(tree) or check_sizes(tree) or check_mpi(tree) or check_host_paths(tree)
-                or check_launches(tree)):
+                or check_launches(tree) or check_instances(tree)):
             failures.append("the copied tree does not pass to begin with")
         ladder, _ = ladder_of(tree)
         low, high = ladder[1], ladder[-1]
@@ -482,6 +521,16 @@ def self_test(root):
         expected = "include/tessera/kernels/planted_launch.hpp:6: parallel_reduce launched directly"
         if len(errors) != 1 or not errors[0].startswith(expected):
             failures.append(f"the planted launch was not reported as {expected}: {errors}")
+        # A layer that makes its own instance, beside one that takes the
+        # context's and a comment naming ExecSpace().
+        plant(tree, "src/layers", "planted_instance.cpp",
+              "// ExecSpace() in a comment\nvoid f(const StepContext& ctx) {\n"
+              "  g(ctx.exec);\n  const ExecSpace exec;\n  g(ExecSpace());\n}\n")
+        errors = check_instances(tree)
+        expected = ["src/layers/planted_instance.cpp:4: an execution space instance made here",
+                    "src/layers/planted_instance.cpp:5: an execution space instance made here"]
+        if len(errors) != 2 or not all(e.startswith(x) for e, x in zip(errors, expected)):
+            failures.append(f"the planted instances were not reported as {expected}: {errors}")
     return failures
 
 
@@ -493,10 +542,12 @@ def main(argv):
             print(f"check-layout self-test: {failure}")
         if not failures:
             print("check-layout self-test: a planted back-edge, cycle, long function, direct "
-                  "MPI call, host-only branch and direct launch fail")
+                  "MPI call, host-only branch, direct launch and instance made below the trainer "
+                  "fail")
         return 1 if failures else 0
     checks = {"ladder": check_ladder, "sizes": check_sizes, "mpi": check_mpi,
-              "host_paths": check_host_paths, "launches": check_launches}
+              "host_paths": check_host_paths, "launches": check_launches,
+              "instances": check_instances}
     if len(argv) != 3 or argv[1] not in checks:
         print(__doc__.strip(), file=sys.stderr)
         return 2

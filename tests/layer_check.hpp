@@ -43,8 +43,8 @@ class LayerHarness {
     layer.bind_parameters(values, grads);
     layer.bind_state(state);
     layer.allocate(input_shapes);
-    params_.initialize(seed);
-    state_.initialize(seed);
+    params_.initialize(ExecSpace(), seed);
+    state_.initialize(ExecSpace(), seed);
     // Non-zero biases too, so the checks see every term.
     if (params_.count() > 0) {
       auto p = to_host(params_.values());
@@ -93,7 +93,7 @@ class LayerHarness {
   void forward(const StepContext& ctx = {}) { layer_.forward(inputs, output, ctx); }
   // Zeroes gradients, then back-propagates output_grad.
   void backward(const StepContext& ctx = {}) {
-    params_.zero_gradients();
+    params_.zero_gradients(ExecSpace());
     for (auto& g : input_grads) Kokkos::deep_copy(g.flat(), 0.0f);
     layer_.backward(inputs, output, output_grad, input_grads, ctx);
   }
@@ -213,7 +213,7 @@ void expect_16bit_matches_float(Layer& layer16, Layer& layer32, const Shapes& sh
   Tensor<T> y("y16", h32.output.shape()), dy("dy16", h32.output.shape());
   from_host(dy.flat(), to16(to_host(h32.output_grad.flat())));
   layer16.forward16(x, y, ctx);
-  h16.parameters().zero_gradients();
+  h16.parameters().zero_gradients(ExecSpace());
   layer16.backward16(x, y, dy, dx, ctx);
 
   const std::string name = layer16.name() + " in " + float_format_name(format);

@@ -233,7 +233,7 @@ void expect_embedding_16bit() {
   for (std::size_t k = 0; k < dy.size(); ++k) dy_bits[k] = T(dy[k]);
   test::from_host(dy16.flat(), dy_bits);
   a.forward_ids16({h32.inputs[0]}, y, StepContext{});
-  h16.parameters().zero_gradients();
+  h16.parameters().zero_gradients(ExecSpace());
   a.backward_ids16({h32.inputs[0]}, dy16, StepContext{});
 
   const auto y32 = test::to_host(h32.output.flat());

@@ -46,22 +46,50 @@ struct LaunchListener {
   }
 };
 
-TYPED_TEST(Launch, RangeNotesItsLengthAndWorkBeforeTheKernel) {
-  using E = TypeParam;
-  const LaunchListener listener;
+// Free functions: CUDA takes no device lambda inside a test body.
+template <class E>
+std::vector<float> launch_range() {
   Kokkos::View<float*, typename E::memory_space> x("x", 1000);
   kernels::impl::parallel_for(
       "test_launch::range", Kokkos::RangePolicy<E>(E(), 10, 1000),
       kernels::Work{kernels::bytes_of<float>(990), 990, "why"},
       KOKKOS_LAMBDA(const std::int64_t i) { x(i) = float(i); });
-  Kokkos::fence();
+  return test::to_host(x);
+}
+
+template <class E>
+double launch_md_range() {
+  double sum = 0;
+  kernels::impl::parallel_reduce(
+      "test_launch::md_range", Kokkos::MDRangePolicy<E, Kokkos::Rank<2>>(E(), {2, 0}, {7, 30}),
+      kernels::Work{0, 150},
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, double& s) { s += double(i * j); },
+      sum);
+  return sum;
+}
+
+// Adds 1 to teams(t) from team t of 12, teams of `shape`.
+template <class E>
+void launch_teams(const char* label, kernels::TeamShape shape,
+                  const Kokkos::View<int*, typename E::memory_space>& teams) {
+  using Member = typename Kokkos::TeamPolicy<E>::member_type;
+  kernels::impl::parallel_for(
+      label, kernels::impl::team_policy(E(), 12, shape), kernels::Work{},
+      KOKKOS_LAMBDA(const Member& m) {
+        Kokkos::single(Kokkos::PerTeam(m), [&] { teams(m.league_rank()) += 1; });
+      });
+}
+
+TYPED_TEST(Launch, RangeNotesItsLengthAndWorkBeforeTheKernel) {
+  using E = TypeParam;
+  const LaunchListener listener;
+  const auto host = launch_range<E>();
   EXPECT_EQ(seen.label, "test_launch::range");
   EXPECT_TRUE(seen.fresh);
   EXPECT_EQ(seen.items, 990);
   EXPECT_EQ(seen.work.bytes, 3960);
   EXPECT_EQ(seen.work.flops, 990);
   EXPECT_STREQ(seen.work.narrow, "why");
-  const auto host = test::to_host(x);
   EXPECT_EQ(host[9], 0.0f);
   EXPECT_EQ(host[10], 10.0f);
   EXPECT_EQ(host[999], 999.0f);
@@ -70,12 +98,7 @@ TYPED_TEST(Launch, RangeNotesItsLengthAndWorkBeforeTheKernel) {
 TYPED_TEST(Launch, MDRangeNotesTheProductOfItsExtents) {
   using E = TypeParam;
   const LaunchListener listener;
-  double sum = 0;
-  kernels::impl::parallel_reduce(
-      "test_launch::md_range", Kokkos::MDRangePolicy<E, Kokkos::Rank<2>>(E(), {2, 0}, {7, 30}),
-      kernels::Work{0, 150},
-      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, double& s) { s += double(i * j); },
-      sum);
+  const double sum = launch_md_range<E>();
   EXPECT_EQ(seen.label, "test_launch::md_range");
   EXPECT_EQ(seen.items, 5 * 30);
   EXPECT_EQ(seen.work.flops, 150);
@@ -86,18 +109,13 @@ TYPED_TEST(Launch, MDRangeNotesTheProductOfItsExtents) {
 TYPED_TEST(Launch, TeamsNoteLeagueTimesTeam) {
   using E = TypeParam;
   const LaunchListener listener;
-  using Member = typename Kokkos::TeamPolicy<E>::member_type;
   Kokkos::View<int*, typename E::memory_space> teams("teams", 12);
   // A GPU's team counts its size; a host's team, of any size, counts the
   // team_lanes threads a GPU build gives it.
   const bool host = Kokkos::SpaceAccessibility<E, Kokkos::HostSpace>::accessible;
-  kernels::impl::parallel_for(
-      "test_launch::fixed_team", kernels::impl::team_policy(E(), 12, kernels::TeamShape{1}),
-      kernels::Work{}, KOKKOS_LAMBDA(const Member& m) { teams(m.league_rank()) = 1; });
+  launch_teams<E>("test_launch::fixed_team", kernels::TeamShape{1}, teams);
   EXPECT_EQ(seen.items, 12 * (host ? kernels::team_lanes : 1));
-  kernels::impl::parallel_for(
-      "test_launch::chosen_team", kernels::impl::team_policy(E(), 12, kernels::TeamShape{}),
-      kernels::Work{}, KOKKOS_LAMBDA(const Member& m) { teams(m.league_rank()) += 1; });
+  launch_teams<E>("test_launch::chosen_team", kernels::TeamShape{}, teams);
   EXPECT_EQ(seen.label, "test_launch::chosen_team");
   EXPECT_EQ(seen.items, 12 * kernels::team_lanes);
   for (const int t : test::to_host(teams)) EXPECT_EQ(t, 2);

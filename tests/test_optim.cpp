@@ -194,8 +194,8 @@ TEST(Optimizer, StepCountAndStateBuffersFollowTheParameterLayout) {
   Adam adam;
   EXPECT_EQ(adam.name(), "Adam");
   EXPECT_TRUE(adam.state_buffers().empty());
-  adam.step(store, 0.01f);
-  adam.step(store, 0.01f);
+  adam.step(ExecSpace(), store, 0.01f);
+  adam.step(ExecSpace(), store, 0.01f);
   EXPECT_EQ(adam.step_count(), 2);
   const auto state = adam.state_buffers();
   ASSERT_EQ(state.size(), 2u);
@@ -217,7 +217,7 @@ TEST(Optimizer, ClassStepMatchesTheKernel) {
   SGD sgd(hp);
   Vector<float> velocity("velocity", a.count());
   for (int i = 0; i < 3; ++i) {
-    sgd.step(a, 0.05f);
+    sgd.step(ExecSpace(), a, 0.05f);
     kernels::sgd_step(ExecSpace(), hp, 0.05f, b.values(), b.gradients(), velocity);
   }
   EXPECT_EQ(test::to_host(a.values()), test::to_host(b.values()));
@@ -229,8 +229,8 @@ template <class O>
 void expect_resume_is_exact() {
   ParameterStore a = small_store(11), b = small_store(11);
   O original;
-  original.step(a, 0.01f);
-  original.step(a, 0.02f);
+  original.step(ExecSpace(), a, 0.01f);
+  original.step(ExecSpace(), a, 0.02f);
   O resumed;
   resumed.allocate(b);
   Kokkos::deep_copy(b.values(), a.values());
@@ -240,8 +240,8 @@ void expect_resume_is_exact() {
   for (std::size_t i = 0; i < saved.size(); ++i)
     Kokkos::deep_copy(fresh[i].second, saved[i].second);
   resumed.set_step_count(original.step_count());
-  original.step(a, 0.03f);
-  resumed.step(b, 0.03f);
+  original.step(ExecSpace(), a, 0.03f);
+  resumed.step(ExecSpace(), b, 0.03f);
   EXPECT_EQ(test::to_host(a.values()), test::to_host(b.values()));
   EXPECT_EQ(resumed.step_count(), 3);
 }
@@ -266,13 +266,13 @@ void expect_shards_compose(const OptimizerParams& params) {
   EXPECT_TRUE(first.sharded());
   EXPECT_EQ(second.shard_offset(), cut);
   for (int step = 0; step < 3; ++step) {
-    one.step(whole, 0.01f * (step + 1));
+    one.step(ExecSpace(), whole, 0.01f * (step + 1));
     // Each shard's step writes only its own slice of the values.
     const auto before = test::to_host(sharded.values());
-    first.step(sharded, 0.01f * (step + 1));
+    first.step(ExecSpace(), sharded, 0.01f * (step + 1));
     const auto after_first = test::to_host(sharded.values());
     for (std::int64_t i = cut; i < n; ++i) ASSERT_EQ(after_first[i], before[i]) << i;
-    second.step(sharded, 0.01f * (step + 1));
+    second.step(ExecSpace(), sharded, 0.01f * (step + 1));
   }
   EXPECT_EQ(test::to_host(sharded.values()), test::to_host(whole.values())) << one.name();
   for (const auto& [name, buffer] : first.state_buffers())
@@ -294,12 +294,12 @@ TEST(Optimizer, ShardsUpdateAsTheWholeStore) {
 TEST(Optimizer, ShardsAreCheckedAgainstTheStore) {
   ParameterStore store = small_store(3);
   SGD late;
-  late.step(store, 0.1f);
+  late.step(ExecSpace(), store, 0.1f);
   test::expect_error([&] { late.set_shard(0, 1); },
                      "tessera::SGD::set_shard: the state is allocated already");
   Adam outside;
   outside.set_shard(store.count() - 1, 2);
-  test::expect_error([&] { outside.step(store, 0.1f); },
+  test::expect_error([&] { outside.step(ExecSpace(), store, 0.1f); },
                      "tessera::Adam: the shard [" + std::to_string(store.count() - 1) + ", " +
                          std::to_string(store.count() + 1) + ") lies outside the store's " +
                          std::to_string(store.count()) + " parameters");
@@ -352,7 +352,7 @@ TEST(Optimizer, RejectsBadLearningRatesAndForeignStores) {
   ParameterStore store = small_store(1);
   AdamW adamw;
   try {
-    adamw.step(store, -1.0f);
+    adamw.step(ExecSpace(), store, -1.0f);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(
@@ -361,11 +361,11 @@ TEST(Optimizer, RejectsBadLearningRatesAndForeignStores) {
         << e.what();
   }
   EXPECT_EQ(adamw.step_count(), 0);
-  adamw.step(store, 0.1f);
+  adamw.step(ExecSpace(), store, 0.1f);
   ParameterStore other;
   other.add("x", ParameterSpec{"w", Shape{2}});
   other.allocate();
-  EXPECT_THROW(adamw.step(other, 0.1f), Error);
+  EXPECT_THROW(adamw.step(ExecSpace(), other, 0.1f), Error);
   EXPECT_THROW(adamw.set_step_count(-1), Error);
 }
 
@@ -382,9 +382,9 @@ TEST(Optimizer, EachStepIsANamedProfilingRegion) {
   recorded_regions().clear();
   Kokkos::Tools::Experimental::set_push_region_callback(
       [](const char* name) { recorded_regions().emplace_back(name); });
-  sgd.step(store, 0.1f);
-  adam.step(store, 0.1f);
-  adamw.step(store, 0.1f);
+  sgd.step(ExecSpace(), store, 0.1f);
+  adam.step(ExecSpace(), store, 0.1f);
+  adamw.step(ExecSpace(), store, 0.1f);
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
   const auto& names = recorded_regions();
   for (const char* expected : {"tessera::SGD::step", "tessera::Adam::step", "tessera::AdamW::step",

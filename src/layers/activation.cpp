@@ -13,19 +13,18 @@ Activation<Op>::Activation(std::string name, Op op, std::vector<std::string> inp
 
 template <class Op>
 template <class T>
-void Activation<Op>::forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
-                                const StepContext& /*ctx*/) {
+void Activation<Op>::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region(forward_region_);
-  kernels::activation_forward(ExecSpace(), op_, x[0].flat(), y.flat());
+  kernels::activation_forward(ctx.exec, op_, x[0].flat(), y.flat());
 }
 
 template <class Op>
 template <class T>
 void Activation<Op>::backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
-                                 const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                                 const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region(backward_region_);
   if (dx[0].numel() == 0) return;
-  kernels::activation_backward(ExecSpace(), op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat());
+  kernels::activation_backward(ctx.exec, op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat());
 }
 
 LayerType relu_layer_type() {

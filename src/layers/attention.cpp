@@ -154,7 +154,7 @@ void CausalSelfAttention::forward_rows(const Rows& x, const Tensor<float>& qkv_w
                                        const Shape& in, const StepContext& ctx) {
   const kernels::AttentionLayout l = layout(in);
   const std::int64_t rows = in[0] * in[1];
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
   const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
   kernels::dense_forward(exec, x, qkv_weight.matrix(), qkv_bias_.flat(), qkv);
@@ -169,7 +169,7 @@ void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>
                                              const Shape& in, const StepContext& ctx) {
   const kernels::AttentionLayout l = layout(in);
   const std::int64_t rows = in[0] * in[1];
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
   const auto dqkv = leading_rows(dqkv_, rows), dheads = leading_rows(dheads_, rows);
   const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
@@ -182,9 +182,9 @@ void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>
       Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), dheads, dqkv);
 }
 
-void CausalSelfAttention::backward_qkv(const Rows& x, const Tensor<float>& qkv_weight,
-                                       const Rows& dx) {
-  kernels::dense_backward(ExecSpace(), x, qkv_weight.matrix(), leading_rows(dqkv_, x.extent(0)), dx,
+void CausalSelfAttention::backward_qkv(const ExecSpace& exec, const Rows& x,
+                                       const Tensor<float>& qkv_weight, const Rows& dx) {
+  kernels::dense_backward(exec, x, qkv_weight.matrix(), leading_rows(dqkv_, x.extent(0)), dx,
                           qkv_weight_grad_.matrix(), qkv_bias_grad_.flat());
 }
 
@@ -200,10 +200,10 @@ void CausalSelfAttention::forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
   } else {
     // The widened input in dqkv_'s storage and the float output in
     // dheads_'s: neither holds anything between passes.
-    const ExecSpace exec;
+    const ExecSpace& exec = ctx.exec;
     const std::int64_t rows = in[0] * in[1], c = in[2];
-    round_weights<T>(qkv_weight_, qkv_weight_rounded_);
-    round_weights<T>(proj_weight_, proj_weight_rounded_);
+    round_weights<T>(exec, qkv_weight_, qkv_weight_rounded_);
+    round_weights<T>(exec, proj_weight_, proj_weight_rounded_);
     const Rows xf = leading_rows(dqkv_, rows, c), yf = leading_rows(dheads_, rows);
     kernels::copy_into(exec, x[0].flat(), xf, false);
     forward_rows(xf, qkv_weight_rounded_, proj_weight_rounded_, yf, in, ctx);
@@ -219,12 +219,12 @@ void CausalSelfAttention::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*
   const Shape& in = x[0].shape();
   if constexpr (std::is_same<T, float>::value) {
     backward_attention(dy.last_axis_matrix(), proj_weight_, in, ctx);
-    backward_qkv(x[0].last_axis_matrix(), qkv_weight_, dx[0].last_axis_matrix());
+    backward_qkv(ctx.exec, x[0].last_axis_matrix(), qkv_weight_, dx[0].last_axis_matrix());
   } else {
     // dy widened into dqkv_'s storage, read before the attention's backward
     // writes dqkv_; then x widened into qkv_'s, and dx into dheads_'s, once
     // the attention's backward has read them.
-    const ExecSpace exec;
+    const ExecSpace& exec = ctx.exec;
     const std::int64_t rows = in[0] * in[1], c = in[2];
     const Rows dyf = leading_rows(dqkv_, rows, c);
     kernels::copy_into(exec, dy.flat(), dyf, false);
@@ -234,7 +234,7 @@ void CausalSelfAttention::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*
     const bool input_gradient = dx[0].numel() > 0;
     const Rows dxf = input_gradient ? leading_rows(dheads_, rows) : Rows(nullptr, 0, 0);
     if (input_gradient) kernels::copy_into(exec, dx[0].flat(), dxf, false);
-    backward_qkv(xf, qkv_weight_rounded_, dxf);
+    backward_qkv(ctx.exec, xf, qkv_weight_rounded_, dxf);
     if (input_gradient) kernels::copy_into(exec, dxf, dx[0].flat(), false);
   }
 }

@@ -111,14 +111,12 @@ void Conv2D::bind_parameters(const Tensors& values, const Tensors& gradients) {
 
 void Conv2D::allocate(const Shapes& inputs) {
   const auto g = conv_geometry(inputs.at(0), options_);
-  const ExecSpace exec;
-  schedule_ = kernels::conv2d_schedule(exec);
+  schedule_ = kernels::conv2d_schedule<ExecSpace>();
   const std::int64_t block_bytes =
       host_fast_paths_v<ExecSpace> ? max_scratch_bytes : kernels::device_block_scratch_bytes;
-  const std::int64_t size =
-      schedule_ != kernels::ConvSchedule::blocks
-          ? g.thread_scratch_size(Kokkos::Experimental::UniqueToken<ExecSpace>(exec).size())
-          : g.scratch_size(kernels::conv2d_block_samples(g, block_bytes));
+  const std::int64_t size = schedule_ != kernels::ConvSchedule::blocks
+                                ? g.thread_scratch_size(kernels::conv2d_thread_slots<ExecSpace>())
+                                : g.scratch_size(kernels::conv2d_block_samples(g, block_bytes));
   scratch_ =
       Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing), size);
   weight_rounded_ =
@@ -145,7 +143,7 @@ LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
   c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
   // allocate() chose schedule_; before it, the schedule it will choose.
   const kernels::ConvSchedule schedule =
-      scratch_.size() > 0 ? schedule_ : kernels::conv2d_schedule(ExecSpace());
+      scratch_.size() > 0 ? schedule_ : kernels::conv2d_schedule<ExecSpace>();
   const ConvOperations ops = executed_operations(conv_geometry(inputs.at(0), options_), schedule);
   c.forward.executed = ops.forward + bias;
   c.backward.executed = ops.weight_gradient + (input_gradient ? ops.input_gradient : 0.0) + bias;
@@ -168,11 +166,11 @@ LayerType conv2d_layer_type() {
 }
 
 template <class T>
-void Conv2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void Conv2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Conv2D::forward");
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   const auto g = conv_geometry(x[0].shape(), options_);
-  if constexpr (is_storage16_v<T>) round_weights<T>(weight_, weight_rounded_);
+  if constexpr (is_storage16_v<T>) round_weights<T>(exec, weight_, weight_rounded_);
   const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
   kernels::conv2d_forward(exec, g, x[0].flat(), w.matrix(), bias_.flat(), y.flat(), scratch_,
                           schedule_);
@@ -180,11 +178,11 @@ void Conv2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepCon
 
 template <class T>
 void Conv2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                         const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                         const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Conv2D::backward");
   const auto g = conv_geometry(x[0].shape(), options_);
   const Tensor<float>& w = is_storage16_v<T> ? weight_rounded_ : weight_;
-  kernels::conv2d_backward(ExecSpace(), g, x[0].flat(), w.matrix(), dy.flat(), dx[0].flat(),
+  kernels::conv2d_backward(ctx.exec, g, x[0].flat(), w.matrix(), dy.flat(), dx[0].flat(),
                            weight_grad_.matrix(), bias_grad_.flat(), scratch_, schedule_);
 }
 

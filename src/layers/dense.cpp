@@ -104,13 +104,13 @@ LayerType dense_layer_type() {
 template <class T>
 void Dense::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Dense::forward");
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   if constexpr (std::is_same<T, float>::value) {
     (void)ctx;
     kernels::dense_forward(exec, rows(x[0]), weight_.matrix(), bias_.flat(), rows(y));
   } else {
     const Tensor<T>& w = rounded_weight<T>();
-    round_weights<T>(weight_, w);
+    round_weights<T>(exec, weight_, w);
     kernels::dense_forward(exec, rows(x[0]), w.matrix(), bias_.flat(), rows(y), scratch(ctx));
   }
 }
@@ -119,7 +119,7 @@ template <class T>
 void Dense::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
                         const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Dense::backward");
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   if constexpr (std::is_same<T, float>::value) {
     (void)ctx;
     kernels::dense_backward(exec, rows(x[0]), weight_.matrix(), rows(dy), rows(dx[0]),

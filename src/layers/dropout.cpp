@@ -51,10 +51,10 @@ template <class T>
 void Dropout::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Dropout::forward");
   if (!ctx.training) {
-    kernels::copy_into(ExecSpace(), x[0].flat(), y.flat(), false);
+    kernels::copy_into(ctx.exec, x[0].flat(), y.flat(), false);
     return;
   }
-  kernels::dropout_apply(ExecSpace(), x[0].flat(), y.flat(), rate_, ctx.seed, stream_,
+  kernels::dropout_apply(ctx.exec, x[0].flat(), y.flat(), rate_, ctx.seed, stream_,
                          first_counter(x[0].shape(), ctx), false);
 }
 
@@ -64,10 +64,10 @@ void Dropout::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const T
   ScopedRegion region("tessera::Dropout::backward");
   if (dx[0].numel() == 0) return;
   if (!ctx.training) {
-    kernels::copy_into(ExecSpace(), dy.flat(), dx[0].flat(), true);
+    kernels::copy_into(ctx.exec, dy.flat(), dx[0].flat(), true);
     return;
   }
-  kernels::dropout_apply(ExecSpace(), dy.flat(), dx[0].flat(), rate_, ctx.seed, stream_,
+  kernels::dropout_apply(ctx.exec, dy.flat(), dx[0].flat(), rate_, ctx.seed, stream_,
                          first_counter(x[0].shape(), ctx), true);
 }
 

@@ -64,11 +64,11 @@ std::int64_t Embedding::flops_per_sample(const Shapes& inputs) const {
 }
 
 template <class T>
-void Embedding::lookup(const Tensor<float>& x, const Tensor<T>& y) {
+void Embedding::lookup(const ExecSpace& exec, const Tensor<float>& x, const Tensor<T>& y) {
   ScopedRegion region("tessera::Embedding::forward");
   check_compute(format_of<T>());
   const auto ids = x.flat();
-  const std::int64_t bad = kernels::first_invalid_token(ExecSpace(), ids, options_.vocabulary);
+  const std::int64_t bad = kernels::first_invalid_token(exec, ids, options_.vocabulary);
   if (bad >= 0) {
     float value = 0;
     Kokkos::deep_copy(
@@ -80,41 +80,37 @@ void Embedding::lookup(const Tensor<float>& x, const Tensor<T>& y) {
                                    << ", not a token id from 0 to " << options_.vocabulary - 1
                                    << " (check the data's vocabulary against the layer's)");
   }
-  kernels::embedding_forward(ExecSpace(), x.shape()[1], ids, table_.matrix(),
-                             position_table_.matrix(), y.last_axis_matrix());
+  kernels::embedding_forward(exec, x.shape()[1], ids, table_.matrix(), position_table_.matrix(),
+                             y.last_axis_matrix());
 }
 
 template <class T>
-void Embedding::scatter(const Tensor<float>& x, const Tensor<T>& dy) {
+void Embedding::scatter(const ExecSpace& exec, const Tensor<float>& x, const Tensor<T>& dy) {
   ScopedRegion region("tessera::Embedding::backward");
   check_compute(format_of<T>());
-  kernels::embedding_backward(ExecSpace(), x.shape()[1], x.flat(), dy.last_axis_matrix(), buckets_,
+  kernels::embedding_backward(exec, x.shape()[1], x.flat(), dy.last_axis_matrix(), buckets_,
                               table_grad_.matrix(), position_table_grad_.matrix());
 }
 
-void Embedding::forward(const Tensors& x, const Tensor<float>& y, const StepContext& /*ctx*/) {
-  lookup(x[0], y);
+void Embedding::forward(const Tensors& x, const Tensor<float>& y, const StepContext& ctx) {
+  lookup(ctx.exec, x[0], y);
 }
-void Embedding::forward_ids16(const Tensors& ids, const Tensor<bf16>& y,
-                              const StepContext& /*ctx*/) {
-  lookup(ids[0], y);
+void Embedding::forward_ids16(const Tensors& ids, const Tensor<bf16>& y, const StepContext& ctx) {
+  lookup(ctx.exec, ids[0], y);
 }
-void Embedding::forward_ids16(const Tensors& ids, const Tensor<fp16>& y,
-                              const StepContext& /*ctx*/) {
-  lookup(ids[0], y);
+void Embedding::forward_ids16(const Tensors& ids, const Tensor<fp16>& y, const StepContext& ctx) {
+  lookup(ctx.exec, ids[0], y);
 }
 
 void Embedding::backward(const Tensors& x, const Tensor<float>& /*y*/, const Tensor<float>& dy,
-                         const Tensors& /*dx*/, const StepContext& /*ctx*/) {
-  scatter(x[0], dy);
+                         const Tensors& /*dx*/, const StepContext& ctx) {
+  scatter(ctx.exec, x[0], dy);
 }
-void Embedding::backward_ids16(const Tensors& ids, const Tensor<bf16>& dy,
-                               const StepContext& /*ctx*/) {
-  scatter(ids[0], dy);
+void Embedding::backward_ids16(const Tensors& ids, const Tensor<bf16>& dy, const StepContext& ctx) {
+  scatter(ctx.exec, ids[0], dy);
 }
-void Embedding::backward_ids16(const Tensors& ids, const Tensor<fp16>& dy,
-                               const StepContext& /*ctx*/) {
-  scatter(ids[0], dy);
+void Embedding::backward_ids16(const Tensors& ids, const Tensor<fp16>& dy, const StepContext& ctx) {
+  scatter(ctx.exec, ids[0], dy);
 }
 
 }  // namespace tessera

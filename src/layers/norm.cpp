@@ -34,43 +34,44 @@ Vector<double> GroupNormalizer::sums(std::int64_t groups) const {
 }
 
 template <class T>
-void GroupNormalizer::local_moments(const kernels::GroupLayout& layout, const Tensor<T>& x,
-                                    float eps, float momentum, const Tensor<float>& running_mean,
+void GroupNormalizer::local_moments(const ExecSpace& exec, const kernels::GroupLayout& layout,
+                                    const Tensor<T>& x, float eps, float momentum,
+                                    const Tensor<float>& running_mean,
                                     const Tensor<float>& running_var) {
-  kernels::group_moments(ExecSpace(), layout, x.flat(), eps, mean(layout.groups),
-                         invstd(layout.groups), momentum, running_mean.flat(), running_var.flat(),
-                         partials_);
+  kernels::group_moments(exec, layout, x.flat(), eps, mean(layout.groups), invstd(layout.groups),
+                         momentum, running_mean.flat(), running_var.flat(), partials_);
 }
 
 template <class T>
-Vector<double> GroupNormalizer::batch_sums(const kernels::GroupLayout& layout, const Tensor<T>& x) {
-  kernels::group_sums(ExecSpace(), layout, x.flat(), sums(layout.groups), partials_);
+Vector<double> GroupNormalizer::batch_sums(const ExecSpace& exec,
+                                           const kernels::GroupLayout& layout, const Tensor<T>& x) {
+  kernels::group_sums(exec, layout, x.flat(), sums(layout.groups), partials_);
   return sums(layout.groups);
 }
 
-void GroupNormalizer::batch_moments(std::int64_t groups, std::int64_t count, float eps) {
-  kernels::moments_from_sums(ExecSpace(), sums(groups), count, eps, mean(groups), invstd(groups));
+void GroupNormalizer::batch_moments(const ExecSpace& exec, std::int64_t groups, std::int64_t count,
+                                    float eps) {
+  kernels::moments_from_sums(exec, sums(groups), count, eps, mean(groups), invstd(groups));
 }
 
-void GroupNormalizer::running_moments(const Tensor<float>& running_mean,
+void GroupNormalizer::running_moments(const ExecSpace& exec, const Tensor<float>& running_mean,
                                       const Tensor<float>& running_var, float eps) {
   const std::int64_t groups = running_mean.numel();
-  kernels::moments_from_running(ExecSpace(), running_mean.flat(), running_var.flat(), eps,
-                                mean(groups), invstd(groups));
+  kernels::moments_from_running(exec, running_mean.flat(), running_var.flat(), eps, mean(groups),
+                                invstd(groups));
 }
 
 template <class T>
-void GroupNormalizer::normalize(const kernels::GroupLayout& layout, const Tensor<T>& x,
-                                const Tensor<T>& y) {
-  kernels::group_normalize(ExecSpace(), layout, affine_, x.flat(), mean(layout.groups),
+void GroupNormalizer::normalize(const ExecSpace& exec, const kernels::GroupLayout& layout,
+                                const Tensor<T>& x, const Tensor<T>& y) {
+  kernels::group_normalize(exec, layout, affine_, x.flat(), mean(layout.groups),
                            invstd(layout.groups), gamma_.flat(), beta_.flat(), y.flat());
 }
 
 template <class T>
-void GroupNormalizer::backward(const kernels::GroupLayout& layout, const Tensor<T>& x,
-                               const Tensor<T>& dy, const Tensor<T>& dx, bool batch_statistics,
-                               std::int64_t count, const BatchSync* sync) {
-  const ExecSpace exec;
+void GroupNormalizer::backward(const ExecSpace& exec, const kernels::GroupLayout& layout,
+                               const Tensor<T>& x, const Tensor<T>& dy, const Tensor<T>& dx,
+                               bool batch_statistics, std::int64_t count, const BatchSync* sync) {
   const Vector<float> m = mean(layout.groups), s = invstd(layout.groups);
   const Vector<double> gradient_sums = sums(layout.groups);
   // Per group, the sums the input gradient needs are (before the factor
@@ -188,19 +189,19 @@ void BatchNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Step
   ScopedRegion region("tessera::BatchNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
   if (ctx.training && ctx.sync == nullptr) {
-    normalizer_.local_moments(l, x[0], eps_, momentum_, running_mean_, running_var_);
+    normalizer_.local_moments(ctx.exec, l, x[0], eps_, momentum_, running_mean_, running_var_);
   } else if (ctx.training) {
     // The sums of every rank's shard, summed between the two steps.
-    const Vector<double> sums = normalizer_.batch_sums(l, x[0]);
+    const Vector<double> sums = normalizer_.batch_sums(ctx.exec, l, x[0]);
     ctx.sync->sum(sums);
     const std::int64_t count = statistics_count(l, ctx);
-    kernels::update_running_moments(ExecSpace(), sums, count, momentum_, running_mean_.flat(),
+    kernels::update_running_moments(ctx.exec, sums, count, momentum_, running_mean_.flat(),
                                     running_var_.flat());
-    normalizer_.batch_moments(l.groups, count, eps_);
+    normalizer_.batch_moments(ctx.exec, l.groups, count, eps_);
   } else {
-    normalizer_.running_moments(running_mean_, running_var_, eps_);
+    normalizer_.running_moments(ctx.exec, running_mean_, running_var_, eps_);
   }
-  normalizer_.normalize(l, x[0], y);
+  normalizer_.normalize(ctx.exec, l, x[0], y);
 }
 
 template <class T>
@@ -208,7 +209,7 @@ void BatchNorm::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const
                             const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::BatchNorm::backward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  normalizer_.backward(l, x[0], dy, dx[0], ctx.training, statistics_count(l, ctx),
+  normalizer_.backward(ctx.exec, l, x[0], dy, dx[0], ctx.training, statistics_count(l, ctx),
                        ctx.training ? ctx.sync : nullptr);
 }
 
@@ -253,19 +254,19 @@ std::int64_t LayerNorm::flops_per_sample(const Shapes& inputs) const {
 }
 
 template <class T>
-void LayerNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void LayerNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::LayerNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  normalizer_.local_moments(l, x[0], eps_);
-  normalizer_.normalize(l, x[0], y);
+  normalizer_.local_moments(ctx.exec, l, x[0], eps_);
+  normalizer_.normalize(ctx.exec, l, x[0], y);
 }
 
 template <class T>
 void LayerNorm::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                            const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                            const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::LayerNorm::backward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  normalizer_.backward(l, x[0], dy, dx[0], true, l.group_size());
+  normalizer_.backward(ctx.exec, l, x[0], dy, dx[0], true, l.group_size());
 }
 
 template class GenericLayer<BatchNorm>;

@@ -114,38 +114,34 @@ void MaxPool2D::allocate(const Shapes& inputs) {
 }
 
 template <class T>
-void MaxPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void MaxPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::MaxPool2D::forward");
-  kernels::max_pool2d_forward(ExecSpace(),
-                              pool_geometry(x[0].shape(), kernel(), stride(), padding()),
+  kernels::max_pool2d_forward(ctx.exec, pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                               x[0].flat(), y.flat(), argmax_);
 }
 
 template <class T>
 void MaxPool2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                            const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                            const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::MaxPool2D::backward");
   if (dx[0].numel() == 0) return;
-  kernels::max_pool2d_backward(ExecSpace(),
-                               pool_geometry(x[0].shape(), kernel(), stride(), padding()), argmax_,
-                               dy.flat(), dx[0].flat());
+  kernels::max_pool2d_backward(ctx.exec, pool_geometry(x[0].shape(), kernel(), stride(), padding()),
+                               argmax_, dy.flat(), dx[0].flat());
 }
 
 template <class T>
-void AvgPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void AvgPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::AvgPool2D::forward");
-  kernels::avg_pool2d_forward(ExecSpace(),
-                              pool_geometry(x[0].shape(), kernel(), stride(), padding()),
+  kernels::avg_pool2d_forward(ctx.exec, pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                               x[0].flat(), y.flat());
 }
 
 template <class T>
 void AvgPool2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                            const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                            const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::AvgPool2D::backward");
   if (dx[0].numel() == 0) return;
-  kernels::avg_pool2d_backward(ExecSpace(),
-                               pool_geometry(x[0].shape(), kernel(), stride(), padding()),
+  kernels::avg_pool2d_backward(ctx.exec, pool_geometry(x[0].shape(), kernel(), stride(), padding()),
                                dy.flat(), dx[0].flat());
 }
 
@@ -156,18 +152,17 @@ Shape GlobalAvgPool::output_shape(const Shapes& inputs) const {
 }
 
 template <class T>
-void GlobalAvgPool::forward_as(const TensorsOf<T>& x, const Tensor<T>& y,
-                               const StepContext& /*ctx*/) {
+void GlobalAvgPool::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::GlobalAvgPool::forward");
-  kernels::avg_pool2d_forward(ExecSpace(), global_geometry(x[0].shape()), x[0].flat(), y.flat());
+  kernels::avg_pool2d_forward(ctx.exec, global_geometry(x[0].shape()), x[0].flat(), y.flat());
 }
 
 template <class T>
 void GlobalAvgPool::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                                const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                                const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::GlobalAvgPool::backward");
   if (dx[0].numel() == 0) return;
-  kernels::avg_pool2d_backward(ExecSpace(), global_geometry(x[0].shape()), dy.flat(), dx[0].flat());
+  kernels::avg_pool2d_backward(ctx.exec, global_geometry(x[0].shape()), dy.flat(), dx[0].flat());
 }
 
 template class GenericLayer<MaxPool2D, Pool2D>;

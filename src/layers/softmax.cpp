@@ -25,18 +25,17 @@ Shape Softmax::output_shape(const Shapes& inputs) const {
 }
 
 template <class T>
-void Softmax::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void Softmax::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Softmax::forward");
-  kernels::softmax_forward(ExecSpace(), layout_of(x[0].shape()), x[0].flat(), y.flat());
+  kernels::softmax_forward(ctx.exec, layout_of(x[0].shape()), x[0].flat(), y.flat());
 }
 
 template <class T>
 void Softmax::backward_as(const TensorsOf<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
-                          const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                          const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Softmax::backward");
   if (dx[0].numel() == 0) return;
-  kernels::softmax_backward(ExecSpace(), layout_of(x[0].shape()), y.flat(), dy.flat(),
-                            dx[0].flat());
+  kernels::softmax_backward(ctx.exec, layout_of(x[0].shape()), y.flat(), dy.flat(), dx[0].flat());
 }
 
 template class GenericLayer<Softmax>;

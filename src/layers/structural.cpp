@@ -40,16 +40,16 @@ Shape Flatten::output_shape(const Shapes& inputs) const {
 }
 
 template <class T>
-void Flatten::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void Flatten::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Flatten::forward");
-  kernels::copy_into(ExecSpace(), x[0].flat(), y.flat(), false);
+  kernels::copy_into(ctx.exec, x[0].flat(), y.flat(), false);
 }
 
 template <class T>
 void Flatten::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                          const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                          const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Flatten::backward");
-  if (dx[0].numel() > 0) kernels::copy_into(ExecSpace(), dy.flat(), dx[0].flat(), true);
+  if (dx[0].numel() > 0) kernels::copy_into(ctx.exec, dy.flat(), dx[0].flat(), true);
 }
 
 Shape Add::output_shape(const Shapes& inputs) const {
@@ -64,18 +64,18 @@ std::int64_t Add::flops_per_sample(const Shapes& inputs) const {
 }
 
 template <class T>
-void Add::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void Add::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Add::forward");
   for (std::size_t i = 0; i < x.size(); ++i)
-    kernels::copy_into(ExecSpace(), x[i].flat(), y.flat(), i > 0);
+    kernels::copy_into(ctx.exec, x[i].flat(), y.flat(), i > 0);
 }
 
 template <class T>
 void Add::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                      const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                      const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Add::backward");
   for (const auto& g : dx)
-    if (g.numel() > 0) kernels::copy_into(ExecSpace(), dy.flat(), g.flat(), true);
+    if (g.numel() > 0) kernels::copy_into(ctx.exec, dy.flat(), g.flat(), true);
 }
 
 Shape Concat::output_shape(const Shapes& inputs) const {
@@ -96,12 +96,12 @@ Shape Concat::output_shape(const Shapes& inputs) const {
 }
 
 template <class T>
-void Concat::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& /*ctx*/) {
+void Concat::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::Concat::forward");
   const Shape& out = y.shape();
   std::int64_t offset = 0;
   for (const auto& input : x) {
-    kernels::channel_block(ExecSpace(), input.flat(), input.shape()[1], y.flat(), out[1], offset,
+    kernels::channel_block(ctx.exec, input.flat(), input.shape()[1], y.flat(), out[1], offset,
                            out[0], spatial_size(out), true);
     offset += input.shape()[1];
   }
@@ -109,13 +109,13 @@ void Concat::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepCon
 
 template <class T>
 void Concat::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Tensor<T>& dy,
-                         const TensorsOf<T>& dx, const StepContext& /*ctx*/) {
+                         const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Concat::backward");
   const Shape& out = dy.shape();
   std::int64_t offset = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (dx[i].numel() > 0)
-      kernels::channel_block(ExecSpace(), dx[i].flat(), x[i].shape()[1], dy.flat(), out[1], offset,
+      kernels::channel_block(ctx.exec, dx[i].flat(), x[i].shape()[1], dy.flat(), out[1], offset,
                              out[0], spatial_size(out), false);
     offset += x[i].shape()[1];
   }

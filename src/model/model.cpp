@@ -43,6 +43,11 @@ Model& Model::set_compute(FloatFormat format) {
   return *this;
 }
 
+Model& Model::set_execution_space(const ExecSpace& exec) {
+  exec_ = exec;
+  return *this;
+}
+
 Model& Model::set_initializer(const std::string& layer, Init init) {
   TESSERA_REQUIRE(!inferred_, "tessera::Model::set_initializer: layer '"
                                   << layer << "' after infer() or compile()");
@@ -229,8 +234,8 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
     if (resident(i)) layers_[i]->allocate(input_shapes_[i]);
   }
   if (weights == nullptr) {
-    parameters_.initialize(seed);
-    state_.initialize(seed);
+    parameters_.initialize(exec_, seed);
+    state_.initialize(exec_, seed);
   }
 
   const std::vector<bool> held = held_nodes(workspace);
@@ -419,7 +424,7 @@ template <class T>
 void Model::run_forward(std::int64_t batch, const StepContext& ctx,
                         const std::function<void(std::size_t)>& before_layer, LayerRange range) {
   Nodes<T>& n = nodes<T>();
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   constexpr bool narrow = !std::is_same<T, float>::value;
   // The workspace's float input (the model's, or a stage's received
   // activations) rounded to T.
@@ -444,12 +449,13 @@ Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx,
   range = clamp(range, "tessera::Model::forward",
                 "only a range ending with the last layer returns a float output");
   StepContext c = ctx;
+  c.exec = exec_;
   c.scratch = &scratch_;
   with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, before_layer, range); });
   return f32_.values[range.last].leading(batch);
 }
 
-void Model::zero_gradients() { parameters_.zero_gradients(); }
+void Model::zero_gradients() { parameters_.zero_gradients(exec_); }
 
 void Model::zero_activation_gradients() {
   TESSERA_REQUIRE(compiled_,
@@ -460,7 +466,7 @@ void Model::zero_activation_gradients() {
     const Nodes<T>& n = nodes<T>();
     const std::int64_t output_elements = n.grads.back().numel();
     Kokkos::deep_copy(
-        ExecSpace(),
+        exec_,
         Kokkos::subview(n.grad_buffer, std::pair<std::int64_t, std::int64_t>(
                                            0, n.grad_buffer.extent(0) - output_elements)),
         T(0.0f));
@@ -494,7 +500,7 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx,
                          const std::function<void(std::size_t)>& after_layer, LayerRange range) {
   Nodes<T>& n = nodes<T>();
   constexpr bool narrow = !std::is_same<T, float>::value;
-  const ExecSpace exec;
+  const ExecSpace& exec = ctx.exec;
   // The float output gradient (the loss's, or a later stage's) rounded to T.
   if (narrow)
     kernels::copy_into(exec, f32_.grads[range.last].leading(batch).flat(),
@@ -520,6 +526,7 @@ void Model::backward(std::int64_t batch, const StepContext& ctx,
   range = clamp(range, "tessera::Model::backward",
                 "a backward pass starts from the float output gradient");
   StepContext c = ctx;
+  c.exec = exec_;
   c.scratch = &scratch_;
   with_format(compute_, [&](auto t) { run_backward<decltype(t)>(batch, c, after_layer, range); });
 }

@@ -37,9 +37,9 @@ Tensor<float> ParameterStore::slice(const Vector<float>& buffer, std::size_t ind
                        e.spec.shape);
 }
 
-void ParameterStore::initialize(std::uint64_t seed) {
+void ParameterStore::initialize(const ExecSpace& exec, std::uint64_t seed) {
   ScopedRegion region("tessera::ParameterStore::initialize");
-  Kokkos::deep_copy(values_, 0.0f);
+  Kokkos::deep_copy(exec, values_, 0.0f);
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const auto& spec = entries_[i].spec;
     const double he = 2.0 / static_cast<double>(spec.fan_in);
@@ -49,28 +49,28 @@ void ParameterStore::initialize(std::uint64_t seed) {
       case Init::zeros:
         break;
       case Init::ones:
-        Kokkos::deep_copy(v, 1.0f);
+        Kokkos::deep_copy(exec, v, 1.0f);
         break;
       // A uniform [-b, b) has variance b^2 / 3: b = sqrt(3 * variance).
       case Init::he_uniform:
-        kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * he)), seed, i);
+        kernels::init_uniform(exec, v, float(std::sqrt(3 * he)), seed, i);
         break;
       case Init::he_normal:
-        kernels::init_normal(ExecSpace(), v, float(std::sqrt(he)), seed, i);
+        kernels::init_normal(exec, v, float(std::sqrt(he)), seed, i);
         break;
       case Init::xavier_uniform:
-        kernels::init_uniform(ExecSpace(), v, float(std::sqrt(3 * xavier)), seed, i);
+        kernels::init_uniform(exec, v, float(std::sqrt(3 * xavier)), seed, i);
         break;
       case Init::xavier_normal:
-        kernels::init_normal(ExecSpace(), v, float(std::sqrt(xavier)), seed, i);
+        kernels::init_normal(exec, v, float(std::sqrt(xavier)), seed, i);
         break;
     }
   }
-  Kokkos::fence();
+  exec.fence();
 }
 
-void ParameterStore::zero_gradients() {
-  if (gradients_.size() > 0) Kokkos::deep_copy(ExecSpace(), gradients_, 0.0f);
+void ParameterStore::zero_gradients(const ExecSpace& exec) {
+  if (gradients_.size() > 0) Kokkos::deep_copy(exec, gradients_, 0.0f);
 }
 
 }  // namespace tessera

@@ -16,9 +16,9 @@ void Adam::allocate_state(std::int64_t count) {
   exp_avg_sq_ = Vector<float>("tessera::" + name() + "::exp_avg_sq", count);
 }
 
-void Adam::update(const Vector<float>& values, const Vector<float>& gradients, float lr,
-                  std::int64_t step) {
-  kernels::adam_step(ExecSpace(), params_, decay_mode_, lr, step, values, gradients, exp_avg_,
+void Adam::update(const ExecSpace& exec, const Vector<float>& values,
+                  const Vector<float>& gradients, float lr, std::int64_t step) {
+  kernels::adam_step(exec, params_, decay_mode_, lr, step, values, gradients, exp_avg_,
                      exp_avg_sq_);
 }
 

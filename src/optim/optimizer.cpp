@@ -8,7 +8,7 @@
 
 namespace tessera {
 
-void Optimizer::step(ParameterStore& params, float lr) {
+void Optimizer::step(const ExecSpace& exec, ParameterStore& params, float lr) {
   ScopedRegion region(region_);
   TESSERA_REQUIRE(params.allocated(),
                   "tessera::" << name_ << "::step: the parameter store is not allocated");
@@ -17,10 +17,10 @@ void Optimizer::step(ParameterStore& params, float lr) {
   allocate(params);
   if (sharded()) {
     const std::pair<std::int64_t, std::int64_t> range(shard_offset_, shard_offset_ + shard_count_);
-    update(Kokkos::subview(params.values(), range), Kokkos::subview(params.gradients(), range), lr,
-           step_count_ + 1);
+    update(exec, Kokkos::subview(params.values(), range),
+           Kokkos::subview(params.gradients(), range), lr, step_count_ + 1);
   } else {
-    update(params.values(), params.gradients(), lr, step_count_ + 1);
+    update(exec, params.values(), params.gradients(), lr, step_count_ + 1);
   }
   ++step_count_;
 }

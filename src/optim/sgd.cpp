@@ -14,9 +14,9 @@ void SGD::allocate_state(std::int64_t count) {
   velocity_ = Vector<float>("tessera::SGD::velocity", count);
 }
 
-void SGD::update(const Vector<float>& values, const Vector<float>& gradients, float lr,
-                 std::int64_t) {
-  kernels::sgd_step(ExecSpace(), params_, lr, values, gradients, velocity_);
+void SGD::update(const ExecSpace& exec, const Vector<float>& values, const Vector<float>& gradients,
+                 float lr, std::int64_t) {
+  kernels::sgd_step(exec, params_, lr, values, gradients, velocity_);
 }
 
 }  // namespace tessera

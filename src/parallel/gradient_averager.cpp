@@ -37,20 +37,20 @@ constexpr bool memspace_is_host = Kokkos::SpaceAccessibility<HostSpace, MemSpace
 
 // Free functions: CUDA forbids device lambdas inside private member functions.
 template <class T>
-void narrow_range(const Vector<float>& from, const Vector<std::uint16_t>& to, std::int64_t begin,
-                  std::int64_t end) {
+void narrow_range(const ExecSpace& exec, const Vector<float>& from, const Vector<std::uint16_t>& to,
+                  std::int64_t begin, std::int64_t end) {
   kernels::impl::parallel_for(
-      "tessera::GradientAverager::narrow", Kokkos::RangePolicy<ExecSpace>(begin, end),
+      "tessera::GradientAverager::narrow", Kokkos::RangePolicy<ExecSpace>(exec, begin, end),
       kernels::Work{
           kernels::bytes_of<float>(end - begin) + kernels::bytes_of<std::uint16_t>(end - begin), 0},
       KOKKOS_LAMBDA(const std::int64_t i) { to(i) = T(from(i)).bits; });
 }
 
 template <class T>
-void widen_range(const Vector<std::uint16_t>& from, const Vector<float>& to, std::int64_t begin,
-                 std::int64_t end) {
+void widen_range(const ExecSpace& exec, const Vector<std::uint16_t>& from, const Vector<float>& to,
+                 std::int64_t begin, std::int64_t end) {
   kernels::impl::parallel_for(
-      "tessera::GradientAverager::widen", Kokkos::RangePolicy<ExecSpace>(begin, end),
+      "tessera::GradientAverager::widen", Kokkos::RangePolicy<ExecSpace>(exec, begin, end),
       kernels::Work{
           kernels::bytes_of<std::uint16_t>(end - begin) + kernels::bytes_of<float>(end - begin), 0},
       KOKKOS_LAMBDA(const std::int64_t i) { to(i) = static_cast<float>(T::from_bits(from(i))); });
@@ -58,18 +58,22 @@ void widen_range(const Vector<std::uint16_t>& from, const Vector<float>& to, std
 
 // Codes [begin, end) of `format` (bf16 or fp16) widened into floats.
 template <class ToView>
-void widen_codes(FloatFormat format, const Vector<std::uint16_t>& from, const ToView& to,
-                 std::int64_t begin, std::int64_t end) {
+void widen_codes(const ExecSpace& exec, FloatFormat format, const Vector<std::uint16_t>& from,
+                 const ToView& to, std::int64_t begin, std::int64_t end) {
   if (format == FloatFormat::bf16)
-    widen_range<bf16>(from, to, begin, end);
+    widen_range<bf16>(exec, from, to, begin, end);
   else
-    widen_range<fp16>(from, to, begin, end);
+    widen_range<fp16>(exec, from, to, begin, end);
 }
 }  // namespace
 
 GradientAverager::GradientAverager(const Communicator& comm, Model& model,
                                    std::int64_t bucket_bytes, bool overlap, FloatFormat format)
-    : comm_(comm), gradients_(model.parameters().gradients()), overlap_(overlap), format_(format) {
+    : comm_(comm),
+      exec_(model.execution_space()),
+      gradients_(model.parameters().gradients()),
+      overlap_(overlap),
+      format_(format) {
   TESSERA_REQUIRE(model.compiled(), "tessera::GradientAverager: compile() the model first");
   TESSERA_REQUIRE(
       format == FloatFormat::fp32 || format == FloatFormat::bf16 || format == FloatFormat::fp16,
@@ -173,14 +177,14 @@ void GradientAverager::collect_slice() {
                                                      slice_offset_, slice_offset_ + slice_count_));
   if (format_ == FloatFormat::fp32) {
     if (comm_.direct())
-      Kokkos::deep_copy(slice, received_);
+      Kokkos::deep_copy(exec_, slice, received_);
     else
-      Kokkos::deep_copy(slice, received_host_);
+      Kokkos::deep_copy(exec_, slice, received_host_);
   } else {
-    if (!memspace_is_host) Kokkos::deep_copy(received16_, received16_host_);
-    widen_codes(format_, received16_, slice, 0, slice_count_);
+    if (!memspace_is_host) Kokkos::deep_copy(exec_, received16_, received16_host_);
+    widen_codes(exec_, format_, received16_, slice, 0, slice_count_);
   }
-  Kokkos::fence();
+  exec_.fence();
 }
 
 double GradientAverager::overlap_fraction() const {
@@ -194,14 +198,15 @@ void GradientAverager::start(std::size_t b) {
   const Bucket& bucket = buckets_[b];
   const std::pair<std::int64_t, std::int64_t> range(bucket.offset, bucket.offset + bucket.count);
   // The bucket's gradients must be complete before MPI reads them.
-  Kokkos::fence();
+  exec_.fence();
   if (format_ != FloatFormat::fp32) {
     start16(b);
     return;
   }
   float* data = gradients_.data() + bucket.offset;
   if (!comm_.direct()) {
-    Kokkos::deep_copy(Kokkos::subview(staging_, range), Kokkos::subview(gradients_, range));
+    Kokkos::deep_copy(exec_, Kokkos::subview(staging_, range), Kokkos::subview(gradients_, range));
+    exec_.fence();
     data = staging_.data() + bucket.offset;
   }
   post(b, data, (comm_.direct() ? received_.data() : received_host_.data()) + receive_at(b),
@@ -224,17 +229,18 @@ void GradientAverager::start16(std::size_t b) {
   const Bucket& bucket = buckets_[b];
   const std::int64_t begin = bucket.offset, end = bucket.offset + bucket.count;
   if (format_ == FloatFormat::bf16)
-    narrow_range<bf16>(gradients_, codes_, begin, end);
+    narrow_range<bf16>(exec_, gradients_, codes_, begin, end);
   else
-    narrow_range<fp16>(gradients_, codes_, begin, end);
+    narrow_range<fp16>(exec_, gradients_, codes_, begin, end);
   std::uint16_t* data = codes_.data() + begin;
   if (!memspace_is_host) {
     const std::pair<std::int64_t, std::int64_t> range(begin, end);
-    Kokkos::deep_copy(Kokkos::subview(codes_staging_, range), Kokkos::subview(codes_, range));
+    Kokkos::deep_copy(exec_, Kokkos::subview(codes_staging_, range),
+                      Kokkos::subview(codes_, range));
     data = codes_staging_.data() + begin;
   }
   // The codes must be complete before MPI reads them.
-  Kokkos::fence();
+  exec_.fence();
   post(b, data, (memspace_is_host ? received16_.data() : received16_host_.data()) + receive_at(b),
        sum16_);
 }
@@ -245,10 +251,11 @@ void GradientAverager::widen16() {
                      end = buckets_.front().offset + buckets_.front().count;
   if (!memspace_is_host) {
     const std::pair<std::int64_t, std::int64_t> range(begin, end);
-    Kokkos::deep_copy(Kokkos::subview(codes_, range), Kokkos::subview(codes_staging_, range));
+    Kokkos::deep_copy(exec_, Kokkos::subview(codes_, range),
+                      Kokkos::subview(codes_staging_, range));
   }
-  widen_codes(format_, codes_, gradients_, begin, end);
-  Kokkos::fence();
+  widen_codes(exec_, format_, codes_, gradients_, begin, end);
+  exec_.fence();
 }
 
 void GradientAverager::layer_done(std::size_t layer) {
@@ -269,7 +276,7 @@ void GradientAverager::finish() {
   else if (format_ != FloatFormat::fp32)
     widen16();
   else if (!comm_.direct())
-    Kokkos::deep_copy(gradients_, staging_);
+    Kokkos::deep_copy(exec_, gradients_, staging_);
   const auto done = Clock::now();
   overlapped_ += std::chrono::duration<double>(
                      std::max(first_start_, std::min(backward_end, done)) - first_start_)

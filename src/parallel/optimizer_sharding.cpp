@@ -53,10 +53,9 @@ OptimizerSharding::OptimizerSharding(const Communicator& comm, Optimizer& optimi
   optimizer.set_shard(offset(), count());
 }
 
-double OptimizerSharding::gradient_norm(const ParameterStore& params,
+double OptimizerSharding::gradient_norm(const ExecSpace& exec, const ParameterStore& params,
                                         const Kokkos::View<double*, MemSpace>& scratch) const {
   ScopedRegion region("tessera::OptimizerSharding::gradient_norm");
-  const ExecSpace exec;
   const auto mine = Kokkos::subview(
       params.gradients(), std::pair<std::int64_t, std::int64_t>(offset(), offset() + count()));
   const std::vector<double> own =

@@ -294,10 +294,9 @@ void Pipeline::wait_all() {
   for (std::int64_t slot = 0; slot < static_cast<std::int64_t>(pending_.size()); ++slot) wait(slot);
 }
 
-double Pipeline::gradient_norm(const ParameterStore& params,
+double Pipeline::gradient_norm(const ExecSpace& exec, const ParameterStore& params,
                                const Kokkos::View<double*, MemSpace>& scratch) const {
   ScopedRegion region("tessera::Pipeline::gradient_norm");
-  const ExecSpace exec;
   std::vector<double> sums =
       kernels::deterministic_chunk_sums_squares_on_host(exec, params.gradients(), scratch);
   // Zeros outside each stage: a chunk within one stage is added exactly.

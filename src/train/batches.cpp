@@ -37,7 +37,7 @@ class PhaseClock {
 void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
                          std::int64_t batch, Model& model, const WindowDraw& draw,
                          BatchStream* stream) {
-  const ExecSpace exec;
+  const ExecSpace& exec = exec_;
   const auto labels =
       Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
   if (stream)
@@ -48,7 +48,7 @@ void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order,
 
 void Trainer::evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
                             std::int64_t global, bool train, double* sums) {
-  const ExecSpace exec;
+  const ExecSpace& exec = exec_;
   const auto labels =
       Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
   // Scaling by a power of two after the division keeps every gradient
@@ -56,8 +56,9 @@ void Trainer::evaluate_loss(Model& model, const Tensor<float>& output, std::int6
   loss_->evaluate(exec, output, labels,
                   scale_.scale * (1.0f / static_cast<float>(global * positions_)),
                   model.output_gradient(batch), sample_loss_, sample_correct_, train);
-  Kokkos::deep_copy(sample_loss_host_, sample_loss_);
-  Kokkos::deep_copy(sample_correct_host_, sample_correct_);
+  Kokkos::deep_copy(exec, sample_loss_host_, sample_loss_);
+  Kokkos::deep_copy(exec, sample_correct_host_, sample_correct_);
+  exec.fence();
   for (std::int64_t i = 0; i < batch * positions_; ++i) {
     sums[0] += sample_loss_host_(i);
     sums[1] += sample_correct_host_(i);
@@ -192,9 +193,8 @@ StepReport Trainer::finish_step(int epoch, std::int64_t s, std::int64_t steps, s
   // skipped step keeps its place in it, as in the data order.
   lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
   if (update) {
-    if (options_.clip_norm > 0)
-      clip_to_norm(ExecSpace(), model_.parameters(), norm, options_.clip_norm);
-    optimizer_.step(model_.parameters(), lr_);
+    if (options_.clip_norm > 0) clip_to_norm(exec_, model_.parameters(), norm, options_.clip_norm);
+    optimizer_.step(exec_, model_.parameters(), lr_);
   } else {
     ++skipped_;
   }

@@ -18,9 +18,9 @@ namespace {
 constexpr std::uint64_t shuffle_stream = 0x5348554646ULL;
 
 // A free function: CUDA forbids device lambdas inside private member functions.
-void fill_identity(const Vector<std::int64_t>& order) {
+void fill_identity(const ExecSpace& exec, const Vector<std::int64_t>& order) {
   kernels::impl::parallel_for(
-      "tessera::Trainer::identity_order", Kokkos::RangePolicy<ExecSpace>(0, order.extent(0)),
+      "tessera::Trainer::identity_order", Kokkos::RangePolicy<ExecSpace>(exec, 0, order.extent(0)),
       kernels::Work{kernels::bytes_of<std::int64_t>(order.extent(0)), 0},
       KOKKOS_LAMBDA(const std::int64_t i) { order(i) = i; });
 }
@@ -55,7 +55,7 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
     const std::int64_t end = std::min(hi, e.offset + e.spec.shape.numel());
     if (begin >= end) continue;
     const double sum = kernels::deterministic_sum_squares(
-        ExecSpace(),
+        exec_,
         Kokkos::subview(store.gradients(), std::pair<std::int64_t, std::int64_t>(begin, end)),
         norm_scratch_);
     if (!std::isfinite(sum)) {
@@ -99,6 +99,7 @@ void Trainer::attach_pipeline(std::vector<Model*> replicas) {
                         r->parameters().values().data() == model_.parameters().values().data(),
                     "tessera::Trainer: a pipeline replica must be compiled for the model's "
                     "batch and share its weights (Model::compile(max_batch, model))");
+    r->set_execution_space(exec_);
     slots_.push_back(r);
   }
   const LayerRange stage = pipeline_->layers(model_);
@@ -141,7 +142,12 @@ void Trainer::set_up_exchange() {
 
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
                  const Communicator* comm, Pipeline* pipeline, std::vector<Model*> replicas)
-    : model_(model), optimizer_(optimizer), options_(options), comm_(comm), pipeline_(pipeline) {
+    : model_(model),
+      optimizer_(optimizer),
+      exec_(model.execution_space()),
+      options_(options),
+      comm_(comm),
+      pipeline_(pipeline) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
   if (comm != nullptr) {
     rank_ = comm->rank();
@@ -216,12 +222,12 @@ void Trainer::set_loss_scale(const LossScaleState& state) {
 }
 
 bool Trainer::unscale_gradients(int epoch, std::int64_t batch_index, double& norm) {
-  const ExecSpace exec;
+  const ExecSpace& exec = exec_;
   ParameterStore& params = model_.parameters();
   // Division by a power of two: exact unless a value turns subnormal.
   if (scale_.scale != 1) kernels::scale_in_place(exec, params.gradients(), 1.0 / scale_.scale);
-  norm = pipeline_   ? pipeline_->gradient_norm(params, norm_scratch_)
-         : sharding_ ? sharding_->gradient_norm(params, norm_scratch_)
+  norm = pipeline_   ? pipeline_->gradient_norm(exec, params, norm_scratch_)
+         : sharding_ ? sharding_->gradient_norm(exec, params, norm_scratch_)
                      : gradient_norm(exec, params, norm_scratch_);
   const LossScaling& scaling = options_.loss_scaling;
   if (std::isfinite(norm)) {
@@ -252,7 +258,7 @@ std::int64_t Trainer::steps_per_epoch(std::int64_t samples) const {
 void Trainer::average_state() {
   if (data_ranks_ == 1 || sync_ || model_.state().count() == 0) return;
   data_comm_->sum(model_.state().values());
-  kernels::scale_in_place(ExecSpace(), model_.state().values(), 1.0 / data_ranks_);
+  kernels::scale_in_place(exec_, model_.state().values(), 1.0 / data_ranks_);
 }
 
 void Trainer::settle_parameters() {
@@ -298,7 +304,7 @@ void Trainer::ensure_buffers(const Dataset& data) {
     order_ = Vector<std::int64_t>("tessera::Trainer::order", data.size());
   if (static_cast<std::int64_t>(identity_order_.extent(0)) != data.size()) {
     identity_order_ = Vector<std::int64_t>("tessera::Trainer::identity_order", data.size());
-    fill_identity(identity_order_);
+    fill_identity(exec_, identity_order_);
   }
 }
 

@@ -61,15 +61,28 @@ void check_conv2d(const char* fn, const Conv2dGeometry& g, const X& x, const W& 
 
 }  // namespace impl
 
-// The schedule conv2d_forward and conv2d_backward run best on exec:
-// ConvSchedule::winograd (the threads schedule, with Winograd's products
-// where the geometry allows) on the OpenMP and Serial spaces where
-// thread_sgemm() has a gemm, ConvSchedule::blocks otherwise.
+// The schedule conv2d_forward and conv2d_backward run best on ExecSpace
+// (any of its instances): ConvSchedule::winograd (the threads schedule,
+// with Winograd's products where the geometry allows) on the OpenMP and
+// Serial spaces where thread_sgemm() has a gemm, ConvSchedule::blocks
+// otherwise.
 template <class ExecSpace>
-ConvSchedule conv2d_schedule(const ExecSpace& /*exec*/) {
+ConvSchedule conv2d_schedule() {
   if constexpr (impl::thread_gemm_space_v<ExecSpace>)
     return thread_sgemm() != nullptr ? ConvSchedule::winograd : ConvSchedule::blocks;
   return ConvSchedule::blocks;
+}
+template <class ExecSpace>
+ConvSchedule conv2d_schedule(const ExecSpace& /*exec*/) {
+  return conv2d_schedule<ExecSpace>();
+}
+
+// Threads the threads schedule's scratch must serve, allocated once for
+// every instance of ExecSpace a layer may run on: the whole space's
+// (an instance from partition_space has fewer).
+template <class ExecSpace>
+std::int64_t conv2d_thread_slots() {
+  return Kokkos::Experimental::UniqueToken<ExecSpace>().size();
 }
 
 // y = conv(x, W) + b. x, y: flat NCHW; W: [out_channels, patch]. scratch: a

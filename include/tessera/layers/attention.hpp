@@ -58,7 +58,8 @@ class CausalSelfAttention final : public GenericLayer<CausalSelfAttention> {
   // through the QKV projection to dx (accumulated; skipped when empty).
   void backward_attention(const Rows& dy, const Tensor<float>& proj_weight, const Shape& in,
                           const StepContext& ctx);
-  void backward_qkv(const Rows& x, const Tensor<float>& qkv_weight, const Rows& dx);
+  void backward_qkv(const ExecSpace& exec, const Rows& x, const Tensor<float>& qkv_weight,
+                    const Rows& dx);
 
   Options options_;
   std::uint64_t stream_;

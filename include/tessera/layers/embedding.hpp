@@ -47,9 +47,9 @@ class Embedding final : public Layer {
 
  private:
   template <class T>
-  void lookup(const Tensor<float>& ids, const Tensor<T>& y);
+  void lookup(const ExecSpace& exec, const Tensor<float>& ids, const Tensor<T>& y);
   template <class T>
-  void scatter(const Tensor<float>& ids, const Tensor<T>& dy);
+  void scatter(const ExecSpace& exec, const Tensor<float>& ids, const Tensor<T>& dy);
 
   Options options_;
   Tensor<float> table_, position_table_, table_grad_, position_table_grad_;

@@ -47,6 +47,10 @@ struct StepContext {
   // Float scratch the layers of a model share when they compute in 16 bits
   // (set by Model; a layer run on its own uses its own).
   kernels::MixedGemmWorkspace<>* scratch = nullptr;
+  // The execution space instance every kernel of the call runs on: the
+  // model's (Model::set_execution_space; Model sets it, as it sets
+  // scratch). Layers never make one of their own.
+  ExecSpace exec;
 };
 
 template <class T>
@@ -255,11 +259,12 @@ class GenericLayer : public Base {
   // for a float product): what a 16-bit forward's products take. allocate()
   // after set_compute() sizes the copy.
   template <class T, class U>
-  void round_weights(const Tensor<float>& weights, const Tensor<U>& copy) const {
+  void round_weights(const ExecSpace& exec, const Tensor<float>& weights,
+                     const Tensor<U>& copy) const {
     TESSERA_REQUIRE(copy.numel() == weights.numel(),
                     this->where() << ": allocate() after set_compute("
                                   << float_format_name(this->compute()) << ") before forward");
-    kernels::round_through<T>(ExecSpace(), weights.flat(), copy.flat());
+    kernels::round_through<T>(exec, weights.flat(), copy.flat());
   }
 
  private:

@@ -20,34 +20,36 @@ class GroupNormalizer {
   // Scratch for layouts up to `largest` (the largest batch).
   void allocate(const kernels::GroupLayout& largest, const std::string& label);
 
-  // local_moments, batch_sums, normalize and backward take x, y and their
-  // gradients in float, bf16 or fp16 (defined next to the layers that call
-  // them, in norm.cpp).
+  // Each runs its kernels on `exec`. local_moments, batch_sums, normalize
+  // and backward take x, y and their gradients in float, bf16 or fp16 (defined next to the layers
+  // that call them, in norm.cpp).
   //
   // mean/invstd of x's own groups in one pass over x; with running
   // statistics (not empty), also their update with `momentum`.
   template <class T>
-  void local_moments(const kernels::GroupLayout& layout, const Tensor<T>& x, float eps,
-                     float momentum = 0, const Tensor<float>& running_mean = {},
+  void local_moments(const ExecSpace& exec, const kernels::GroupLayout& layout, const Tensor<T>& x,
+                     float eps, float momentum = 0, const Tensor<float>& running_mean = {},
                      const Tensor<float>& running_var = {});
   // Per-group sum and sum of squares of x (2 * groups values): a
   // synchronised BatchNorm sums them over the ranks before batch_moments().
   template <class T>
-  Vector<double> batch_sums(const kernels::GroupLayout& layout, const Tensor<T>& x);
+  Vector<double> batch_sums(const ExecSpace& exec, const kernels::GroupLayout& layout,
+                            const Tensor<T>& x);
   // mean/invstd from the sums over `count` elements per group.
-  void batch_moments(std::int64_t groups, std::int64_t count, float eps);
+  void batch_moments(const ExecSpace& exec, std::int64_t groups, std::int64_t count, float eps);
   // mean/invstd from running statistics.
-  void running_moments(const Tensor<float>& running_mean, const Tensor<float>& running_var,
-                       float eps);
+  void running_moments(const ExecSpace& exec, const Tensor<float>& running_mean,
+                       const Tensor<float>& running_var, float eps);
   template <class T>
-  void normalize(const kernels::GroupLayout& layout, const Tensor<T>& x, const Tensor<T>& y);
+  void normalize(const ExecSpace& exec, const kernels::GroupLayout& layout, const Tensor<T>& x,
+                 const Tensor<T>& y);
   // Accumulates into dx (when not empty), dgamma and dbeta. batch_statistics:
   // whether forward used the batch's own statistics (which then depend on x),
   // taken over `count` elements per group; `sync` (optional) sums the
   // gradient statistics over the ranks as forward summed the moments.
   template <class T>
-  void backward(const kernels::GroupLayout& layout, const Tensor<T>& x, const Tensor<T>& dy,
-                const Tensor<T>& dx, bool batch_statistics, std::int64_t count,
+  void backward(const ExecSpace& exec, const kernels::GroupLayout& layout, const Tensor<T>& x,
+                const Tensor<T>& dy, const Tensor<T>& dx, bool batch_statistics, std::int64_t count,
                 const BatchSync* sync = nullptr);
 
  private:

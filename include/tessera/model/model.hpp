@@ -60,6 +60,15 @@ class Model {
   // layer's default. Before compile().
   Model& set_initializer(const std::string& layer, Init init);
 
+  // The execution space instance every kernel of this model runs on (its
+  // initialisation, forward and backward: Model fills StepContext::exec,
+  // and the zeroing of gradients), and the trainer's, the averager's and
+  // the optimizer's for it: on a GPU a stream, so that a pipeline stage's
+  // model runs on its own. The space's default instance unless set; set
+  // before compile() for the initialisation to run on it.
+  Model& set_execution_space(const ExecSpace& exec);
+  const ExecSpace& execution_space() const { return exec_; }
+
   // Shape inference and the parameter layout for batches of up to max_batch
   // samples, allocating nothing: shapes, costs and summary() are available
   // after it, so a pipeline can plan its stages before compiling. compile()
@@ -206,6 +215,7 @@ class Model {
   kernels::MixedGemmWorkspace<> scratch_;
   ParameterStore parameters_;
   ParameterStore state_{false};
+  ExecSpace exec_;  // set_execution_space()
   std::vector<std::pair<std::string, Init>> initializers_;
   std::int64_t max_batch_ = 0;
   LayerRange workspace_;

@@ -42,8 +42,8 @@ class ParameterStore {
   }
 
   // Seeded initialisation of every entry according to its Init.
-  void initialize(std::uint64_t seed);
-  void zero_gradients();
+  void initialize(const ExecSpace& exec, std::uint64_t seed);
+  void zero_gradients(const ExecSpace& exec);
 
  private:
   Tensor<float> slice(const Vector<float>& buffer, std::size_t index) const;

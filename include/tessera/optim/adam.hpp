@@ -21,8 +21,8 @@ class Adam : public Optimizer {
 
  private:
   void allocate_state(std::int64_t count) override;
-  void update(const Vector<float>& values, const Vector<float>& gradients, float lr,
-              std::int64_t step) override;
+  void update(const ExecSpace& exec, const Vector<float>& values, const Vector<float>& gradients,
+              float lr, std::int64_t step) override;
 
   Params params_;
   kernels::WeightDecay decay_mode_;

@@ -21,8 +21,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter in params from its gradient.
-  void step(ParameterStore& params, float lr);
+  // One update of every parameter in params from its gradient, on exec.
+  void step(const ExecSpace& exec, ParameterStore& params, float lr);
 
   // "SGD", "Adam", "AdamW".
   const std::string& name() const { return name_; }
@@ -59,8 +59,8 @@ class Optimizer {
   virtual void allocate_state(std::int64_t count) = 0;
   // One update of `values` (the parameters, or the shard's slice of them)
   // from `gradients` (the same slice). step: 1-based index of this update.
-  virtual void update(const Vector<float>& values, const Vector<float>& gradients, float lr,
-                      std::int64_t step) = 0;
+  virtual void update(const ExecSpace& exec, const Vector<float>& values,
+                      const Vector<float>& gradients, float lr, std::int64_t step) = 0;
 
   std::string name_;
   std::string region_ = "tessera::" + name_ + "::step";

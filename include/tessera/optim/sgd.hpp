@@ -18,8 +18,8 @@ class SGD : public Optimizer {
 
  private:
   void allocate_state(std::int64_t count) override;
-  void update(const Vector<float>& values, const Vector<float>& gradients, float lr,
-              std::int64_t step) override;
+  void update(const ExecSpace& exec, const Vector<float>& values, const Vector<float>& gradients,
+              float lr, std::int64_t step) override;
 
   Params params_;
   Vector<float> velocity_;

@@ -86,6 +86,7 @@ class GradientAverager {
   std::int64_t receive_at(std::size_t b) const;
 
   const Communicator& comm_;
+  ExecSpace exec_;  // the model's instance: the copies and conversions run on it
   Vector<float> gradients_;
   Vector<float, HostSpace> staging_;  // host copy when MPI cannot read MemSpace
   bool overlap_;

@@ -51,7 +51,7 @@ class OptimizerSharding {
   // The L2 norm of the whole gradient buffer from every rank's slice (each
   // holding its summed gradients): the value gradient_norm gives for the
   // whole buffer, on every rank. scratch: as for gradient_norm.
-  double gradient_norm(const ParameterStore& params,
+  double gradient_norm(const ExecSpace& exec, const ParameterStore& params,
                        const Kokkos::View<double*, MemSpace>& scratch) const;
 
   // After the optimizer's step: every rank's updated slice on every rank.

@@ -108,7 +108,7 @@ class Pipeline {
   // rank's gradients are zero outside its stage): the chunk sums of
   // kernels::deterministic_sum_squares added over the pipeline, on every
   // rank. scratch: as for gradient_norm.
-  double gradient_norm(const ParameterStore& params,
+  double gradient_norm(const ExecSpace& exec, const ParameterStore& params,
                        const Kokkos::View<double*, MemSpace>& scratch) const;
 
  private:

@@ -198,6 +198,9 @@ class Trainer {
 
   Model& model_;
   Optimizer& optimizer_;
+  // The model's instance (Model::set_execution_space): every kernel of the
+  // step, the replicas', the averager's and the optimizer's run on it.
+  ExecSpace exec_;
   TrainOptions options_;
   const Communicator* comm_ = nullptr;
   std::unique_ptr<Loss> loss_;

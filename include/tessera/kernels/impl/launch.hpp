@@ -52,7 +52,8 @@ namespace impl {
 struct LaunchRecord {
   std::int64_t work_items = 0;
   Work work;
-  bool fresh = false;  // set by a launch, cleared by the listener that takes it
+  const void* instance = nullptr;  // instance_of() the space instance it runs on
+  bool fresh = false;              // set by a launch, cleared by the listener that takes it
 };
 
 inline LaunchRecord& last_launch() {
@@ -94,33 +95,48 @@ std::int64_t work_items(const Policy& policy) {
   }
 }
 
-// Notes a launch of `work` over `items` work items; also the way in for
-// work Kokkos launches on Tessera's behalf (a KokkosBlas product).
-inline void note_launch(std::int64_t items, const Work& work) {
+// The identity of an execution space instance (on a GPU, its stream's):
+// Kokkos 4's internal instance; null on Kokkos 3.4, whose host backends
+// have one instance each.
+template <class ExecSpace>
+const void* instance_of(const ExecSpace& exec) {
+#if KOKKOS_VERSION >= 40000
+  return exec.impl_internal_space_instance();
+#else
+  (void)exec;
+  return nullptr;
+#endif
+}
+
+// Notes a launch of `work` over `items` work items on `instance`; also the
+// way in for work Kokkos launches on Tessera's behalf (a KokkosBlas
+// product).
+inline void note_launch(std::int64_t items, const Work& work, const void* instance = nullptr) {
   LaunchRecord& record = last_launch();
   record.work_items = items;
   record.work = work;
+  record.instance = instance;
   record.fresh = true;
 }
 
 template <class Policy, class Functor>
 void parallel_for(const std::string& label, const Policy& policy, const Work& work,
                   const Functor& functor) {
-  note_launch(work_items(policy), work);
+  note_launch(work_items(policy), work, instance_of(policy.space()));
   Kokkos::parallel_for(label, policy, functor);
 }
 
 template <class Policy, class Functor, class... Results>
 void parallel_reduce(const std::string& label, const Policy& policy, const Work& work,
                      const Functor& functor, Results&&... results) {
-  note_launch(work_items(policy), work);
+  note_launch(work_items(policy), work, instance_of(policy.space()));
   Kokkos::parallel_reduce(label, policy, functor, std::forward<Results>(results)...);
 }
 
 template <class Policy, class Functor, class... Results>
 void parallel_scan(const std::string& label, const Policy& policy, const Work& work,
                    const Functor& functor, Results&&... results) {
-  note_launch(work_items(policy), work);
+  note_launch(work_items(policy), work, instance_of(policy.space()));
   Kokkos::parallel_scan(label, policy, functor, std::forward<Results>(results)...);
 }
 
@@ -137,10 +153,12 @@ void gemm(const ExecSpace& exec, const char transA[], const char transB[],
   const double bytes = bytes_of<typename AView::value_type>(A.size()) +
                        bytes_of<typename BView::value_type>(B.size()) +
                        bytes_of<typename CView::value_type>(C.size()) * (beta == 0 ? 1 : 2);
-  note_launch(m * n, Work{bytes, 2.0 * double(m) * double(n) * double(k),
-                          m * n < (std::int64_t(1) << 16)
-                              ? "a product's M x N outputs: the BLAS tiles them and splits K"
-                              : nullptr});
+  note_launch(m * n,
+              Work{bytes, 2.0 * double(m) * double(n) * double(k),
+                   m * n < (std::int64_t(1) << 16)
+                       ? "a product's M x N outputs: the BLAS tiles them and splits K"
+                       : nullptr},
+              instance_of(exec));
   compat::gemm(exec, transA, transB, alpha, A, B, beta, C);
 }
 

@@ -58,7 +58,8 @@ void mixed_gemm_cublas(const Kokkos::Cuda& exec, const char* trans_a, const char
   const double bytes = bytes_of<TA>(a.size()) + bytes_of<TB>(b.size()) +
                        bytes_of<float>(c.size()) * (beta == 0.0f ? 1 : 2);
   note_launch(oa.rows * ob.cols,
-              Work{bytes, 2.0 * double(oa.rows) * double(ob.cols) * double(oa.cols)});
+              Work{bytes, 2.0 * double(oa.rows) * double(ob.cols) * double(oa.cols)},
+              instance_of(exec));
   const cublasStatus_t status = cublasGemmEx(
       handle, op(trans_b), op(trans_a), static_cast<int>(ob.cols), static_cast<int>(oa.rows),
       static_cast<int>(oa.cols), &alpha, b.data(), cuda_type<TB>(), static_cast<int>(b.stride(0)),
