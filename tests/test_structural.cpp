@@ -73,7 +73,7 @@ TEST(Concat, FeaturesAndShapeErrors) {
 
 // input -> fc1 -> relu1 -+-> fc2 -> relu2 -> add -> out
 //                        +-----------------/
-std::unique_ptr<Model> residual_model() {
+std::unique_ptr<Model> skip_connection_model() {
   auto model = std::make_unique<Model>(Shape{3});
   model->add<Dense>("fc1", 6)
       .add<ReLU>("relu1")
@@ -85,7 +85,7 @@ std::unique_ptr<Model> residual_model() {
 }
 
 TEST(ResidualModel, GraphSummaryAndErrors) {
-  auto model = residual_model();
+  auto model = skip_connection_model();
   model->compile(4, 1);
   EXPECT_EQ(model->layer_inputs(4), (std::vector<std::size_t>{2, 4}));
   EXPECT_NE(model->summary().find("relu1, relu2"), std::string::npos) << model->summary();
@@ -108,7 +108,7 @@ TEST(ResidualModel, GraphSummaryAndErrors) {
 
 TEST(ResidualModel, FanOutGradientsMatchFiniteDifferences) {
   const std::int64_t batch = 4;
-  auto model = residual_model();
+  auto model = skip_connection_model();
   model->compile(batch, 3);
   test::from_host(model->input(batch).flat(), test::random_values(batch * 3, 81));
   test::expect_model_gradients(*model, std::vector<int>{0, 3, 1, 2});
