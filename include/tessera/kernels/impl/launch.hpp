@@ -3,8 +3,8 @@
 // kernel by its author. The launch notes them with the parallel work items
 // of its policy for whoever is listening (tessera-bench's per-kernel report
 // and its predicted GPU step), then hands the kernel to Kokkos unchanged.
-// A launch costs three stores more than Kokkos' own; nothing is recorded,
-// allocated or fenced when no one listens.
+// A launch costs a few stores into a thread-local record more than Kokkos'
+// own; nothing is allocated or fenced.
 //
 // A structural test (scripts/check-layout.py launches) fails on a kernel
 // launched around these functions: a Kokkos::parallel_for, _reduce or _scan
