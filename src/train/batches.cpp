@@ -37,7 +37,7 @@ class PhaseClock {
 void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
                          std::int64_t batch, Model& model, const WindowDraw& draw,
                          BatchStream* stream) {
-  const ExecSpace& exec = exec_;
+  const ExecSpace& exec = this->exec();
   const auto labels =
       Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
   if (stream)
@@ -48,7 +48,7 @@ void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order,
 
 void Trainer::evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
                             std::int64_t global, bool train, double* sums) {
-  const ExecSpace& exec = exec_;
+  const ExecSpace& exec = this->exec();
   const auto labels =
       Kokkos::subview(batch_labels_, std::pair<std::int64_t, std::int64_t>(0, batch * positions_));
   // Scaling by a power of two after the division keeps every gradient
@@ -82,8 +82,8 @@ void Trainer::pipeline_batch(const Dataset& data, const Vector<std::int64_t>& or
     const std::int64_t slot = op.micro % slots;
     Model& model = *slots_[slot];
     pipe.wait(slot);
-    const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
-                          micro.count};
+    const StepContext ctx{train,       options_.seed, step_, offset, sync ? sync_.get() : nullptr,
+                          micro.count, nullptr,       exec()};
     if (op.forward) {
       if (pipe.first_stage() || pipe.last_stage()) {
         load_batch(data, order, start + offset, batch, model, draw, stream);
@@ -140,8 +140,8 @@ void Trainer::micro_batches(const Dataset& data, const Vector<std::int64_t>& ord
     const Shard part = shard_of(micro.count, rank_, ranks_);
     const std::int64_t batch = part.count, offset = micro.offset + part.offset;
     const bool last_micro = m + 1 == micro_steps;
-    const StepContext ctx{train,      options_.seed, step_, offset, sync ? sync_.get() : nullptr,
-                          micro.count};
+    const StepContext ctx{train,       options_.seed, step_, offset, sync ? sync_.get() : nullptr,
+                          micro.count, nullptr,       exec()};
     if (batch > 0) {
       load_batch(data, order, start + offset, batch, model_, draw, stream);
       clock.stop(time_.data);
@@ -193,8 +193,8 @@ StepReport Trainer::finish_step(int epoch, std::int64_t s, std::int64_t steps, s
   // skipped step keeps its place in it, as in the data order.
   lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
   if (update) {
-    if (options_.clip_norm > 0) clip_to_norm(exec_, model_.parameters(), norm, options_.clip_norm);
-    optimizer_.step(exec_, model_.parameters(), lr_);
+    if (options_.clip_norm > 0) clip_to_norm(exec(), model_.parameters(), norm, options_.clip_norm);
+    optimizer_.step(exec(), model_.parameters(), lr_);
   } else {
     ++skipped_;
   }

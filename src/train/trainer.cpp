@@ -55,7 +55,7 @@ void Trainer::throw_non_finite_gradient(int epoch, std::int64_t batch_index) {
     const std::int64_t end = std::min(hi, e.offset + e.spec.shape.numel());
     if (begin >= end) continue;
     const double sum = kernels::deterministic_sum_squares(
-        exec_,
+        exec(),
         Kokkos::subview(store.gradients(), std::pair<std::int64_t, std::int64_t>(begin, end)),
         norm_scratch_);
     if (!std::isfinite(sum)) {
@@ -99,7 +99,7 @@ void Trainer::attach_pipeline(std::vector<Model*> replicas) {
                         r->parameters().values().data() == model_.parameters().values().data(),
                     "tessera::Trainer: a pipeline replica must be compiled for the model's "
                     "batch and share its weights (Model::compile(max_batch, model))");
-    r->set_execution_space(exec_);
+    r->set_execution_space(exec());
     slots_.push_back(r);
   }
   const LayerRange stage = pipeline_->layers(model_);
@@ -142,12 +142,7 @@ void Trainer::set_up_exchange() {
 
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
                  const Communicator* comm, Pipeline* pipeline, std::vector<Model*> replicas)
-    : model_(model),
-      optimizer_(optimizer),
-      exec_(model.execution_space()),
-      options_(options),
-      comm_(comm),
-      pipeline_(pipeline) {
+    : model_(model), optimizer_(optimizer), options_(options), comm_(comm), pipeline_(pipeline) {
   TESSERA_REQUIRE(model.compiled(), "tessera::Trainer: compile() the model first");
   if (comm != nullptr) {
     rank_ = comm->rank();
@@ -222,7 +217,7 @@ void Trainer::set_loss_scale(const LossScaleState& state) {
 }
 
 bool Trainer::unscale_gradients(int epoch, std::int64_t batch_index, double& norm) {
-  const ExecSpace& exec = exec_;
+  const ExecSpace& exec = this->exec();
   ParameterStore& params = model_.parameters();
   // Division by a power of two: exact unless a value turns subnormal.
   if (scale_.scale != 1) kernels::scale_in_place(exec, params.gradients(), 1.0 / scale_.scale);
@@ -258,7 +253,7 @@ std::int64_t Trainer::steps_per_epoch(std::int64_t samples) const {
 void Trainer::average_state() {
   if (data_ranks_ == 1 || sync_ || model_.state().count() == 0) return;
   data_comm_->sum(model_.state().values());
-  kernels::scale_in_place(exec_, model_.state().values(), 1.0 / data_ranks_);
+  kernels::scale_in_place(exec(), model_.state().values(), 1.0 / data_ranks_);
 }
 
 void Trainer::settle_parameters() {
@@ -304,7 +299,7 @@ void Trainer::ensure_buffers(const Dataset& data) {
     order_ = Vector<std::int64_t>("tessera::Trainer::order", data.size());
   if (static_cast<std::int64_t>(identity_order_.extent(0)) != data.size()) {
     identity_order_ = Vector<std::int64_t>("tessera::Trainer::identity_order", data.size());
-    fill_identity(exec_, identity_order_);
+    fill_identity(exec(), identity_order_);
   }
 }
 

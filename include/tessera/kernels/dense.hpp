@@ -11,7 +11,6 @@
 // rounded once; b, dW and db stay float.
 #pragma once
 
-#include <tessera/core/compat.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>

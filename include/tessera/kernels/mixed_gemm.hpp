@@ -14,7 +14,6 @@
 // packages no rocBLAS to build against).
 #pragma once
 
-#include <tessera/core/compat.hpp>
 #include <tessera/core/config.hpp>
 #include <tessera/core/enum_names.hpp>
 #include <tessera/core/error.hpp>

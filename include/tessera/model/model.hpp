@@ -65,7 +65,8 @@ class Model {
   // and the zeroing of gradients), and the trainer's, the averager's and
   // the optimizer's for it: on a GPU a stream, so that a pipeline stage's
   // model runs on its own. The space's default instance unless set; set
-  // before compile() for the initialisation to run on it.
+  // before compile() for the initialisation to run on it, and before a
+  // Trainer is made (its gradient averager takes it then).
   Model& set_execution_space(const ExecSpace& exec);
   const ExecSpace& execution_space() const { return exec_; }
 

@@ -196,11 +196,12 @@ class Trainer {
   void evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
                      std::int64_t global, bool train, double* sums);
 
-  Model& model_;
-  Optimizer& optimizer_;
   // The model's instance (Model::set_execution_space): every kernel of the
   // step, the replicas', the averager's and the optimizer's run on it.
-  ExecSpace exec_;
+  const ExecSpace& exec() const { return model_.execution_space(); }
+
+  Model& model_;
+  Optimizer& optimizer_;
   TrainOptions options_;
   const Communicator* comm_ = nullptr;
   std::unique_ptr<Loss> loss_;
