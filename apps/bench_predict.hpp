@@ -172,7 +172,9 @@ inline nlohmann::json predict_step(const nlohmann::json& report, const Platform&
 // kernel that moves more than 1 MB a launch exposes at least 2^16 work
 // items (an H100 holds about 270k resident threads), or its launch says
 // why it cannot; at most 4 launches per layer per pass. report["parallelism"]
-// lists the kernels and passes that miss them.
+// lists the kernels and passes that miss them; a pass says how many of its
+// launches are products (a BLAS call each, which no Tessera kernel can
+// join).
 constexpr double narrow_bytes = 1 << 20;
 constexpr std::int64_t wide_items = 1 << 16, launches_per_pass = 4;
 
@@ -181,10 +183,11 @@ inline nlohmann::json parallelism(const nlohmann::json& report) {
   for (const auto& layer : report["layers"])
     for (const char* pass : {"forward", "backward"}) {
       const std::string where = layer["name"].get<std::string>() + " " + pass;
-      std::int64_t launches = 0;
+      std::int64_t launches = 0, products = 0;
       for (const auto& k : layer[pass]["kernels"]) {
         const auto count = k["launches"].get<std::int64_t>();
         launches += count;
+        if (k["name"].get<std::string>().rfind("KokkosBlas::", 0) == 0) products += count;
         const double bytes = count > 0 ? k["bytes"].get<double>() / double(count) : 0;
         if (!k["work_items"].is_null() && bytes > narrow_bytes &&
             k["work_items"].get<std::int64_t>() < wide_items)
@@ -194,7 +197,8 @@ inline nlohmann::json parallelism(const nlohmann::json& report) {
                             {"bytes_per_launch", bytes},
                             {"why", k.value("narrow", "")}});
       }
-      if (launches > launches_per_pass) busy.push_back({{"pass", where}, {"launches", launches}});
+      if (launches > launches_per_pass)
+        busy.push_back({{"pass", where}, {"launches", launches}, {"products", products}});
     }
   return {{"narrow_kernels", narrow}, {"passes_over_four_launches", busy}};
 }
@@ -213,7 +217,8 @@ inline void print_parallelism(std::ostream& os, const nlohmann::json& report) {
        << (why.empty() ? "no reason given" : why) << "\n";
   }
   for (const auto& b : p["passes_over_four_launches"])
-    os << "  " << b["pass"].get<std::string>() << ": " << b["launches"] << " launches\n";
+    os << "  " << b["pass"].get<std::string>() << ": " << b["launches"] << " launches, "
+       << b["products"] << " of them products (a BLAS call each)\n";
 }
 
 // The optimizer's memory traffic a step: per parameter, what its update

@@ -8,6 +8,7 @@
 #include <tessera/layers/attention.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "layer_check.hpp"
 #include "team_sizes.hpp"
@@ -20,6 +21,8 @@ template <class ExecSpace>
 class AttentionKernels : public ::testing::Test {};
 TYPED_TEST_SUITE(AttentionKernels, test::ExecSpaces);
 
+template <class E>
+using V1 = Kokkos::View<float*, typename E::memory_space>;
 template <class E>
 using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
 
@@ -167,6 +170,21 @@ void expect_matches_reference(const Problem& pr, const Results& got) {
     }
 }
 
+// The path the build takes on E (attention_forward, attention_backward).
+template <class E>
+Results run_build_path(const Problem& pr) {
+  const kernels::AttentionLayout& l = pr.l;
+  return run<E>(
+      pr, kernels::attention_scratch_rows<E>(l),
+      [&](auto qkv, auto probs, auto scratch, auto heads) {
+        kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads);
+      },
+      [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
+        kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, dheads,
+                                    dqkv);
+      });
+}
+
 // Shapes below one register tile of the host path (4 positions by 8
 // values) and across several, with edge tiles in both directions; and
 // more positions than the device path's key rows hold in scratch at once.
@@ -183,16 +201,7 @@ TYPED_TEST(AttentionKernels, MatchesNaiveReference) {
     for (const float rate : {0.0f, 0.3f}) {
       SCOPED_TRACE(std::to_string(l.positions) + " positions, rate " + std::to_string(rate));
       const Problem pr = problem(l, rate);
-      const Results got = run<E>(
-          pr, kernels::attention_scratch_rows<E>(l),
-          [&](auto qkv, auto probs, auto scratch, auto heads) {
-            kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads);
-          },
-          [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
-            kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, dheads,
-                                        dqkv);
-          });
-      expect_matches_reference(pr, got);
+      expect_matches_reference(pr, run_build_path<E>(pr));
     }
 }
 
@@ -226,6 +235,84 @@ TYPED_TEST(AttentionKernels, DevicePathMatchesReferenceWithTheSameBitsForEveryTe
         EXPECT_EQ(fixed.dqkv, automatic.dqkv);
       }
     }
+}
+
+// The parts the layer adds to the attention's launches: the output
+// projection's bias broadcast into its output (forward) and that bias's
+// gradient, the column sums of the output's gradient (backward). Through
+// the public overloads (the path the build takes) and through the device
+// path at every team size: heads and dqkv as without them, y the bias
+// exactly, db within a rounding a row of the double sums, with the same
+// bits at every team size.
+TYPED_TEST(AttentionKernels, OutputBiasAndItsGradientBesideTheKernels) {
+  using E = TypeParam;
+  const kernels::AttentionLayout l{2, 13, 2, 20};
+  const Problem pr = problem(l, 0.3f);
+  const std::int64_t rows = l.batch * l.positions, C = l.channels();
+  const auto bias_h = test::random_values(C, 31);
+  const auto start_h = test::random_values(C, 32);
+  const auto dy_h = test::random_values(rows * C, 33);
+  V1<E> bias("bias", C);
+  V2<E> dy("dy", rows, C);
+  test::from_host(bias, bias_h);
+  test::from_host(dy, dy_h);
+  const auto plain = run_build_path<E>(pr);
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  std::vector<float> first_db;
+  // shape.size < 0: the public overloads.
+  std::vector<kernels::TeamShape> shapes{kernels::TeamShape{-1}};
+  for (const auto shape : test::team_shapes<E>()) shapes.push_back(shape);
+  for (const kernels::TeamShape shape : shapes) {
+    SCOPED_TRACE(shape.size < 0 ? "public overloads" : "team size " + std::to_string(shape.size));
+    V2<E> y("y", rows, C);
+    V1<E> db("db", C);
+    Kokkos::deep_copy(y, std::nanf(""));
+    test::from_host(db, start_h);
+    namespace impl = kernels::impl;
+    const auto got = run<E>(
+        pr,
+        shape.size < 0 ? kernels::attention_scratch_rows<E>(l)
+                       : impl::attention_device_scratch_rows(l),
+        [&](auto qkv, auto probs, auto scratch, auto heads) {
+          if (shape.size < 0)
+            kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads, y,
+                                       bias);
+          else
+            impl::attention_forward_device(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads,
+                                           shape, impl::broadcast_rows_part(y, bias));
+        },
+        [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
+          if (shape.size < 0)
+            kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, dheads,
+                                        dqkv, dy, db);
+          else
+            impl::attention_backward_device(E(), l, pr.scale, pr.dropout, qkv, probs, scratch,
+                                            dheads, dqkv, shape,
+                                            impl::dense_bias_gradient_part(dy, db));
+        });
+    if (shape.size < 0) {
+      EXPECT_EQ(got.heads, plain.heads);
+      EXPECT_EQ(got.dqkv, plain.dqkv);
+    } else {
+      expect_matches_reference(pr, got);
+    }
+    const auto yh = test::to_host(y);
+    for (std::int64_t i = 0; i < rows * C; ++i) EXPECT_EQ(yh[i], bias_h[i % C]) << "y " << i;
+    const auto dbh = test::to_host(db);
+    for (std::int64_t c = 0; c < C; ++c) {
+      double sum = start_h[c], magnitude = std::abs(start_h[c]);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        sum += dy_h[r * C + c];
+        magnitude += std::abs(dy_h[r * C + c]);
+      }
+      EXPECT_NEAR(dbh[c], sum, double(rows + 1) * u * magnitude) << "db " << c;
+    }
+    if (shape.size < 0) continue;
+    if (first_db.empty())
+      first_db = dbh;
+    else
+      EXPECT_EQ(dbh, first_db);
+  }
 }
 
 TYPED_TEST(AttentionKernels, ScratchOfTheOtherPathIsRejected) {

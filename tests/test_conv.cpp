@@ -281,8 +281,7 @@ void expect_block_size_independent(const ConvCase& c) {
   }
 }
 
-// Both ways to the input gradient: 3 -> 4 channels folds W^T dy back, 4 -> 3
-// convolves dy with the flipped weights.
+// More output than input channels (3 -> 4) and fewer (4 -> 3).
 TYPED_TEST(ConvKernels, ResultsDoNotDependOnTheBlockSize) {
   for (const ConvCase& c :
        {ConvCase{7, 3, 4, 6, 6, 3, 3, 1, 1, 1, 1}, ConvCase{7, 4, 3, 6, 6, 3, 3, 1, 1, 1, 1}})
@@ -861,6 +860,70 @@ void expect_device_channel_major_as_host(kernels::impl::Transfer transfer, bool 
   }
 }
 
+// The device path's two fused backward launches (impl::parallel_teams):
+// the copies of x and dy in one launch store what im2col_device and
+// channel_major_device store, and the fold with the bias gradient stores
+// what col2im_add_device stores, with db within a rounding a term of the
+// double sums of the rows' sums; the same bits at every team size.
+template <class E>
+void expect_fused_backward_as_parts(const ConvCase& c) {
+  using kernels::impl::Transfer;
+  namespace impl = kernels::impl;
+  const auto g = c.geometry();
+  const std::int64_t batch = c.batch, out = g.out_channels, positions = g.positions();
+  const std::int64_t width = batch * positions;
+  V<E> x("x", g.input_size()), dy("dy", g.output_size()), db_start("db0", out);
+  test::from_host(x, test::random_values(g.input_size(), 61));
+  test::from_host(dy, test::random_values(g.output_size(), 62));
+  const auto dbh = test::random_values(out, 63);
+  const auto dxh = test::random_values(g.input_size(), 64);
+  M<E> col_ref("col", g.patch(), width), grad_ref("grad", out, width);
+  V<E> sums_ref("sums", batch * out), dx_ref("dx", dxh.size());
+  test::from_host(dx_ref, dxh);
+  impl::im2col_device(E(), g, x, 0, batch, col_ref);
+  impl::channel_major_device(E(), grad_ref, dy, db_start, 0, batch, out, positions,
+                             Transfer::from_nchw, sums_ref.data());
+  impl::col2im_add_device(E(), g, col_ref, 0, batch, dx_ref);
+  const auto sums = test::to_host(sums_ref);
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  for (const auto shape : team_shapes<E>()) {
+    const std::string what = "fused backward, " + team_name(shape);
+    M<E> col("col", g.patch(), width), grad("grad", out, width);
+    V<E> row_sums("sums", batch * out), dx("dx", dxh.size()), db("db", out);
+    test::from_host(dx, dxh);
+    test::from_host(db, dbh);
+    {
+      const test::LaunchedKernels kernels;
+      impl::parallel_teams("test_conv::lower", E(), shape, impl::im2col_part(g, x, 0, batch, col),
+                           impl::channel_major_part(grad, dy, db, 0, batch, out, positions,
+                                                    Transfer::from_nchw, row_sums.data()));
+      impl::parallel_teams("test_conv::fold", E(), shape,
+                           impl::col2im_add_part(g, col_ref, 0, batch, dx),
+                           impl::bias_gradient_part(row_sums.data(), batch, out, db));
+      EXPECT_EQ(kernels.list(), "test_conv::lower, test_conv::fold") << what;
+    }
+    expect_same_bits(test::to_host(V<E>(col.data(), col.size())),
+                     test::to_host(V<E>(col_ref.data(), col_ref.size())), what + ", columns");
+    expect_same_bits(test::to_host(V<E>(grad.data(), grad.size())),
+                     test::to_host(V<E>(grad_ref.data(), grad_ref.size())), what + ", dy block");
+    expect_same_bits(test::to_host(row_sums), sums, what + ", rows' sums");
+    expect_same_bits(test::to_host(dx), test::to_host(dx_ref), what + ", dx");
+    const auto dbg = test::to_host(db);
+    for (std::int64_t o = 0; o < out; ++o) {
+      double sum = dbh[o], magnitude = std::fabs(dbh[o]);
+      for (std::int64_t n = 0; n < batch; ++n) {
+        sum += sums[n * out + o];
+        magnitude += std::fabs(sums[n * out + o]);
+      }
+      EXPECT_NEAR(dbg[o], sum, double(batch + 1) * u * magnitude) << what << ", db " << o;
+    }
+  }
+}
+
+TYPED_TEST(ConvKernels, FusedBackwardLaunchesStoreWhatTheirPartsStore) {
+  for (const auto& c : conv_cases) expect_fused_backward_as_parts<TypeParam>(c);
+}
+
 TYPED_TEST(ConvKernels, DeviceLoweringStoresWhatTheHostPathStores) {
   using E = TypeParam;
   for (const auto& c : conv_cases) {
@@ -936,8 +999,7 @@ TEST(Conv2D, GradientsMatchFiniteDifferences) {
   test::LayerHarness hn(no_bias, {Shape{2, 2, 5, 4}}, 3);
   ASSERT_EQ(hn.parameters().entries().size(), 1u);
   hn.expect_gradients();
-  // No more output than input channels at stride 1: dx as the convolution
-  // of dy with the flipped weights.
+  // Fewer output than input channels at stride 1.
   Conv2D narrowing("narrowing", 2, {3, 2}, 1, {1, 0});
   test::LayerHarness ht(narrowing, {Shape{2, 3, 5, 4}}, 4);
   ht.expect_gradients();
@@ -1019,11 +1081,10 @@ TEST(Conv2D, TinyCnnWithAveragePoolingLearnsBarOrientation) {
 
 // In bf16 and fp16 the columns are the inputs widened to float, the
 // products float, and y and dx each rounded once: within u of the float
-// layer on the same rounded values. dx goes both ways: folded back from
-// the columns (col2im, summed per element in float), and as the
-// convolution of dy with the flipped weights (no more output than input
-// channels at stride 1), and with 16 channels through Winograd's float
-// transforms and products.
+// layer on the same rounded values. dx is folded back from the columns
+// (col2im, summed per element in float), with fewer output than input
+// channels too, and with 16 channels goes through Winograd's float
+// transforms and products (the convolution of dy with the flipped weights).
 template <class T>
 void expect_conv_16bit() {
   Conv2D a("same", 3, 3, 1, 1), b("same", 3, 3, 1, 1);

@@ -82,6 +82,7 @@ TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
 
     kernels::embedding_forward(E(), positions, id_view, table, pos, y);
     kernels::embedding_backward(E(), positions, id_view, dy, buckets, dtable, dpos);
+    for (const std::int64_t count : test::to_host(buckets.fill)) EXPECT_EQ(count, 0);
 
     const auto yh = test::to_host(y);
     for (std::int64_t r = 0; r < rows; ++r)
@@ -106,11 +107,11 @@ TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
   }
 }
 
-// The GPU's backward (buckets sorted by a team each, sums by teams in fixed
-// chunks): the same bits at every team size, each bucket sorted by row,
-// and close to double sums. Token 1 takes most rows: 200 of 250 (more rows
-// than chunks), and 4500 of 5000 in the second case, a bucket larger than
-// a team sorts in its scratch. Token 3 takes none.
+// The GPU's backward (a team per token sorts its bucket and sums it, a team
+// per position block sums its rows, in fixed chunks): the same bits at every team size, each bucket
+// sorted by row, and close to double sums. Token 1 takes most rows: 200 of 250 (more rows than
+// chunks), and 4500 of 5000 in the second case, a bucket larger than a team sorts in its scratch.
+// Token 3 takes none.
 TYPED_TEST(EmbeddingKernels, TeamsBackwardSameBitsForEveryTeamSizeAndCloseToDouble) {
   using E = TypeParam;
   const std::int64_t vocabulary = 5, channels = 11;
@@ -139,6 +140,8 @@ TYPED_TEST(EmbeddingKernels, TeamsBackwardSameBitsForEveryTeamSizeAndCloseToDoub
                                               team);
       const auto table_h = test::to_host(dtable), pos_h = test::to_host(dpos);
       const auto offsets = test::to_host(buckets.offsets), order = test::to_host(buckets.rows);
+      // The counters are back at zero for the next step, which fills none.
+      for (const std::int64_t count : test::to_host(buckets.fill)) EXPECT_EQ(count, 0);
       for (std::int64_t v = 0; v < vocabulary; ++v) {
         std::vector<std::int64_t> expected;
         for (std::int64_t r = 0; r < rows; ++r)

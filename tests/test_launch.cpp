@@ -80,6 +80,46 @@ void launch_teams(const char* label, kernels::TeamShape shape,
       });
 }
 
+// A part of a fused launch: hits(offset + rank) += 1 from its team
+// `rank`, after every thread of the team has written its own slot of
+// `scratch_floats` floats of scratch and read them back summed.
+template <class Hits>
+struct CountRanks {
+  Hits hits;
+  std::int64_t offset;
+  int scratch_floats;
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& m, std::int64_t rank) const {
+    int sum = 1;
+    if (scratch_floats > 0) {
+      auto* mine = static_cast<float*>(m.team_scratch(0).get_shmem(scratch_floats * sizeof(float)));
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(m, scratch_floats),
+                           [&](const int i) { mine[i] = 1.0f; });
+      m.team_barrier();
+      float total = 0;
+      for (int i = 0; i < scratch_floats; ++i) total += mine[i];
+      sum = total == float(scratch_floats) ? 1 : 100;
+    }
+    Kokkos::single(Kokkos::PerTeam(m), [&] { hits(offset + rank) += sum; });
+  }
+};
+
+// Three parts in one launch: 5 teams, none, 7 teams with 96 floats of
+// scratch each; hits [0, 5) from the first, [5, 12) from the third.
+template <class E>
+std::vector<int> launch_parts(kernels::TeamShape shape) {
+  using Hits = Kokkos::View<int*, typename E::memory_space>;
+  Hits hits("hits", 12);
+  namespace impl = kernels::impl;
+  impl::parallel_teams(
+      "test_launch::parts", E(), shape,
+      impl::team_part(5, kernels::Work{10, 1}, CountRanks<Hits>{hits, 0, 0}),
+      impl::team_part(0, kernels::Work{1000, 1000, "empty"}, CountRanks<Hits>{hits, 100, 0}),
+      impl::team_part(7, kernels::Work{20, 2, "third"}, CountRanks<Hits>{hits, 5, 96},
+                      96 * sizeof(float)));
+  return test::to_host(hits);
+}
+
 TYPED_TEST(Launch, RangeNotesItsLengthAndWorkBeforeTheKernel) {
   using E = TypeParam;
   const LaunchListener listener;
@@ -119,6 +159,25 @@ TYPED_TEST(Launch, TeamsNoteLeagueTimesTeam) {
   EXPECT_EQ(seen.label, "test_launch::chosen_team");
   EXPECT_EQ(seen.items, 12 * kernels::team_lanes);
   for (const int t : test::to_host(teams)) EXPECT_EQ(t, 2);
+}
+
+// Parts share one launch: each team runs the part its rank falls in, with
+// the rank counted from the part's first team; the launch notes the
+// leagues' sum and the parts' work added; every part gets the largest
+// scratch. An empty part takes no team, but its stated work is still added.
+TYPED_TEST(Launch, PartsShareOneLaunch) {
+  using E = TypeParam;
+  const LaunchListener listener;
+  const bool host = Kokkos::SpaceAccessibility<E, Kokkos::HostSpace>::accessible;
+  for (const int size : {0, 1, kernels::impl::team_size_max(E())}) {
+    const std::vector<int> hits = launch_parts<E>(kernels::TeamShape{size});
+    EXPECT_EQ(seen.label, "test_launch::parts");
+    EXPECT_EQ(seen.items, 12 * (host || size == 0 ? kernels::team_lanes : size));
+    EXPECT_EQ(seen.work.bytes, 1030);
+    EXPECT_EQ(seen.work.flops, 1003);
+    EXPECT_STREQ(seen.work.narrow, "empty");
+    for (std::size_t t = 0; t < hits.size(); ++t) EXPECT_EQ(hits[t], 1) << "team " << t;
+  }
 }
 
 TYPED_TEST(Launch, GemmNotesItsProductsAndOperands) {

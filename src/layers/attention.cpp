@@ -158,11 +158,13 @@ void CausalSelfAttention::forward_rows(const Rows& x, const Tensor<float>& qkv_w
   const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
   const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
   kernels::dense_forward(exec, x, qkv_weight.matrix(), qkv_bias_.flat(), qkv);
+  // y starts as the projection's bias (written beside the attention's
+  // kernel), and the projection's product is added onto it.
   kernels::attention_forward(
       exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
       Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
-      Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), heads);
-  kernels::dense_forward(exec, heads, proj_weight.matrix(), proj_bias_.flat(), y);
+      Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), heads, y, proj_bias_.flat());
+  kernels::dense_accumulate(exec, heads, proj_weight.matrix(), y);
 }
 
 void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>& proj_weight,
@@ -173,13 +175,18 @@ void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>
   const auto qkv = leading_rows(qkv_, rows), heads = leading_rows(heads_, rows);
   const auto dqkv = leading_rows(dqkv_, rows), dheads = leading_rows(dheads_, rows);
   const std::pair<std::int64_t, std::int64_t> scores(0, l.batch * l.heads);
-  Kokkos::deep_copy(exec, dheads, 0.0f);
-  kernels::dense_backward(exec, heads, proj_weight.matrix(), dy, dheads, proj_weight_grad_.matrix(),
-                          proj_bias_grad_.flat());
+  // dheads written, not accumulated: nothing to zero first.
+  kernels::dense_backward_products(exec, heads, proj_weight.matrix(), dy, dheads,
+                                   proj_weight_grad_.matrix(), 0.0f);
+  // The projection's bias gradient beside the attention's kernel, unless
+  // dy lives in dqkv_'s storage (16 bits), which that kernel writes.
+  const bool dy_in_dqkv = dy.data() == dqkv_.data();
+  if (dy_in_dqkv) kernels::dense_bias_gradient(exec, dy, proj_bias_grad_.flat());
   kernels::attention_backward(
       exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
       Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
-      Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), dheads, dqkv);
+      Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), dheads, dqkv, dy,
+      dy_in_dqkv ? decltype(proj_bias_grad_.flat())() : proj_bias_grad_.flat());
 }
 
 void CausalSelfAttention::backward_qkv(const ExecSpace& exec, const Rows& x,

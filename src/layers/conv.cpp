@@ -22,9 +22,7 @@ kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options&
 // each term of a sum of products counts as a multiply and an add. Copies,
 // padding, the folds of columns (which finish the direct form's sums) and
 // the sums of the thread groups' partials are not counted. The im2col
-// products are the direct form's, except the blocks schedule's input
-// gradient as a transposed convolution (transposed_input_gradient), whose
-// columns span every input position and so multiply the padding too.
+// products are the direct form's.
 // Winograd's F(2 x 2, r x r), t x t tiles, as impl/winograd.hpp runs it: per
 // tile, t^2 products of every channel pair; per tile and channel, the
 // input transform B^T d B (2 t^2 sums of t terms: 4 t^3) and the output
@@ -53,11 +51,7 @@ ConvOperations executed_operations(const kernels::Conv2dGeometry& g,
     ops.input_gradient = weights + input_tiles * (out * input_tile + products + in * output_tile);
     return ops;
   }
-  ops.forward = ops.weight_gradient = direct;
-  const kernels::Conv2dGeometry t = g.transposed();
-  ops.input_gradient = schedule == kernels::ConvSchedule::blocks && g.transposed_input_gradient()
-                           ? 2 * in * static_cast<double>(t.patch() * t.positions()) * batch
-                           : direct;
+  ops.forward = ops.weight_gradient = ops.input_gradient = direct;
   return ops;
 }
 }  // namespace

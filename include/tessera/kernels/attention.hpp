@@ -36,6 +36,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/attention_layout.hpp>
+#include <tessera/kernels/dense.hpp>
 #include <tessera/kernels/impl/attention_device.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/math.hpp>
@@ -295,6 +296,43 @@ void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float s
     impl::attention_backward_host(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
   else
     impl::attention_backward_device(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
+}
+
+// attention_forward, and y [N T, out] = the output projection's bias b
+// broadcast (0 where b is empty), so that the projection adds its product
+// onto it (dense_accumulate): on the device path in the same launch.
+template <class ExecSpace, class QKV, class Heads, class Y, class B>
+void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                       const AttentionDropout& dropout, const QKV& qkv,
+                       const AttentionScores& probs, const AttentionScores& scratch,
+                       const Heads& heads, const Y& y, const B& b) {
+  ScopedRegion region("tessera::kernels::attention_forward");
+  if constexpr (host_fast_paths_v<ExecSpace>) {
+    impl::attention_forward_host(exec, l, scale, dropout, qkv, probs, scratch, heads);
+    impl::broadcast_rows(exec, y, b);
+  } else {
+    impl::attention_forward_device(exec, l, scale, dropout, qkv, probs, scratch, heads, TeamShape{},
+                                   impl::broadcast_rows_part(y, b));
+  }
+}
+
+// attention_backward, and db += the column sums of the output's gradient
+// dy (the output projection's bias gradient, as dense_backward sums it):
+// on the device path in the launch of the query rows, so dy may not share
+// memory with dqkv.
+template <class ExecSpace, class QKV, class DHeads, class DQKV, class DY, class DB>
+void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float scale,
+                        const AttentionDropout& dropout, const QKV& qkv,
+                        const AttentionScores& probs, const AttentionScores& scratch,
+                        const DHeads& dheads, const DQKV& dqkv, const DY& dy, const DB& db) {
+  ScopedRegion region("tessera::kernels::attention_backward");
+  if constexpr (host_fast_paths_v<ExecSpace>) {
+    impl::attention_backward_host(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
+    if (db.extent(0) > 0) impl::dense_bias_gradient(exec, dy, db);
+  } else {
+    impl::attention_backward_device(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv,
+                                    TeamShape{}, impl::dense_bias_gradient_part(dy, db));
+  }
 }
 
 }  // namespace tessera::kernels

@@ -29,19 +29,8 @@ struct Conv2dGeometry {
 
   // With both strides 1, the input gradient is itself a convolution: of dy
   // with the weights flipped in space and with in and out channels
-  // swapped, padded by kernel - 1 - pad. Backward computes it so (an
-  // im2col of dy and one product whose inner dimension is out_channels x
-  // the kernel) instead of the product W^T dy, whose inner dimension is
-  // only out_channels, and the fold back: on 2 cores OpenBLAS ran that thin
-  // product at half the speed (32 x 3x3 channels: 40 against 87 GFLOP/s).
-  // The columns of dy are out_channels / in_channels times those of x, so
-  // it pays only up to out_channels = in_channels (the 3x3 blocks of a
-  // ResNet); with more output channels (the CNN deck's 32 -> 64) the extra
-  // copying costs what the better product saves.
-  bool transposed_input_gradient() const {
-    return rows.stride == 1 && cols.stride == 1 && rows.pad < rows.kernel &&
-           cols.pad < cols.kernel && out_channels <= in_channels;
-  }
+  // swapped, padded by kernel - 1 - pad (Winograd's backward computes it
+  // so).
   // That convolution: dy [batch, out_channels, rows.out, cols.out] -> dx.
   Conv2dGeometry transposed() const {
     Conv2dGeometry t;
@@ -54,23 +43,14 @@ struct Conv2dGeometry {
   }
 
   // Scratch floats one sample's columns and output block take in forward
-  // (and in backward for dW).
+  // (backward: the columns, which then take their gradient, and dy's block).
   std::int64_t forward_per_sample() const { return (patch() + out_channels) * positions(); }
-  // The same for forward and backward, the larger of the two.
-  std::int64_t scratch_per_sample() const {
-    const std::int64_t lowered = forward_per_sample();
-    if (!transposed_input_gradient()) return lowered;
-    const std::int64_t gradient = transposed().forward_per_sample();
-    return lowered > gradient ? lowered : gradient;
-  }
-  // Floats of the flipped weights in scratch (transposed input gradient only).
-  std::int64_t flipped_weights_size() const {
-    return transposed_input_gradient() ? in_channels * out_channels * rows.kernel * cols.kernel : 0;
-  }
-  // Scratch floats besides the samples': the flipped weights, and the bias
-  // gradient's sum of each (sample, output channel) row, which backward
-  // takes while it copies dy anyway instead of reading dy once more.
-  std::int64_t scratch_fixed() const { return flipped_weights_size() + batch * out_channels; }
+  // The same for ConvSchedule::blocks' forward and backward.
+  std::int64_t scratch_per_sample() const { return forward_per_sample(); }
+  // Scratch floats besides the samples': the bias gradient's sum of each
+  // (sample, output channel) row, which backward takes while it copies dy
+  // anyway instead of reading dy once more.
+  std::int64_t scratch_fixed() const { return batch * out_channels; }
   // Scratch floats for blocks of `samples` samples.
   std::int64_t scratch_size(std::int64_t samples) const {
     return scratch_fixed() + samples * scratch_per_sample();

@@ -48,33 +48,92 @@ void check_dense_backward_shapes(const X& x, const W& w, const DY& dy, const DX&
                      << x.extent(0) << ", " << x.extent(1) << "]");
 }
 
-// db += sum_i dy(i, :) on a GPU: a team per block of columns sums fixed
-// chunks of the rows and adds them in chunk order (impl/column_sums.hpp).
-// Items: columns x 128 (16384 for 128 columns of 4096 rows), one launch.
-template <class ExecSpace, class DY, class DB>
-void dense_bias_gradient_device(const ExecSpace& exec, const DY& dy, const DB& db,
-                                TeamShape shape = {}) {
+// db += sum_i dy(i, :) on a GPU: a team per block of columns (rank b:
+// columns 8 b..) sums fixed chunks of the rows and adds them in chunk
+// order (impl/column_sums.hpp). Items: columns x 128 (16384 for 128
+// columns of 4096 rows).
+template <class DY, class DB>
+struct BiasGradientColumns {
   using A = typename DB::non_const_value_type;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  DY dy;
+  DB db;
+  std::int64_t rows, width;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t block) const {
+    const std::int64_t first = block * std::int64_t(column_block);
+    team_column_sums<A>(
+        member, static_cast<A*>(member.team_scratch(0).get_shmem(column_sums_bytes<A>())), rows,
+        column_block_width(width, first),
+        [&](const std::int64_t i, const int j) { return widen(dy(i, first + j)); },
+        [&](const int j, const A sum) { db(first + j) += sum; });
+  }
+};
+
+// The bias gradient as a part of a launch (impl::parallel_teams), so that
+// a layer may launch it beside a kernel of its own; no teams when db is
+// empty.
+template <class DY, class DB>
+TeamPart<BiasGradientColumns<DY, DB>> dense_bias_gradient_part(const DY& dy, const DB& db) {
+  using A = typename DB::non_const_value_type;
   const std::int64_t rows = dy.extent(0), width = db.extent(0);
-  if (width == 0) return;
   // dy read, db read and written; each column's rows summed in 128
   // stretches, the stretches added, then the sum added into db.
   const Work work{bytes_of<typename DY::value_type>(rows * width) + 2 * bytes_of<A>(width),
                   double(rows + column_chunks + 1) * double(width),
                   "a team per block of 8 columns: each column sums 128 fixed stretches of the "
                   "rows and adds them in stretch order"};
-  parallel_for(
-      "tessera::kernels::dense_bias_grad_teams",
-      impl::team_policy(exec, (width + column_block - 1) / column_block,
-                        column_sums_shape<ExecSpace>(shape), column_sums_bytes<A>()),
-      work, KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t first = member.league_rank() * std::int64_t(column_block);
-        team_column_sums<A>(
-            member, static_cast<A*>(member.team_scratch(0).get_shmem(column_sums_bytes<A>())), rows,
-            column_block_width(width, first),
-            [&](const std::int64_t i, const int j) { return widen(dy(i, first + j)); },
-            [&](const int j, const A sum) { db(first + j) += sum; });
+  return team_part((width + column_block - 1) / column_block, width > 0 ? work : Work{},
+                   BiasGradientColumns<DY, DB>{dy, db, rows, width}, column_sums_bytes<A>());
+}
+
+template <class ExecSpace, class DY, class DB>
+void dense_bias_gradient_device(const ExecSpace& exec, const DY& dy, const DB& db,
+                                TeamShape shape = {}) {
+  parallel_teams("tessera::kernels::dense_bias_grad_teams", exec,
+                 column_sums_shape<ExecSpace>(shape), dense_bias_gradient_part(dy, db));
+}
+
+// y(i, :) = b, or 0 where b is empty: the start of y = x W^T + b when the
+// product is added onto it (dense_accumulate). A team per row (rank i),
+// its threads over the columns.
+template <class Y, class B>
+struct BroadcastRows {
+  Y y;
+  B b;
+  std::int64_t width;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t i) const {
+    using T = typename Y::non_const_value_type;
+    const bool with_bias = b.extent(0) > 0;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, width),
+                         [&](const std::int64_t j) { y(i, j) = with_bias ? T(b(j)) : T(0); });
+  }
+};
+
+// y(i, :) = b for every row, as a part of a launch (impl::parallel_teams).
+template <class Y, class B>
+TeamPart<BroadcastRows<Y, B>> broadcast_rows_part(const Y& y, const B& b) {
+  const std::int64_t rows = y.extent(0), width = y.extent(1);
+  // b read, y written.
+  const Work work{bytes_of<typename Y::value_type>(rows * width) +
+                      bytes_of<typename B::value_type>(b.extent(0)),
+                  0};
+  return team_part(rows, work, BroadcastRows<Y, B>{y, b, width});
+}
+
+// y(i, :) = b for every row: the host path, a task per span of a row.
+template <class ExecSpace, class Y, class B>
+void broadcast_rows(const ExecSpace& exec, const Y& y, const B& b) {
+  using T = typename Y::non_const_value_type;
+  const std::int64_t rows = y.extent(0), width = y.extent(1);
+  const Work work{bytes_of<T>(rows * width) + bytes_of<typename B::value_type>(b.extent(0)), 0};
+  for_each_row_span(
+      exec, "tessera::kernels::dense_broadcast_bias", rows, width, work,
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
+        const bool with_bias = b.extent(0) > 0;
+        for (std::int64_t j = begin; j < end; ++j) y(i, j) = with_bias ? T(b(j)) : T(0);
       });
 }
 
@@ -142,6 +201,33 @@ void dense_forward(const X& x, const W& w, const B& b, const Y& y) {
   dense_forward(typename Y::execution_space(), x, w, b, y);
 }
 
+// y += x W^T: a dense layer's product onto an output that already holds
+// its bias (e.g. written by impl::broadcast_rows_part in another kernel's
+// launch), one launch where dense_forward takes two.
+template <class ExecSpace, class X, class W, class Y>
+void dense_accumulate(const ExecSpace& exec, const X& x, const W& w, const Y& y) {
+  ScopedRegion region("tessera::kernels::dense_accumulate");
+  const Kokkos::View<float*, typename Y::memory_space> none;
+  impl::check_dense_shapes("tessera::kernels::dense_accumulate", x, w, none, y);
+  using T = typename Y::non_const_value_type;
+  impl::gemm(exec, "N", "T", T(1), x, w, T(1), y);
+}
+
+// dW += dy^T x and dx = dy W + dx_scale dx (dx_scale 0: dx written, its
+// old values never read; 1: accumulated), without the bias gradient: for a
+// layer that launches that beside a kernel of its own
+// (impl::dense_bias_gradient_part). dx may be empty.
+template <class ExecSpace, class X, class W, class DY, class DX, class DW>
+void dense_backward_products(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
+                             const DX& dx, const DW& dw, float dx_scale) {
+  ScopedRegion region("tessera::kernels::dense_backward_products");
+  const Kokkos::View<float*, typename DW::memory_space> none;
+  impl::check_dense_backward_shapes(x, w, dy, dx, dw, none);
+  using T = typename DW::non_const_value_type;
+  impl::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
+  if (dx.size() > 0) impl::gemm(exec, "N", "N", T(1), dy, w, T(dx_scale), dx);
+}
+
 // dx += dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first layer).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB>
 void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
@@ -154,6 +240,14 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
     impl::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
   }
   impl::dense_bias_gradient(exec, dy, db);
+}
+
+// db += sum_i dy(i, :) alone: dense_backward's bias gradient, for a layer
+// that takes the products apart (dense_backward_products).
+template <class ExecSpace, class DY, class DB>
+void dense_bias_gradient(const ExecSpace& exec, const DY& dy, const DB& db) {
+  ScopedRegion region("tessera::kernels::dense_bias_gradient");
+  if (db.extent(0) > 0) impl::dense_bias_gradient(exec, dy, db);
 }
 
 // y = x W^T + b with x, W and y in bf16 or fp16: the product sums in float

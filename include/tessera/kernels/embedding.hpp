@@ -45,7 +45,9 @@ KOKKOS_INLINE_FUNCTION std::int64_t token_id(float id) {
 struct TokenBuckets {
   Kokkos::View<std::int64_t*, MemSpace>
       offsets;  // [vocabulary + 1]: bucket v is [offsets(v), offsets(v + 1))
-  Kokkos::View<std::int64_t*, MemSpace> fill;  // [vocabulary]: counts, then slots taken
+  // [vocabulary]: each token's rows counted, then counted down again as
+  // they take their slots, so zero between calls (as allocated).
+  Kokkos::View<std::int64_t*, MemSpace> fill;
   Kokkos::View<std::int64_t*, MemSpace> rows;  // [rows]: row indices, bucket by bucket
 
   TokenBuckets() = default;
@@ -157,7 +159,9 @@ void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids&
 
 namespace impl {
 // Buckets the rows by token: buckets.offsets and, bucket by bucket, the
-// rows in an order the integer atomics chose (sorted afterwards).
+// rows in an order the integer atomics chose (sorted afterwards). Three
+// launches and no fill: buckets.fill is zero on entry, and the placing
+// counts it back down to zero.
 template <class ExecSpace, class Ids>
 void embedding_buckets(const ExecSpace& exec, const Ids& ids, const TokenBuckets& buckets,
                        std::int64_t vocabulary) {
@@ -167,7 +171,6 @@ void embedding_buckets(const ExecSpace& exec, const Ids& ids, const TokenBuckets
   const auto order = buckets.rows;
   using Id = typename Ids::non_const_value_type;
   const std::int64_t tokens = embedding_tokens(rows, vocabulary);
-  Kokkos::deep_copy(exec, fill, std::int64_t(0));
   // ids read; the counters of the tokens they name read and written.
   parallel_for(
       "tessera::kernels::embedding_count", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
@@ -184,15 +187,15 @@ void embedding_buckets(const ExecSpace& exec, const Ids& ids, const TokenBuckets
         sum += fill(v);
         if (final && v + 1 == vocabulary) offsets(vocabulary) = sum;
       });
-  Kokkos::deep_copy(exec, fill, std::int64_t(0));
-  // ids read, the named tokens' offsets read and slot counters read and
-  // written, a row index written a row.
+  // ids read, the named tokens' offsets read and counters read and
+  // written, a row index written a row. A row takes the slot its token's
+  // count had before the row took one off.
   parallel_for(
       "tessera::kernels::embedding_place", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows),
       Work{bytes_of<Id>(rows) + 3 * bytes_of<std::int64_t>(tokens) + bytes_of<std::int64_t>(rows)},
       KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t v = token_id(ids(r));
-        order(offsets(v) + Kokkos::atomic_fetch_add(&fill(v), std::int64_t(1))) = r;
+        order(offsets(v) + Kokkos::atomic_fetch_add(&fill(v), std::int64_t(-1)) - 1) = r;
       });
 }
 
@@ -262,122 +265,129 @@ KOKKOS_INLINE_FUNCTION std::int64_t power_of_two_at_least(std::int64_t n) {
   return p;
 }
 
-// Sorts each token's bucket of row indices on a GPU: a team per token, a
-// bitonic network in team scratch (the sorted order of distinct row
-// indices is unique, so any team size gives it).
-template <class ExecSpace>
-void embedding_sort_teams(const ExecSpace& exec, const TokenBuckets& buckets, std::int64_t rows,
-                          std::int64_t vocabulary, TeamShape shape) {
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const auto offsets = buckets.offsets;
-  const auto order = buckets.rows;
-  const std::int64_t capacity = power_of_two_at_least(
-      rows < embedding_sort_scratch_rows ? rows : embedding_sort_scratch_rows);
-  const std::size_t sort_bytes = capacity * sizeof(std::int64_t);
-  // Offsets read, the row indices read and written.
-  parallel_for(
-      "tessera::kernels::embedding_sort_teams", team_policy(exec, vocabulary, shape, sort_bytes),
-      Work{bytes_of<std::int64_t>(vocabulary + 1) + 2 * bytes_of<std::int64_t>(rows)},
-      KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t first = offsets(member.league_rank());
-        const std::int64_t n = offsets(member.league_rank() + 1) - first;
-        if (n < 2) return;
-        if (n > capacity) {
-          Kokkos::single(Kokkos::PerTeam(member), [&] { heap_sort(order, first, n); });
-          return;
-        }
-        auto* a = static_cast<std::int64_t*>(member.team_scratch(0).get_shmem(sort_bytes));
-        const std::int64_t size = power_of_two_at_least(n);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size), [&](const std::int64_t i) {
-          a[i] = i < n ? order(first + i) : rows;  // rows: past every row index
-        });
-        member.team_barrier();
-        for (std::int64_t k = 2; k <= size; k *= 2)
-          for (std::int64_t j = k / 2; j > 0; j /= 2) {
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size), [&](const std::int64_t i) {
-              const std::int64_t l = i ^ j;
-              if (l > i && (a[i] > a[l]) == ((i & k) == 0)) {
-                const std::int64_t t = a[i];
-                a[i] = a[l];
-                a[l] = t;
-              }
-            });
-            member.team_barrier();
-          }
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
-                             [&](const std::int64_t i) { order(first + i) = a[i]; });
-      });
-}
+// A GPU team's part of the backward for token v (rank v): its bucket of
+// row indices sorted by a bitonic network in team scratch (the sorted
+// order of distinct row indices is unique, so any team size gives it; one
+// thread heap-sorts a bucket larger than the scratch in place; either way
+// buckets.rows ends sorted), then the bucket's column sums (impl/column_sums.hpp), a block of
+// column_block channels after another, into the token's gradient row.
+template <class DY, class DTable>
+struct EmbeddingTableTeams {
+  Kokkos::View<const std::int64_t*, MemSpace> offsets;
+  Kokkos::View<std::int64_t*, MemSpace> order;
+  DY dy;
+  DTable dtable;
+  std::int64_t rows, channels, capacity;
 
-// The GPU's backward: the buckets sorted by embedding_sort_teams, then
-// column sums by teams (impl/column_sums.hpp) over (token, block of 8
-// channels) and (position, block of 8 channels), each bucket's rows cut
-// into fixed chunks added in chunk order, in double. Work items at the tiny
-// GPT's sizes (4096 rows, vocabulary 256, 128 channels, 128 positions): 256
-// sort teams, 4096 and 2048 teams of column sums.
+  KOKKOS_INLINE_FUNCTION static std::size_t sort_bytes(std::int64_t capacity) {
+    return static_cast<std::size_t>(capacity) * sizeof(std::int64_t);
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t v) const {
+    auto* partial =
+        static_cast<double*>(member.team_scratch(0).get_shmem(column_sums_bytes<double>()));
+    auto* a = static_cast<std::int64_t*>(member.team_scratch(0).get_shmem(sort_bytes(capacity)));
+    const std::int64_t first = offsets(v), n = offsets(v + 1) - first;
+    if (n == 0) return;
+    const std::int64_t* sorted = a;
+    if (n > capacity) {
+      Kokkos::single(Kokkos::PerTeam(member), [&] { heap_sort(order, first, n); });
+      member.team_barrier();
+      sorted = order.data() + first;
+    } else {
+      const std::int64_t size = power_of_two_at_least(n);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size), [&](const std::int64_t i) {
+        a[i] = i < n ? order(first + i) : rows;  // rows: past every row index
+      });
+      member.team_barrier();
+      for (std::int64_t k = 2; k <= size; k *= 2)
+        for (std::int64_t j = k / 2; j > 0; j /= 2) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size), [&](const std::int64_t i) {
+            const std::int64_t l = i ^ j;
+            if (l > i && (a[i] > a[l]) == ((i & k) == 0)) {
+              const std::int64_t t = a[i];
+              a[i] = a[l];
+              a[l] = t;
+            }
+          });
+          member.team_barrier();
+        }
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
+                           [&](const std::int64_t i) { order(first + i) = a[i]; });
+    }
+    for (std::int64_t c0 = 0; c0 < channels; c0 += column_block)
+      team_column_sums<double>(
+          member, partial, n, column_block_width(channels, c0),
+          [&](const std::int64_t i, const int j) { return double(widen(dy(sorted[i], c0 + j))); },
+          [&](const int j, const double sum) { dtable(v, c0 + j) += static_cast<float>(sum); });
+  }
+};
+
+// A GPU team's part of the position gradient for (position, block of
+// column_block channels) (rank p * blocks + block): the column sums of the
+// position's rows.
+template <class DY, class DPositionTable>
+struct EmbeddingPositionTeams {
+  DY dy;
+  DPositionTable dposition_table;
+  std::int64_t positions, samples, channels, blocks;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t rank) const {
+    const std::int64_t p = rank / blocks, c0 = (rank % blocks) * column_block;
+    team_column_sums<double>(
+        member, static_cast<double*>(member.team_scratch(0).get_shmem(column_sums_bytes<double>())),
+        samples, column_block_width(channels, c0),
+        [&](const std::int64_t i, const int j) {
+          return double(widen(dy(i * positions + p, c0 + j)));
+        },
+        [&](const int j, const double sum) {
+          dposition_table(p, c0 + j) += static_cast<float>(sum);
+        });
+  }
+};
+
+// The GPU's backward: the buckets (three launches), then one launch of
+// teams: a team per token sorts its bucket and sums its rows, and a team
+// per (position, block of 8 channels) sums the position's rows, each sum
+// over fixed chunks of rows added in chunk order, in double. Work items at
+// the tiny GPT's sizes (4096 rows, vocabulary 256, 128 channels, 128
+// positions): 256 + 2048 teams.
 template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
 void embedding_backward_teams(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
                               const DY& dy, const TokenBuckets& buckets, const DTable& dtable,
                               const DPositionTable& dposition_table, TeamShape shape = {}) {
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t rows = ids.extent(0), vocabulary = dtable.extent(0);
   const std::int64_t channels = dtable.extent(1);
   embedding_buckets(exec, ids, buckets, vocabulary);
-  embedding_sort_teams(exec, buckets, rows, vocabulary, shape);
-  const auto offsets = buckets.offsets;
-  const auto order = buckets.rows;
   const std::int64_t blocks = (channels + column_block - 1) / column_block;
-  const auto sums_policy = [&](const std::int64_t league) {
-    return team_policy(exec, league, column_sums_shape<ExecSpace>(shape),
-                       column_sums_bytes<double>());
-  };
+  const std::int64_t capacity = power_of_two_at_least(
+      rows < embedding_sort_scratch_rows ? rows : embedding_sort_scratch_rows);
   using G = typename DY::non_const_value_type;
   using A = typename DTable::non_const_value_type;
   using P = typename DPositionTable::non_const_value_type;
   const std::int64_t tokens = embedding_tokens(rows, vocabulary);
-  // Offsets, row indices and dy read, the named tokens' gradient rows read
-  // and written; the column sums of each named token.
-  parallel_for(
-      "tessera::kernels::embedding_table_grad_teams", sums_policy(vocabulary * blocks),
-      Work{bytes_of<std::int64_t>(vocabulary + 1) + bytes_of<std::int64_t>(rows) +
-               bytes_of<G>(rows * channels) + 2 * bytes_of<A>(tokens * channels),
-           embedding_column_sums_flops(rows, tokens, channels)},
-      KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t v = member.league_rank() / blocks;
-        const std::int64_t c0 = (member.league_rank() % blocks) * column_block;
-        const std::int64_t begin = offsets(v), n = offsets(v + 1) - begin;
-        if (n == 0) return;
-        team_column_sums<double>(
-            member,
-            static_cast<double*>(member.team_scratch(0).get_shmem(column_sums_bytes<double>())), n,
-            column_block_width(channels, c0),
-            [&](const std::int64_t i, const int j) {
-              return double(widen(dy(order(begin + i), c0 + j)));
-            },
-            [&](const int j, const double sum) { dtable(v, c0 + j) += static_cast<float>(sum); });
-      });
-  if (dposition_table.extent(0) == 0) return;
-  const std::int64_t samples = rows / positions;
+  using Table = EmbeddingTableTeams<DY, DTable>;
+  // Offsets read, the row indices read (and, for a bucket past the
+  // scratch, sorted in place), dy read, the named tokens' gradient rows
+  // read and written; the column sums of each named token.
+  const Work table_work{bytes_of<std::int64_t>(vocabulary + 1) + bytes_of<std::int64_t>(rows) +
+                            bytes_of<G>(rows * channels) + 2 * bytes_of<A>(tokens * channels),
+                        embedding_column_sums_flops(rows, tokens, channels)};
+  const bool with_positions = dposition_table.extent(0) > 0;
   // dy read, the position gradient read and written; the column sums of
   // each position.
-  parallel_for(
-      "tessera::kernels::embedding_position_grad_teams", sums_policy(positions * blocks),
-      Work{bytes_of<G>(rows * channels) + 2 * bytes_of<P>(positions * channels),
-           embedding_column_sums_flops(rows, positions, channels)},
-      KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t p = member.league_rank() / blocks;
-        const std::int64_t c0 = (member.league_rank() % blocks) * column_block;
-        team_column_sums<double>(
-            member,
-            static_cast<double*>(member.team_scratch(0).get_shmem(column_sums_bytes<double>())),
-            samples, column_block_width(channels, c0),
-            [&](const std::int64_t i, const int j) {
-              return double(widen(dy(i * positions + p, c0 + j)));
-            },
-            [&](const int j, const double sum) {
-              dposition_table(p, c0 + j) += static_cast<float>(sum);
-            });
-      });
+  const Work position_work{bytes_of<G>(rows * channels) + 2 * bytes_of<P>(positions * channels),
+                           embedding_column_sums_flops(rows, positions, channels)};
+  parallel_teams(
+      "tessera::kernels::embedding_grad_teams", exec, column_sums_shape<ExecSpace>(shape),
+      team_part(vocabulary, table_work,
+                Table{buckets.offsets, buckets.rows, dy, dtable, rows, channels, capacity},
+                column_sums_bytes<double>() + Table::sort_bytes(capacity)),
+      team_part(with_positions ? positions * blocks : 0, with_positions ? position_work : Work{},
+                EmbeddingPositionTeams<DY, DPositionTable>{dy, dposition_table, positions,
+                                                           rows / positions, channels, blocks},
+                column_sums_bytes<double>()));
 }
 }  // namespace impl
 

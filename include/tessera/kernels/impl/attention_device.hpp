@@ -68,17 +68,117 @@ KOKKOS_INLINE_FUNCTION float weighted_column_sum(float sum, const float* w, std:
   return sum;
 }
 
-template <class ExecSpace, class QKV, class Heads>
+// What the teams of the query rows read: the fused projection (rows ld
+// apart), the probabilities and the scratch rows, the dropout, the scale
+// and the layout (T positions, H heads of D, C channels).
+template <class QKV>
+struct AttentionRows {
+  QKV qkv;
+  AttentionScores probs, scratch;
+  AttentionDropout dropout;
+  float scale;
+  std::int64_t T, H, D, C, ld;
+
+  // Forward for query row (n, h, t) (row (n H + h) T + t) into heads.
+  template <class Member, class Heads>
+  KOKKOS_INLINE_FUNCTION void forward(const Member& m, std::int64_t row, const Heads& heads) const {
+    const bool drop = dropout.rate > 0;
+    const std::int64_t nh = row / T, t = row % T;
+    const std::int64_t n = nh / H, h = nh % H;
+    float* p = &probs(nh, t, 0);
+    float* kept = &scratch(nh, t, 0);
+    const float* q = &qkv(n * T + t, h * D);
+    MaxAt<float>* max_lanes = team_lanes_scratch<MaxAt<float>>(m);
+    float* sum_lanes = team_lanes_scratch<float>(m);
+    const auto score = [&](const std::int64_t j) {
+      const float s = scale * lane_dot(q, &qkv(n * T + j, C + h * D), D);
+      p[j] = s;
+      return MaxAt<float>{s, j};
+    };
+    const float max = team_sum<MaxAt<float>>(m, max_lanes, t + 1, score).value;
+    const float sum = team_sum<float>(m, sum_lanes, t + 1, [&](const std::int64_t j) {
+      const float e = exp_nonpositive(p[j] - max);
+      p[j] = e;
+      return e;
+    });
+    const float inverse = 1.0f / sum;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, T), [&](const std::int64_t j) {
+      if (j > t) {
+        p[j] = 0.0f;
+        return;
+      }
+      p[j] *= inverse;
+      if (drop) kept[j] = p[j] * dropout.scale(row * T + j);
+    });
+    m.team_barrier();
+    const float* w = drop ? kept : p;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, D), [&](const std::int64_t d) {
+      heads(n * T + t, h * D + d) =
+          weighted_column_sum(0.0f, w, t + 1, &qkv(n * T, 2 * C + h * D + d), ld);
+    });
+  }
+
+  // Backward for query row (n, h, t): dS into the scratch row, dQ into dqkv.
+  template <class Member, class DHeads, class DQKV>
+  KOKKOS_INLINE_FUNCTION void backward(const Member& m, std::int64_t row, const DHeads& dheads,
+                                       const DQKV& dqkv) const {
+    const bool drop = dropout.rate > 0;
+    const std::int64_t nh = row / T, t = row % T;
+    const std::int64_t n = nh / H, h = nh % H;
+    const float* p = &probs(nh, t, 0);
+    float* ds = &scratch(nh, t, 0);
+    const float* dy = &dheads(n * T + t, h * D);
+    const float dot =
+        team_sum<float>(m, team_lanes_scratch<float>(m), t + 1, [&](const std::int64_t j) {
+          float dp = lane_dot(dy, &qkv(n * T + j, 2 * C + h * D), D);
+          if (drop) dp *= dropout.scale(row * T + j);
+          ds[j] = dp;
+          return p[j] * dp;
+        });
+    const float s = scale;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, t + 1),
+                         [&](const std::int64_t j) { ds[j] = s * p[j] * (ds[j] - dot); });
+    m.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, D), [&](const std::int64_t d) {
+      dqkv(n * T + t, h * D + d) =
+          weighted_column_sum(0.0f, ds, t + 1, &qkv(n * T, C + h * D + d), ld);
+    });
+  }
+};
+
+template <class QKV>
+AttentionRows<QKV> attention_rows(const AttentionLayout& l, float scale,
+                                  const AttentionDropout& dropout, const QKV& qkv,
+                                  const AttentionScores& probs, const AttentionScores& scratch) {
+  return AttentionRows<QKV>{
+      qkv,         probs,   scratch,    dropout,      scale,
+      l.positions, l.heads, l.head_dim, l.channels(), std::int64_t(qkv.stride(0))};
+}
+
+// Forward's team for query row (n, h, t) (rank (n H + h) T + t).
+template <class QKV, class Heads>
+struct AttentionQueryRows {
+  AttentionRows<QKV> rows;
+  Heads heads;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& m, std::int64_t row) const {
+    rows.forward(m, row, heads);
+  }
+};
+
+// Forward's one launch; `more`: independent parts the caller adds to it
+// (e.g. the output projection's bias broadcast into its output).
+template <class ExecSpace, class QKV, class Heads, class... More>
 void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, float scale,
                               const AttentionDropout& dropout, const QKV& qkv,
                               const AttentionScores& probs, const AttentionScores& scratch,
-                              const Heads& heads, TeamShape shape = {}) {
+                              const Heads& heads, TeamShape shape = {},
+                              const TeamPart<More>&... more) {
   check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch,
                   attention_device_scratch_rows(l), heads);
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
-  const std::int64_t ld = qkv.stride(0);
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   // qkv read, probs written in full (zeros after t), with dropout P' (the
   // causal half of scratch) written, heads written.
   const std::int64_t heads_size = attention_head_elements(l);
@@ -87,45 +187,12 @@ void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, f
                       (drop ? bytes_of<float>(attention_pairs(l)) : 0) +
                       bytes_of<typename Heads::non_const_value_type>(heads_size),
                   attention_forward_flops(l, drop)};
-  parallel_for(
-      "tessera::kernels::attention_forward::query_rows",
-      team_policy(exec, l.batch * H * T, shape,
-                  team_sum_bytes<MaxAt<float>>() + team_sum_bytes<float>()),
-      work, KOKKOS_LAMBDA(const Member& m) {
-        const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
-        const std::int64_t n = nh / H, h = nh % H;
-        float* p = &probs(nh, t, 0);
-        float* kept = &scratch(nh, t, 0);
-        const float* q = &qkv(n * T + t, h * D);
-        MaxAt<float>* max_lanes = team_lanes_scratch<MaxAt<float>>(m);
-        float* sum_lanes = team_lanes_scratch<float>(m);
-        const auto score = [&](const std::int64_t j) {
-          const float s = scale * lane_dot(q, &qkv(n * T + j, C + h * D), D);
-          p[j] = s;
-          return MaxAt<float>{s, j};
-        };
-        const float max = team_sum<MaxAt<float>>(m, max_lanes, t + 1, score).value;
-        const float sum = team_sum<float>(m, sum_lanes, t + 1, [&](const std::int64_t j) {
-          const float e = exp_nonpositive(p[j] - max);
-          p[j] = e;
-          return e;
-        });
-        const float inverse = 1.0f / sum;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, T), [&](const std::int64_t j) {
-          if (j > t) {
-            p[j] = 0.0f;
-            return;
-          }
-          p[j] *= inverse;
-          if (drop) kept[j] = p[j] * dropout.scale(row * T + j);
-        });
-        m.team_barrier();
-        const float* w = drop ? kept : p;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, D), [&](const std::int64_t d) {
-          heads(n * T + t, h * D + d) =
-              weighted_column_sum(0.0f, w, t + 1, &qkv(n * T, 2 * C + h * D + d), ld);
-        });
-      });
+  parallel_teams("tessera::kernels::attention_forward::query_rows", exec, shape,
+                 team_part(l.batch * H * T, work,
+                           AttentionQueryRows<QKV, Heads>{
+                               attention_rows(l, scale, dropout, qkv, probs, scratch), heads},
+                           team_sum_bytes<MaxAt<float>>() + team_sum_bytes<float>()),
+                 more...);
 }
 
 // The work of backward's launches. Query rows: dY, V and K read, P's
@@ -148,11 +215,27 @@ Work attention_backward_work(const AttentionLayout& l, bool drop, bool query_row
           double(pairs) * (4.0 * l.head_dim + dropout_flops)};
 }
 
-template <class ExecSpace, class QKV, class DHeads, class DQKV>
+// Backward's team for query row (n, h, t) (rank (n H + h) T + t).
+template <class QKV, class DHeads, class DQKV>
+struct AttentionGradientQueryRows {
+  AttentionRows<QKV> rows;
+  DHeads dheads;
+  DQKV dqkv;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& m, std::int64_t row) const {
+    rows.backward(m, row, dheads, dqkv);
+  }
+};
+
+// Backward's two launches; `more`: independent parts the caller adds to
+// the first (e.g. the output projection's bias gradient).
+template <class ExecSpace, class QKV, class DHeads, class DQKV, class... More>
 void attention_backward_device(const ExecSpace& exec, const AttentionLayout& l, float scale,
                                const AttentionDropout& dropout, const QKV& qkv,
                                const AttentionScores& probs, const AttentionScores& scratch,
-                               const DHeads& dheads, const DQKV& dqkv, TeamShape shape = {}) {
+                               const DHeads& dheads, const DQKV& dqkv, TeamShape shape = {},
+                               const TeamPart<More>&... more) {
   const char* fn = "tessera::kernels::attention_backward";
   const std::int64_t scratch_rows = attention_device_scratch_rows(l);
   check_attention(fn, l, qkv, probs, scratch, scratch_rows, dheads);
@@ -161,30 +244,13 @@ void attention_backward_device(const ExecSpace& exec, const AttentionLayout& l, 
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0), ldh = dheads.stride(0);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  parallel_for(
-      "tessera::kernels::attention_backward::query_rows",
-      team_policy(exec, l.batch * H * T, shape, team_sum_bytes<float>()),
-      attention_backward_work<QKV, DHeads, DQKV>(l, drop, true), KOKKOS_LAMBDA(const Member& m) {
-        const std::int64_t row = m.league_rank(), nh = row / T, t = row % T;
-        const std::int64_t n = nh / H, h = nh % H;
-        const float* p = &probs(nh, t, 0);
-        float* ds = &scratch(nh, t, 0);
-        const float* dy = &dheads(n * T + t, h * D);
-        const float dot =
-            team_sum<float>(m, team_lanes_scratch<float>(m), t + 1, [&](const std::int64_t j) {
-              float dp = lane_dot(dy, &qkv(n * T + j, 2 * C + h * D), D);
-              if (drop) dp *= dropout.scale(row * T + j);
-              ds[j] = dp;
-              return p[j] * dp;
-            });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, t + 1),
-                             [&](const std::int64_t j) { ds[j] = scale * p[j] * (ds[j] - dot); });
-        m.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, D), [&](const std::int64_t d) {
-          dqkv(n * T + t, h * D + d) =
-              weighted_column_sum(0.0f, ds, t + 1, &qkv(n * T, C + h * D + d), ld);
-        });
-      });
+  parallel_teams(
+      "tessera::kernels::attention_backward::query_rows", exec, shape,
+      team_part(l.batch * H * T, attention_backward_work<QKV, DHeads, DQKV>(l, drop, true),
+                AttentionGradientQueryRows<QKV, DHeads, DQKV>{
+                    attention_rows(l, scale, dropout, qkv, probs, scratch), dheads, dqkv},
+                team_sum_bytes<float>()),
+      more...);
   const std::int64_t chunk = T < attention_column_chunk ? T : attention_column_chunk;
   const std::size_t column_bytes = sizeof(float) * static_cast<std::size_t>(2 * chunk + 2 * D);
   parallel_for(

@@ -36,8 +36,7 @@ template <class ExecSpace, class X, class W, class B, class Y, class Scratch>
 void conv2d_forward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                            const B& b, const Y& y, const Scratch& scratch) {
   constexpr const char* fn = "tessera::kernels::conv2d_forward";
-  // Forward needs less scratch per sample than backward may: larger blocks.
-  const std::int64_t max_block = check_scratch(fn, g, scratch, g.forward_per_sample());
+  const std::int64_t max_block = check_scratch(fn, g, scratch, g.scratch_per_sample());
   using T = typename Scratch::non_const_value_type;
   using Space = typename Scratch::memory_space;
   const std::int64_t k = g.patch(), positions = g.positions();
@@ -51,9 +50,48 @@ void conv2d_forward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, const
   });
 }
 
-// dW += dy * cols(x)^T, db += the sums of dy, and dx += conv(dy, flipped
-// W) where g.transposed_input_gradient() holds, else col2im(W^T dy),
-// ConvSchedule::blocks.
+// Backward's copies before its products: the columns of x and dy's block
+// in channel-major form (with its rows' sums for the bias gradient). On
+// the device path one launch holds both.
+template <class ExecSpace, class X, class DY, class DB, class Col, class Grad, class T>
+void lower_for_gradients(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const DY& dy,
+                         const DB& db, std::int64_t first, std::int64_t count, const Col& col,
+                         const Grad& grad, T* row_sums) {
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    parallel_teams("tessera::kernels::conv2d_backward_lower", exec, TeamShape{},
+                   im2col_part(g, x, first, count, col),
+                   channel_major_part(grad, dy, db, first, count, g.out_channels, g.positions(),
+                                      Transfer::from_nchw, row_sums));
+  } else {
+    im2col(exec, g, x, first, count, col);
+    channel_major(exec, grad, dy, db, first, count, g.out_channels, g.positions(),
+                  Transfer::from_nchw, row_sums);
+  }
+}
+
+// Backward's work after its products: the columns' gradient folded into
+// dx (when dx is not empty), and, after the last block (row_sums not
+// null), the bias gradient from the rows' sums of the whole batch. On the
+// device path one launch holds both.
+template <class ExecSpace, class Col, class DX, class T, class DB>
+void fold_gradients(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col,
+                    std::int64_t first, std::int64_t count, const DX& dx, const T* row_sums,
+                    const DB& db) {
+  const bool with_dx = dx.size() > 0;
+  if constexpr (!host_fast_paths_v<ExecSpace>) {
+    parallel_teams("tessera::kernels::conv2d_backward_fold", exec, TeamShape{},
+                   col2im_add_part(g, col, first, with_dx ? count : 0, dx),
+                   bias_gradient_part(row_sums, g.batch, g.out_channels, db));
+  } else {
+    if (with_dx) col2im_add(exec, g, col, first, count, dx);
+    if (row_sums != nullptr) add_bias_gradient(exec, row_sums, g.batch, g.out_channels, db);
+  }
+}
+
+// dW += dy * cols(x)^T, db += the sums of dy, and dx += col2im(W^T dy),
+// ConvSchedule::blocks. A block is four launches on the device path: the
+// copies (lower_for_gradients), two products, and the fold with, after
+// the last block, the bias gradient (fold_gradients).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                             const DY& dy, const DX& dx, const DW& dw, const DB& db,
@@ -67,39 +105,16 @@ void conv2d_backward_blocks(const ExecSpace& exec, const Conv2dGeometry& g, cons
   const std::int64_t batch = g.batch;
 
   // The sum of each row (n, c) of dy, taken by the copy of dy below.
-  T* const row_sums = db.extent(0) > 0 ? scratch.data() + g.flipped_weights_size() : nullptr;
+  T* const row_sums = db.extent(0) > 0 ? scratch.data() : nullptr;
   T* const blocks = scratch.data() + g.scratch_fixed();
-  const bool transposed = with_dx && g.transposed_input_gradient();
-  const Conv2dGeometry t = g.transposed();
-  ColumnMatrix<T, Space> flipped(scratch.data(), transposed ? g.in_channels : 0,
-                                 transposed ? t.patch() : 0);
-  if (transposed) flip_weights(exec, g, w, flipped);
   for_each_block(batch, max_block, [&](std::int64_t first, std::int64_t count) {
     ColumnMatrix<T, Space> col(blocks, k, count * positions);
     ColumnMatrix<T, Space> grad(blocks + k * count * positions, channels, count * positions);
-    im2col(exec, g, x, first, count, col);
-    channel_major(exec, grad, dy, db, first, count, channels, positions, Transfer::from_nchw,
-                  row_sums);
+    lower_for_gradients(exec, g, x, dy, db, first, count, col, grad, row_sums);
     impl::gemm(exec, "N", "T", T(1), grad, col, T(1), dw);
-    if (!with_dx) return;
-    if (!transposed) {
-      impl::gemm(exec, "T", "N", T(1), w, grad, T(0), col);
-      col2im_add(exec, g, col, first, count, dx);
-      return;
-    }
-    // dx += conv(dy, flipped weights): the columns of dy, one product, and
-    // an add into dx (no fold).
-    const std::int64_t inputs = t.positions();
-    ColumnMatrix<T, Space> dy_col(blocks, t.patch(), count * inputs);
-    ColumnMatrix<T, Space> dx_block(blocks + t.patch() * count * inputs, g.in_channels,
-                                    count * inputs);
-    im2col(exec, t, dy, first, count, dy_col);
-    impl::gemm(exec, "N", "N", T(1), flipped, dy_col, T(0), dx_block);
-    channel_major(exec, dx_block, dx, db, first, count, g.in_channels, inputs,
-                  Transfer::add_to_nchw);
+    if (with_dx) impl::gemm(exec, "T", "N", T(1), w, grad, T(0), col);
+    fold_gradients(exec, g, col, first, count, dx, first + count == batch ? row_sums : nullptr, db);
   });
-
-  if (row_sums != nullptr) add_bias_gradient(exec, row_sums, batch, channels, db);
 }
 
 }  // namespace tessera::kernels::impl

@@ -3,8 +3,7 @@
 // folded back in gather form (each input element's taps collected in a
 // fixed order, so no atomics and no dependence on the thread count), the
 // moves between NCHW and the channel-major blocks a gemm reads and writes,
-// the flipped weights of the transposed input gradient, and the bias
-// gradient's ordered sums. Every schedule of conv.hpp runs on these.
+// and the bias gradient's ordered sums. Every schedule of conv.hpp runs on these.
 //
 // Each copy has two paths, chosen by host_fast_paths_v<ExecSpace>. The
 // host path gives a thread a whole input plane or row (long copies the
@@ -151,34 +150,49 @@ Work im2col_work(const Conv2dGeometry& g, std::int64_t count, const char* why = 
 
 // Columns of samples [first, first + count): col(k, n * P + p) with k =
 // (c * kh + ki) * kw + kj, so one gemm covers the whole block. The device
-// path: a team per segment (k, n) of a column row, its threads over the
-// P positions (coalesced writes; reads along an input row at stride 1).
-// Index arithmetic per position is 32-bit: a 64-bit division per entry
-// cost more than the copy.
+// path: a team per segment (k, n) of a column row (rank k * count + n),
+// its threads over the P positions (coalesced writes; reads along an input
+// row at stride 1). Index arithmetic per position is 32-bit: a 64-bit
+// division per entry cost more than the copy.
+template <class X, class Col>
+struct Im2colTeams {
+  WindowAxis rows, cols;
+  X x;
+  Col col;
+  std::int64_t first, count, channels, plane, ld;
+  int positions;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t rank) const {
+    using T = typename Col::non_const_value_type;
+    const std::int64_t k = rank / count, n = rank % count;
+    const int kj = static_cast<int>(k % cols.kernel);
+    const int ki = static_cast<int>((k / cols.kernel) % rows.kernel);
+    const auto* in = x.data() + ((first + n) * channels + k / (rows.kernel * cols.kernel)) * plane;
+    T* out = col.data() + k * ld + n * positions;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, positions), [&](const int p) {
+      const int h = rows.start(p / cols.out) + ki, w = cols.start(p % cols.out) + kj;
+      out[p] = h >= 0 && h < rows.in && w >= 0 && w < cols.in
+                   ? narrow<T>(widen(in[h * cols.in + w]))
+                   : T(0);
+    });
+  }
+};
+
+template <class X, class Col>
+TeamPart<Im2colTeams<X, Col>> im2col_part(const Conv2dGeometry& g, const X& x, std::int64_t first,
+                                          std::int64_t count, const Col& col) {
+  return team_part(
+      g.patch() * count, im2col_work<X, Col>(g, count),
+      Im2colTeams<X, Col>{g.rows, g.cols, x, col, first, count, g.in_channels, g.input_positions(),
+                          std::int64_t(col.stride(0)), static_cast<int>(g.positions())});
+}
+
 template <class ExecSpace, class X, class Col>
 void im2col_device(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, std::int64_t first,
                    std::int64_t count, const Col& col, TeamShape shape = {}) {
-  using T = typename Col::non_const_value_type;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const WindowAxis rows = g.rows, cols = g.cols;
-  const std::int64_t channels = g.in_channels, plane = g.input_positions(), ld = col.stride(0);
-  const int positions = static_cast<int>(g.positions());
-  parallel_for(
-      "tessera::kernels::im2col_device", team_policy(exec, g.patch() * count, shape),
-      im2col_work<X, Col>(g, count), KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t k = member.league_rank() / count, n = member.league_rank() % count;
-        const int kj = static_cast<int>(k % cols.kernel);
-        const int ki = static_cast<int>((k / cols.kernel) % rows.kernel);
-        const auto* in =
-            x.data() + ((first + n) * channels + k / (rows.kernel * cols.kernel)) * plane;
-        T* out = col.data() + k * ld + n * positions;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, positions), [&](const int p) {
-          const int h = rows.start(p / cols.out) + ki, w = cols.start(p % cols.out) + kj;
-          out[p] = h >= 0 && h < rows.in && w >= 0 && w < cols.in
-                       ? narrow<T>(widen(in[h * cols.in + w]))
-                       : T(0);
-        });
-      });
+  parallel_teams("tessera::kernels::im2col_device", exec, shape,
+                 im2col_part(g, x, first, count, col));
 }
 
 // The host path: one thread per input plane (n, c) writes that plane's
@@ -279,29 +293,46 @@ Work col2im_work(const Conv2dGeometry& g, std::int64_t count, const char* why = 
 }
 
 // dx(n, c) += the entries of col that im2col copied from input plane
-// (n, c). The device path: a team per input plane, its threads over the
-// plane's elements; each element sums its taps (gather_taps) onto its
-// widened value and is stored rounded once. No two threads write one
-// element, and each sum's order is fixed.
+// (n, c). The device path: a team per input plane (rank n * C + c), its
+// threads over the plane's elements; each element sums its taps
+// (gather_taps) onto its widened value and is stored rounded once. No two
+// threads write one element, and each sum's order is fixed.
+template <class Col, class DX>
+struct Col2imTeams {
+  WindowAxis rows, cols;
+  Col col;
+  DX dx;
+  std::int64_t first, channels, positions, ld;
+  int plane;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t r) const {
+    using Stored = typename DX::non_const_value_type;
+    const std::int64_t c = r % channels;
+    Stored* grad = dx.data() + (first * channels + r) * plane;
+    const auto* block = col.data() + (r / channels) * positions;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, plane), [&](const int e) {
+      grad[e] = narrow<Stored>(
+          gather_taps(widen(grad[e]), block, c, e / cols.in, e % cols.in, rows, cols, ld));
+    });
+  }
+};
+
+template <class Col, class DX>
+TeamPart<Col2imTeams<Col, DX>> col2im_add_part(const Conv2dGeometry& g, const Col& col,
+                                               std::int64_t first, std::int64_t count,
+                                               const DX& dx) {
+  return team_part(
+      count * g.in_channels, col2im_work<Col, DX>(g, count),
+      Col2imTeams<Col, DX>{g.rows, g.cols, col, dx, first, g.in_channels, g.positions(),
+                           std::int64_t(col.stride(0)), static_cast<int>(g.input_positions())});
+}
+
 template <class ExecSpace, class Col, class DX>
 void col2im_add_device(const ExecSpace& exec, const Conv2dGeometry& g, const Col& col,
                        std::int64_t first, std::int64_t count, const DX& dx, TeamShape shape = {}) {
-  using Stored = typename DX::non_const_value_type;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const WindowAxis rows = g.rows, cols = g.cols;
-  const std::int64_t channels = g.in_channels, positions = g.positions(), ld = col.stride(0);
-  const int plane = static_cast<int>(g.input_positions());
-  parallel_for(
-      "tessera::kernels::col2im_add_device", team_policy(exec, count * channels, shape),
-      col2im_work<Col, DX>(g, count), KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t r = member.league_rank(), c = r % channels;
-        Stored* grad = dx.data() + (first * channels + r) * plane;
-        const auto* block = col.data() + (r / channels) * positions;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, plane), [&](const int e) {
-          grad[e] = narrow<Stored>(
-              gather_taps(widen(grad[e]), block, c, e / cols.in, e % cols.in, rows, cols, ld));
-        });
-      });
+  parallel_teams("tessera::kernels::col2im_add_device", exec, shape,
+                 col2im_add_part(g, col, first, count, dx));
 }
 
 // The host path: one thread owns each plane (fold_plane).
@@ -381,45 +412,69 @@ Work channel_major_work(Transfer transfer, std::int64_t rows, std::int64_t posit
               with_sums ? double(n) : 0, why};
 }
 
-// channel_major's device path: a team per row (n, c), its threads over the
-// row's positions (neighbouring threads touch neighbouring addresses in
-// both layouts). from_nchw with row_sums: the copy runs inside team_sum, so
-// that the row's sum (widened) takes no pass of its own; its bits depend on
-// neither the team size nor the thread count.
+// channel_major's device path: a team per row (n, c) (rank n * C + c), its
+// threads over the row's positions (neighbouring threads touch neighbouring
+// addresses in both layouts). from_nchw with row_sums: the copy runs inside
+// team_sum, so that the row's sum (widened) takes no pass of its own; its
+// bits depend on neither the team size nor the thread count.
+template <class Block, class NCHW, class B>
+struct ChannelMajorTeams {
+  using T = typename Block::non_const_value_type;
+  Block block;
+  NCHW nchw;
+  B bias;
+  T* row_sums;
+  std::int64_t first, channels, positions, ld;
+  Transfer transfer;
+  bool with_bias, with_sums;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t r) const {
+    const std::int64_t c = r % channels;
+    T* row = block.data() + c * ld + (r / channels) * positions;
+    auto* sample = nchw.data() + (first * channels + r) * positions;
+    if (with_sums) {
+      const T sum =
+          team_sum<T>(member, team_lanes_scratch<T>(member), positions, [&](std::int64_t p) {
+            row[p] = narrow<T>(widen(sample[p]));
+            return row[p];
+          });
+      Kokkos::single(Kokkos::PerTeam(member), [&] { row_sums[first * channels + r] = sum; });
+      return;
+    }
+    const T b = with_bias ? T(bias(c)) : T(0);
+    const Transfer how = transfer;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, positions),
+                         [&](const std::int64_t p) { move_entry(row[p], sample[p], b, how); });
+  }
+};
+
+template <class Block, class NCHW, class B>
+TeamPart<ChannelMajorTeams<Block, NCHW, B>> channel_major_part(
+    const Block& block, const NCHW& nchw, const B& bias, std::int64_t first, std::int64_t count,
+    std::int64_t channels, std::int64_t positions, Transfer transfer,
+    typename Block::non_const_value_type* row_sums = nullptr) {
+  using T = typename Block::non_const_value_type;
+  const bool with_bias = transfer == Transfer::to_nchw && bias.extent(0) > 0;
+  const bool with_sums = transfer == Transfer::from_nchw && row_sums != nullptr;
+  return team_part(count * channels,
+                   channel_major_work<Block, NCHW, B>(transfer, count * channels, positions,
+                                                      with_bias ? channels : 0, with_sums),
+                   ChannelMajorTeams<Block, NCHW, B>{block, nchw, bias, row_sums, first, channels,
+                                                     positions, std::int64_t(block.stride(0)),
+                                                     transfer, with_bias, with_sums},
+                   with_sums ? team_sum_bytes<T>() : 0);
+}
+
 template <class ExecSpace, class Block, class NCHW, class B>
 void channel_major_device(const ExecSpace& exec, const Block& block, const NCHW& nchw,
                           const B& bias, std::int64_t first, std::int64_t count,
                           std::int64_t channels, std::int64_t positions, Transfer transfer,
                           typename Block::non_const_value_type* row_sums = nullptr,
                           TeamShape shape = {}) {
-  using T = typename Block::non_const_value_type;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const std::int64_t ld = block.stride(0);
-  const bool with_bias = transfer == Transfer::to_nchw && bias.extent(0) > 0;
-  const bool with_sums = transfer == Transfer::from_nchw && row_sums != nullptr;
-  parallel_for(
-      "tessera::kernels::channel_major_device",
-      team_policy(exec, count * channels, shape, with_sums ? team_sum_bytes<T>() : 0),
-      channel_major_work<Block, NCHW, B>(transfer, count * channels, positions,
-                                         with_bias ? channels : 0, with_sums),
-      KOKKOS_LAMBDA(const Member& member) {
-        const std::int64_t r = member.league_rank(), c = r % channels;
-        T* row = block.data() + c * ld + (r / channels) * positions;
-        auto* sample = nchw.data() + (first * channels + r) * positions;
-        if (with_sums) {
-          const T sum =
-              team_sum<T>(member, team_lanes_scratch<T>(member), positions, [&](std::int64_t p) {
-                row[p] = narrow<T>(widen(sample[p]));
-                return row[p];
-              });
-          Kokkos::single(Kokkos::PerTeam(member), [&] { row_sums[first * channels + r] = sum; });
-          return;
-        }
-        const T b = with_bias ? T(bias(c)) : T(0);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, positions), [&](const std::int64_t p) {
-          move_entry(row[p], sample[p], b, transfer);
-        });
-      });
+  parallel_teams(
+      "tessera::kernels::channel_major_device", exec, shape,
+      channel_major_part(block, nchw, bias, first, count, channels, positions, transfer, row_sums));
 }
 
 // Moves a block of samples between NCHW [count, C, P] (at sample `first` of
@@ -457,28 +512,6 @@ void channel_major(const ExecSpace& exec, const Block& block, const NCHW& nchw, 
   }
 }
 
-// Wt(c, (o * kh + ki) * kw + kj) = W(o, (c * kh + kh - 1 - ki) * kw + kw - 1 - kj):
-// the weights of Conv2dGeometry::transposed().
-template <class ExecSpace, class W, class WT>
-void flip_weights(const ExecSpace& exec, const Conv2dGeometry& g, const W& w, const WT& wt) {
-  const std::int64_t in = g.in_channels, out = g.out_channels;
-  const int kh = g.rows.kernel, kw = g.cols.kernel;
-  // W read and Wt written, each in * out * kh * kw entries; copies only.
-  const std::int64_t taps = in * out * kh * kw;
-  const Work work{bytes_of<typename W::value_type>(taps) + bytes_of<typename WT::value_type>(taps),
-                  0,
-                  "a task per (input, output) channel pair flips its kh x kw taps: a copy of "
-                  "the weights, once a pass"};
-  parallel_for(
-      "tessera::kernels::flip_weights", Kokkos::RangePolicy<ExecSpace>(exec, 0, in * out), work,
-      KOKKOS_LAMBDA(const std::int64_t r) {
-        const std::int64_t c = r / out, o = r % out;
-        for (int ki = 0; ki < kh; ++ki)
-          for (int kj = 0; kj < kw; ++kj)
-            wt(c, (o * kh + ki) * kw + kj) = w(o, (c * kh + kh - 1 - ki) * kw + kw - 1 - kj);
-      });
-}
-
 // Columns of samples [first, first + count) of x into col (rows ld apart),
 // as im2col lays them out, on the calling thread.
 template <class X, class T>
@@ -501,19 +534,52 @@ void for_each_block(std::int64_t batch, std::int64_t max_block, const F& f) {
 
 // db(c) += the rows' sums (row_sums[n * channels + c]), samples in order:
 // the same sums in the same order for any block size and thread count.
+template <class T, class DB>
+KOKKOS_INLINE_FUNCTION void add_channel_sum(const T* row_sums, std::int64_t batch,
+                                            std::int64_t channels, const DB& db, std::int64_t c) {
+  T sum = 0;
+  for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];
+  db(c) += sum;
+}
+
+// The batch x channels sums read, db read and written; an add a sum and one into db.
+template <class T, class DB>
+Work bias_gradient_work(std::int64_t batch, std::int64_t channels, const char* why = nullptr) {
+  return Work{bytes_of<T>(batch * channels) + 2 * bytes_of<typename DB::value_type>(channels),
+              double(batch + 1) * double(channels), why};
+}
+
+// The host path: a task per channel.
 template <class ExecSpace, class T, class DB>
 void add_bias_gradient(const ExecSpace& exec, const T* row_sums, std::int64_t batch,
                        std::int64_t channels, const DB& db) {
-  // The batch x channels sums read, db read and written; an add a sum and one into db.
-  const Work work{bytes_of<T>(batch * channels) + 2 * bytes_of<typename DB::value_type>(channels),
-                  double(batch + 1) * double(channels)};
   parallel_for(
-      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels), work,
-      KOKKOS_LAMBDA(const std::int64_t c) {
-        T sum = 0;
-        for (std::int64_t n = 0; n < batch; ++n) sum += row_sums[n * channels + c];
-        db(c) += sum;
-      });
+      "tessera::kernels::conv2d_bias_grad", Kokkos::RangePolicy<ExecSpace>(exec, 0, channels),
+      bias_gradient_work<T, DB>(batch, channels),
+      KOKKOS_LAMBDA(const std::int64_t c) { add_channel_sum(row_sums, batch, channels, db, c); });
+}
+
+// The device path: a team per channel (rank c), one thread of it adding
+// the channel's sums in sample order.
+template <class T, class DB>
+struct BiasGradientTeams {
+  const T* row_sums;
+  DB db;
+  std::int64_t batch, channels;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member, std::int64_t c) const {
+    Kokkos::single(Kokkos::PerTeam(member),
+                   [&] { add_channel_sum(row_sums, batch, channels, db, c); });
+  }
+};
+
+template <class T, class DB>
+TeamPart<BiasGradientTeams<T, DB>> bias_gradient_part(const T* row_sums, std::int64_t batch,
+                                                      std::int64_t channels, const DB& db) {
+  return team_part(row_sums != nullptr ? channels : 0,
+                   row_sums != nullptr ? bias_gradient_work<T, DB>(batch, channels) : Work{},
+                   BiasGradientTeams<T, DB>{row_sums, db, batch, channels});
 }
 
 }  // namespace tessera::kernels::impl

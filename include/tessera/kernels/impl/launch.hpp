@@ -16,6 +16,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -138,6 +139,96 @@ void parallel_scan(const std::string& label, const Policy& policy, const Work& w
                    const Functor& functor, Results&&... results) {
   note_launch(work_items(policy), work, instance_of(policy.space()));
   Kokkos::parallel_scan(label, policy, functor, std::forward<Results>(results)...);
+}
+
+// One part of a launch of team kernels: `league` teams, each running
+// body(member, rank) for its rank in [0, league), with `scratch_bytes` of
+// level-0 scratch. A body that reads member.league_rank() instead of rank
+// would see its place in the whole launch: bodies take the rank.
+template <class Body>
+struct TeamPart {
+  std::int64_t league = 0;
+  std::size_t scratch_bytes = 0;
+  Work work;
+  Body body;
+};
+
+template <class Body>
+TeamPart<Body> team_part(std::int64_t league, const Work& work, const Body& body,
+                         std::size_t scratch_bytes = 0) {
+  return TeamPart<Body>{league, scratch_bytes, work, body};
+}
+
+// The league ranks of a launch dealt to its parts in order: teams
+// [0, league of the first) run the first body, the next the second, ...
+template <class Member, class... Bodies>
+struct TeamParts;
+template <class Member, class Body>
+struct TeamParts<Member, Body> {
+  Body body;
+  KOKKOS_INLINE_FUNCTION void run(const Member& member, std::int64_t rank) const {
+    body(member, rank);
+  }
+};
+template <class Member, class Body, class Next, class... Rest>
+struct TeamParts<Member, Body, Next, Rest...> {
+  std::int64_t league;
+  Body body;
+  TeamParts<Member, Next, Rest...> rest;
+  KOKKOS_INLINE_FUNCTION void run(const Member& member, std::int64_t rank) const {
+    if (rank < league)
+      body(member, rank);
+    else
+      rest.run(member, rank - league);
+  }
+};
+template <class Member, class Body>
+TeamParts<Member, Body> chain_parts(const TeamPart<Body>& part) {
+  return TeamParts<Member, Body>{part.body};
+}
+template <class Member, class Body, class Next, class... Rest>
+TeamParts<Member, Body, Next, Rest...> chain_parts(const TeamPart<Body>& part,
+                                                   const TeamPart<Next>& next,
+                                                   const TeamPart<Rest>&... rest) {
+  return TeamParts<Member, Body, Next, Rest...>{part.league, part.body,
+                                                chain_parts<Member>(next, rest...)};
+}
+
+template <class Member, class Parts>
+struct RunParts {
+  Parts parts;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    parts.run(member, member.league_rank());
+  }
+};
+
+// Independent team kernels in one launch (the kernels of a layer's pass
+// that need nothing from each other: on a GPU a launch costs microseconds
+// whatever it holds). One team policy of `shape` over the parts' leagues
+// added, the largest scratch of any part, the parts' work added (the first
+// part's narrow reason, else the next's). Parts may not depend on each
+// other's results: their teams run in any order, at once.
+template <class ExecSpace, class... Bodies>
+void parallel_teams(const std::string& label, const ExecSpace& exec, TeamShape shape,
+                    const TeamPart<Bodies>&... parts) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  std::int64_t league = 0;
+  std::size_t scratch = 0;
+  Work work;
+  const std::int64_t leagues[] = {parts.league...};
+  const std::size_t scratches[] = {parts.scratch_bytes...};
+  const Work works[] = {parts.work...};
+  for (std::size_t i = 0; i < sizeof...(Bodies); ++i) {
+    league += leagues[i];
+    scratch = scratches[i] > scratch ? scratches[i] : scratch;
+    work.bytes += works[i].bytes;
+    work.flops += works[i].flops;
+    if (work.narrow == nullptr) work.narrow = works[i].narrow;
+  }
+  if (league == 0) return;
+  parallel_for(
+      label, team_policy(exec, league, shape, scratch), work,
+      RunParts<Member, decltype(chain_parts<Member>(parts...))>{chain_parts<Member>(parts...)});
 }
 
 // C = alpha op(A) op(B) + beta C through KokkosBlas (core/compat.hpp),
