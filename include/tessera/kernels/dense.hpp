@@ -137,6 +137,16 @@ void broadcast_rows(const ExecSpace& exec, const Y& y, const B& b) {
       });
 }
 
+// dW += dy^T x and dx = dy W + dx_scale dx (dx empty: none): the products
+// of dense_backward and dense_backward_products, shapes checked by them.
+template <class ExecSpace, class X, class W, class DY, class DX, class DW>
+void dense_gradient_products(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
+                             const DX& dx, const DW& dw, float dx_scale) {
+  using T = typename DW::non_const_value_type;
+  gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
+  if (dx.size() > 0) gemm(exec, "N", "N", T(1), dy, w, T(dx_scale), dx);
+}
+
 // db += sum_i dy(i, :), in float for 16-bit dy.
 template <class ExecSpace, class DY, class DB>
 void dense_bias_gradient(const ExecSpace& exec, const DY& dy, const DB& db) {
@@ -223,9 +233,7 @@ void dense_backward_products(const ExecSpace& exec, const X& x, const W& w, cons
   ScopedRegion region("tessera::kernels::dense_backward_products");
   const Kokkos::View<float*, typename DW::memory_space> none;
   impl::check_dense_backward_shapes(x, w, dy, dx, dw, none);
-  using T = typename DW::non_const_value_type;
-  impl::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
-  if (dx.size() > 0) impl::gemm(exec, "N", "N", T(1), dy, w, T(dx_scale), dx);
+  impl::dense_gradient_products(exec, x, w, dy, dx, dw, dx_scale);
 }
 
 // dx += dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first layer).
@@ -234,11 +242,7 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
                     const DW& dw, const DB& db) {
   ScopedRegion region("tessera::kernels::dense_backward");
   impl::check_dense_backward_shapes(x, w, dy, dx, dw, db);
-  using T = typename DW::non_const_value_type;
-  impl::gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
-  if (dx.size() > 0) {
-    impl::gemm(exec, "N", "N", T(1), dy, w, T(1), dx);
-  }
+  impl::dense_gradient_products(exec, x, w, dy, dx, dw, 1.0f);
   impl::dense_bias_gradient(exec, dy, db);
 }
 
