@@ -44,8 +44,9 @@ inline std::string kernel_line(const json& k) {
   return text.str();
 }
 
-inline void print_table(std::ostream& os, const json& report) {
-  const auto& peaks = report["peaks"];
+// The machine: the CPU and its vector ISA, the ISA Tessera's kernels were
+// compiled for, the BLAS library with its kernels, and the BLAS's warning.
+inline void print_machine(std::ostream& os, const json& report) {
   const auto& blas = report["blas"];
   os << "CPU: " << report["machine"]["cpu"].get<std::string>() << " ("
      << report["machine"]["cpu_isa"].get<std::string>() << "); Tessera's kernels compiled for "
@@ -56,6 +57,11 @@ inline void print_table(std::ostream& os, const json& report) {
        << blas["core_isa"].get<std::string>() << ")";
   os << "\n";
   if (!blas["warning"].get<std::string>().empty()) os << blas["warning"].get<std::string>() << "\n";
+}
+
+// The measured peaks, what the CPU's facts expect of the FMA peak, the
+// overridden figures, the verdicts' warnings and the 16-bit products.
+inline void print_peaks(std::ostream& os, const json& peaks) {
   const double fma = peaks["fma"]["gflops"].get<double>();
   const double sgemm = peaks["sgemm"]["gflops"].get<double>();
   os << std::fixed << std::setprecision(1) << "peaks: FMA " << fma << " GFLOP/s ("
@@ -83,6 +89,27 @@ inline void print_table(std::ostream& os, const json& report) {
     }
     os << "\n";
   }
+}
+
+// A row of the layer table: a layer's pass `p` (figures of pass_json()),
+// its time, both FLOP rates with their fractions of the sgemm peak, and its
+// bandwidth with its fraction of the stream triad's.
+inline void print_layer_row(std::ostream& os, const std::string& name, const std::string& type,
+                            const std::string& pass, const json& p) {
+  os << std::left << std::setw(12) << name.substr(0, 11) << std::setw(12) << type.substr(0, 11)
+     << std::setw(6) << pass << std::right << std::setprecision(3) << std::setw(10)
+     << p["seconds"].get<double>() * 1e3 << std::setprecision(1) << std::setw(10)
+     << p["executed_gflops"].get<double>() << std::setw(8)
+     << 100 * p["executed_flops_sgemm_fraction"].get<double>() << std::setw(10)
+     << p["model_gflops"].get<double>() << std::setw(8)
+     << 100 * p["model_flops_sgemm_fraction"].get<double>() << std::setw(9)
+     << p["gbs"].get<double>() << std::setw(8) << 100 * p["bandwidth_fraction"].get<double>()
+     << "\n";
+}
+
+// The layer table: its legend and heading, then per layer a row for the
+// forward pass, the backward pass and both, each pass's kernels under it.
+inline void print_layers(std::ostream& os, const json& report) {
   os << "\nexec: GFLOP/s executed (the kernels' operations: Winograd's products and "
         "transforms where it runs); model: GFLOP/s of the model's FLOPs (direct form); "
         "%sgemm of each; GB/s of the compulsory traffic, %triad of it\n";
@@ -91,28 +118,22 @@ inline void print_table(std::ostream& os, const json& report) {
      << std::setw(10) << "model" << std::setw(8) << "%sgemm" << std::setw(9) << "GB/s"
      << std::setw(8) << "%triad"
      << "\n";
-  const auto row = [&](const std::string& name, const std::string& type, const std::string& pass,
-                       const json& p) {
-    os << std::left << std::setw(12) << name.substr(0, 11) << std::setw(12) << type.substr(0, 11)
-       << std::setw(6) << pass << std::right << std::setprecision(3) << std::setw(10)
-       << p["seconds"].get<double>() * 1e3 << std::setprecision(1) << std::setw(10)
-       << p["executed_gflops"].get<double>() << std::setw(8)
-       << 100 * p["executed_flops_sgemm_fraction"].get<double>() << std::setw(10)
-       << p["model_gflops"].get<double>() << std::setw(8)
-       << 100 * p["model_flops_sgemm_fraction"].get<double>() << std::setw(9)
-       << p["gbs"].get<double>() << std::setw(8) << 100 * p["bandwidth_fraction"].get<double>()
-       << "\n";
-  };
   for (const auto& layer : report["layers"]) {
     for (const char* pass : {"forward", "backward", "step"}) {
       const std::string label = pass == std::string("forward")    ? "fwd"
                                 : pass == std::string("backward") ? "bwd"
                                                                   : "both";
-      row(layer["name"].get<std::string>(), layer["type"].get<std::string>(), label, layer[pass]);
+      print_layer_row(os, layer["name"].get<std::string>(), layer["type"].get<std::string>(), label,
+                      layer[pass]);
       if (pass == std::string("step")) continue;
       for (const auto& k : layer[pass]["kernels"]) os << kernel_line(k);
     }
   }
+}
+
+// The training step's time and rates, then those of the Dense layers and
+// of the memory-bound layers, where the model has them.
+inline void print_totals(std::ostream& os, const json& report) {
   const auto& step = report["step"];
   os << "\ntraining step: " << std::setprecision(3) << step["seconds"].get<double>() * 1e3
      << " ms (median), " << std::setprecision(0) << step["samples_per_second"].get<double>()
@@ -130,6 +151,15 @@ inline void print_table(std::ostream& os, const json& report) {
        << memory["gbs"].get<double>()
        << " GB/s = " << 100 * memory["bandwidth_fraction"].get<double>()
        << "% of the stream triad\n";
+}
+
+// The console table of a report (the stream's format carries from each
+// part to the next, as the parts expect).
+inline void print_table(std::ostream& os, const json& report) {
+  print_machine(os, report);
+  print_peaks(os, report["peaks"]);
+  print_layers(os, report);
+  print_totals(os, report);
 }
 
 }  // namespace tessera::bench

@@ -38,6 +38,7 @@
 #include "bench_measure.hpp"
 #include "bench_predict.hpp"
 #include "bench_regions.hpp"
+#include "bench_step.hpp"
 #include "bench_table.hpp"
 #include "cli.hpp"
 #include "fma_peak.hpp"
@@ -215,12 +216,29 @@ json peaks_json(const Peaks& peaks, const Options& opt) {
   return out;
 }
 
-// The measurement proper, adding to `report` (its identity already there).
-void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
-             const tessera::TrainOptions& options, const std::unique_ptr<tessera::Model>& model,
-             const tessera::Shape& sample, const tessera::Shape& out, json& report) {
-  std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
+// --peaks-override KEY=VALUE: replaces a measured figure in `peaks` or a
+// fact of `cpu`, and records the value in `peaks`.
+void apply_peaks_overrides(const std::vector<std::string>& overrides, Peaks& peaks,
+                           tessera::bench::CpuFacts& cpu) {
+  for (const auto& text : overrides) {
+    const auto eq = text.find('=');
+    const double value = std::strtod(text.c_str() + eq + 1, nullptr);
+    const std::string key = text.substr(0, eq);
+    peaks.overrides[key] = value;
+    if (key == "fma_gflops") peaks.fma.gflops = value;
+    if (key == "sgemm_gflops") peaks.gemm_gflops = value;
+    if (key == "clock_mhz") {
+      cpu.clock_mhz = value;
+      cpu.clock_source = "--peaks-override";
+    }
+    if (key == "cores") cpu.cores = static_cast<int>(value);
+  }
+}
 
+// The device's peaks (none with --skip-peaks), the 16-bit products (with
+// --mixed-gemm), the overrides, what the CPU's facts expect of the FMA
+// peak, and the verdicts on the peaks.
+Peaks measure_peaks(const Options& opt) {
   Peaks peaks;
   const bool host = std::is_same<tessera::MemSpace, Kokkos::HostSpace>::value;
   peaks.gemm_size = opt.gemm_size > 0 ? opt.gemm_size : (host ? 2048 : 8192);
@@ -234,23 +252,134 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   }
   if (opt.mixed_gemm) peaks.mixed_gemm = measure_mixed_gemms(peaks.gemm_size, opt.peak_repetitions);
   tessera::bench::CpuFacts cpu = tessera::bench::read_cpu_facts();
-  for (const auto& text : opt.peaks_overrides) {
-    const auto eq = text.find('=');
-    const double value = std::strtod(text.c_str() + eq + 1, nullptr);
-    const std::string key = text.substr(0, eq);
-    peaks.overrides[key] = value;
-    if (key == "fma_gflops") peaks.fma.gflops = value;
-    if (key == "sgemm_gflops") peaks.gemm_gflops = value;
-    if (key == "clock_mhz") {
-      cpu.clock_mhz = value;
-      cpu.clock_source = "--peaks-override";
-    }
-    if (key == "cores") cpu.cores = static_cast<int>(value);
-  }
+  apply_peaks_overrides(opt.peaks_overrides, peaks, cpu);
   peaks.fma_expected = tessera::bench::expect_fma_peak(
       tessera::bench::fma_vector_floats(), Kokkos::DefaultHostExecutionSpace().concurrency(), cpu);
   peaks.verdict =
       tessera::bench::judge_peaks(peaks.fma.gflops, peaks.gemm_gflops, peaks.fma_expected);
+  return peaks;
+}
+
+// Sums over the layers of their steps (forward and backward).
+struct LayerTotals {
+  double seconds = 0;
+  tessera::PassCost step_work, dense_work;  // flops and executed flops summed
+  int dense_layers = 0;
+  double dense_seconds = 0;
+  // Layers without matrix products: bound by memory traffic.
+  int memory_layers = 0;
+  double memory_bytes = 0, memory_seconds = 0;
+};
+
+// Adds the model and executed FLOPs of `cost` to `sum`.
+void add_work(tessera::PassCost& sum, const tessera::PassCost& cost) {
+  sum.executed = sum.executed_flops() + cost.executed_flops();
+  sum.flops += cost.flops;
+}
+
+// Adds a layer's step, of `cost` in `seconds`, to the totals of its kind.
+void add_to_totals(LayerTotals& totals, const std::string& type, const tessera::PassCost& cost,
+                   double seconds) {
+  totals.seconds += seconds;
+  add_work(totals.step_work, cost);
+  if (type == "Dense") {
+    ++totals.dense_layers;
+    add_work(totals.dense_work, cost);
+    totals.dense_seconds += seconds;
+  } else if (type != "Conv2D") {
+    ++totals.memory_layers;
+    totals.memory_bytes += cost.bytes;
+    totals.memory_seconds += seconds;
+  }
+}
+
+// The cost of layer `i` of `model` at `batch`, from the shapes of its inputs.
+tessera::LayerCost layer_cost(const tessera::Model& model, std::size_t i, std::int64_t batch) {
+  tessera::Shapes inputs;
+  bool input_gradient = false;
+  for (auto node : model.layer_inputs(i)) {
+    inputs.push_back(node == 0 ? model.input(batch).shape()
+                               : tessera::with_batch(model.layer_output_shape(node - 1), batch));
+    input_gradient = input_gradient || node != 0;
+  }
+  return model.layers()[i]->cost(inputs, input_gradient);
+}
+
+// A pass of a layer: pass_json() of its median time `seconds`, and its
+// kernels (their median times and their work), slowest first.
+json layer_pass_json(const tessera::PassCost& cost, double seconds,
+                     const std::map<std::string, std::vector<double>>& kernel_seconds,
+                     const std::map<std::string, KernelTime>& kernel_work, const Peaks& peaks,
+                     int steps) {
+  json pass = pass_json(cost, seconds, peaks);
+  json kernels = json::array();
+  for (const auto& [name, samples] : kernel_seconds)
+    kernels.push_back(kernel_json(name, median(samples), kernel_work.at(name), steps));
+  std::sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
+    return a["seconds"].get<double>() > b["seconds"].get<double>();
+  });
+  pass["kernels"] = kernels;
+  return pass;
+}
+
+// The report's row of layer `i`: its forward and backward passes and its
+// step (both together), which it adds to `totals`.
+json layer_json(const tessera::Model& model, std::size_t i, std::int64_t batch,
+                const LayerSamples& samples, const Peaks& peaks, int steps, LayerTotals& totals) {
+  const auto& layer = *model.layers()[i];
+  const tessera::LayerCost cost = layer_cost(model, i, batch);
+  json row = {
+      {"index", i},
+      {"name", layer.name()},
+      {"type", layer.type()},
+      {"output_shape", shape_json(tessera::with_batch(model.layer_output_shape(i), batch))}};
+  double both = 0;
+  for (int p = 0; p < 2; ++p) {
+    const double seconds = median(samples.seconds[p][i]);
+    both += seconds;
+    row[p ? "backward" : "forward"] =
+        layer_pass_json(p ? cost.backward : cost.forward, seconds, samples.kernel_seconds[p][i],
+                        samples.kernel_work[p][i], peaks, steps);
+  }
+  const tessera::PassCost step_cost{cost.forward.flops + cost.backward.flops,
+                                    cost.forward.bytes + cost.backward.bytes,
+                                    cost.forward.executed_flops() + cost.backward.executed_flops()};
+  row["step"] = pass_json(step_cost, both, peaks);
+  add_to_totals(totals, layer.type(), step_cost, both);
+  return row;
+}
+
+// The report's "step", "dense" and "memory_bound": the step's median time
+// and phases, and the totals over the layers, with their rates.
+void add_totals(json& report, const StepSamples& step_samples, const LayerTotals& totals,
+                const Peaks& peaks, std::int64_t batch) {
+  const double step = median(step_samples.seconds);
+  report["step"] = {{"seconds", step},
+                    {"samples_per_second", step > 0 ? double(batch) / step : 0},
+                    {"layers_seconds", totals.seconds},
+                    {"phases",
+                     {{"data", median(step_samples.phase[0])},
+                      {"forward", median(step_samples.phase[1])},
+                      {"backward", median(step_samples.phase[2])},
+                      {"optimizer", median(step_samples.phase[3])}}}};
+  add_flops(report["step"], totals.step_work, step, peaks.fma.gflops, "fma");
+  report["dense"] = {{"layers", totals.dense_layers}, {"seconds", totals.dense_seconds}};
+  add_flops(report["dense"], totals.dense_work, totals.dense_seconds, peaks.gemm_gflops, "sgemm");
+  const double memory_gbs =
+      totals.memory_seconds > 0 ? totals.memory_bytes / totals.memory_seconds * 1e-9 : 0;
+  report["memory_bound"] = {
+      {"layers", totals.memory_layers},
+      {"seconds", totals.memory_seconds},
+      {"gbs", memory_gbs},
+      {"bandwidth_fraction", peaks.triad_gbs > 0 ? memory_gbs / peaks.triad_gbs : 0}};
+}
+
+// The measurement proper, adding to `report` (its identity already there).
+void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
+             const tessera::TrainOptions& options, const std::unique_ptr<tessera::Model>& model,
+             const tessera::Shape& sample, const tessera::Shape& out, json& report) {
+  std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
+  const Peaks peaks = measure_peaks(opt);
 
   // One dataset of `steps` batches: a repetition is one epoch over it.
   const bool tokens = deck.data_format == "tokens";
@@ -262,46 +391,9 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   tessera::Trainer trainer(*model, *optimizer, options);
   int epoch = 0;
   trainer.train_epoch(data, epoch++);  // warm-up: first touches, BLAS buffers
-
-  std::vector<double> step_seconds, phase[4];
-  for (int r = 0; r < opt.repetitions; ++r) {
-    const auto report = trainer.train_epoch(data, epoch++);
-    step_seconds.push_back(report.seconds / opt.steps);
-    const double phases[4] = {report.time.data, report.time.forward, report.time.backward,
-                              report.time.optimizer};
-    for (int p = 0; p < 4; ++p) phase[p].push_back(phases[p] / opt.steps);
-  }
-
-  // Per-layer runs, separate from the step timing (their fences cost time).
-  const std::size_t layers = model->layers().size();
-  std::vector<LayerTimes> per_rep;
-  std::vector<std::vector<double>> layer_seconds[2];
-  for (auto& v : layer_seconds) v.assign(layers, {});
-  std::vector<std::map<std::string, std::vector<double>>> kernel_seconds[2];
-  std::vector<std::map<std::string, KernelTime>> kernel_work[2];
-  for (int p = 0; p < 2; ++p) {
-    kernel_seconds[p].assign(layers, {});
-    kernel_work[p].assign(layers, {});
-  }
-  for (int r = 0; r < opt.repetitions; ++r) {
-    RegionProfiler::instance().start(*model);
-    trainer.train_epoch(data, epoch++);
-    const auto times = RegionProfiler::instance().stop();
-    for (std::size_t i = 0; i < layers; ++i)
-      for (int p = 0; p < 2; ++p) {
-        TESSERA_REQUIRE(times[i].calls[p] == opt.steps,
-                        "tessera-bench: layer '"
-                            << model->layers()[i]->name() << "' opened its "
-                            << (p ? "backward" : "forward") << " region " << times[i].calls[p]
-                            << " times in " << opt.steps << " steps; every layer must open "
-                            << "tessera::<Type>::forward/backward once per call");
-        layer_seconds[p][i].push_back(times[i].seconds[p] / opt.steps);
-        for (const auto& [name, k] : times[i].kernels[p]) {
-          kernel_seconds[p][i][name].push_back(k.seconds / opt.steps);
-          kernel_work[p][i][name] = k;
-        }
-      }
-  }
+  const StepSamples step_samples = time_steps(trainer, data, epoch, opt.repetitions, opt.steps);
+  const LayerSamples layer_samples =
+      time_layers(trainer, *model, data, epoch, opt.repetitions, opt.steps);
 
   report["status"] = "ok";
   report["timing"] = {{"warmup_steps", opt.steps},
@@ -309,83 +401,12 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
                       {"repetitions", opt.repetitions},
                       {"statistic", "median over repetitions of the mean step"}};
   report["peaks"] = peaks_json(peaks, opt);
-
   json rows = json::array();
-  double layers_total = 0, dense_seconds = 0;
-  tessera::PassCost step_work, dense_work;  // flops and executed flops summed
-  int dense_layers = 0;
-  // Layers without matrix products: bound by memory traffic.
-  double memory_bytes = 0, memory_seconds = 0;
-  int memory_layers = 0;
-  for (std::size_t i = 0; i < layers; ++i) {
-    const auto& layer = *model->layers()[i];
-    tessera::Shapes inputs;
-    bool input_gradient = false;
-    for (auto node : model->layer_inputs(i)) {
-      inputs.push_back(node == 0 ? model->input(batch).shape()
-                                 : tessera::with_batch(model->layer_output_shape(node - 1), batch));
-      input_gradient = input_gradient || node != 0;
-    }
-    const tessera::LayerCost cost = layer.cost(inputs, input_gradient);
-    json row = {
-        {"index", i},
-        {"name", layer.name()},
-        {"type", layer.type()},
-        {"output_shape", shape_json(tessera::with_batch(model->layer_output_shape(i), batch))}};
-    double both = 0;
-    for (int p = 0; p < 2; ++p) {
-      const double seconds = median(layer_seconds[p][i]);
-      both += seconds;
-      json pass = pass_json(p ? cost.backward : cost.forward, seconds, peaks);
-      json kernels = json::array();
-      for (const auto& [name, samples] : kernel_seconds[p][i])
-        kernels.push_back(kernel_json(name, median(samples), kernel_work[p][i][name], opt.steps));
-      std::sort(kernels.begin(), kernels.end(), [](const json& a, const json& b) {
-        return a["seconds"].get<double>() > b["seconds"].get<double>();
-      });
-      pass["kernels"] = kernels;
-      row[p ? "backward" : "forward"] = pass;
-    }
-    const tessera::PassCost step_cost{
-        cost.forward.flops + cost.backward.flops, cost.forward.bytes + cost.backward.bytes,
-        cost.forward.executed_flops() + cost.backward.executed_flops()};
-    row["step"] = pass_json(step_cost, both, peaks);
-    layers_total += both;
-    const auto add_to = [&step_cost](tessera::PassCost& sum) {
-      sum.executed = sum.executed_flops() + step_cost.executed_flops();
-      sum.flops += step_cost.flops;
-    };
-    add_to(step_work);
-    if (layer.type() == std::string("Dense")) {
-      ++dense_layers;
-      add_to(dense_work);
-      dense_seconds += both;
-    } else if (layer.type() != std::string("Conv2D")) {
-      ++memory_layers;
-      memory_bytes += step_cost.bytes;
-      memory_seconds += both;
-    }
-    rows.push_back(row);
-  }
+  LayerTotals totals;
+  for (std::size_t i = 0; i < model->layers().size(); ++i)
+    rows.push_back(layer_json(*model, i, batch, layer_samples, peaks, opt.steps, totals));
   report["layers"] = rows;
-  const double step = median(step_seconds);
-  report["step"] = {{"seconds", step},
-                    {"samples_per_second", step > 0 ? double(batch) / step : 0},
-                    {"layers_seconds", layers_total},
-                    {"phases",
-                     {{"data", median(phase[0])},
-                      {"forward", median(phase[1])},
-                      {"backward", median(phase[2])},
-                      {"optimizer", median(phase[3])}}}};
-  add_flops(report["step"], step_work, step, peaks.fma.gflops, "fma");
-  report["dense"] = {{"layers", dense_layers}, {"seconds", dense_seconds}};
-  add_flops(report["dense"], dense_work, dense_seconds, peaks.gemm_gflops, "sgemm");
-  const double memory_gbs = memory_seconds > 0 ? memory_bytes / memory_seconds * 1e-9 : 0;
-  report["memory_bound"] = {
-      {"layers", memory_layers},
-      {"seconds", memory_seconds},
-      {"gbs", memory_gbs},
-      {"bandwidth_fraction", peaks.triad_gbs > 0 ? memory_gbs / peaks.triad_gbs : 0}};
+  add_totals(report, step_samples, totals, peaks, batch);
 }
 
 int run(const Options& opt) {

@@ -53,7 +53,7 @@ std::string read_inputs(const std::string& deck_path, const std::string& sweep_p
     spec = tessera::load_sweep(sweep_path, deck);
     if (!output_dir.empty()) {
       spec.output_dir = output_dir;
-      spec.output_dir_location = "--output-dir " + output_dir;
+      spec.locations["sweep.output_dir"] = "--output-dir " + output_dir;
     }
     tessera::check_data_files(tessera::trial_deck(deck, spec, {}));
   } catch (const std::exception& e) {

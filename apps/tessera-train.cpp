@@ -7,6 +7,7 @@
 // rank saw.
 #include <tessera/app/run.hpp>
 #include <tessera/core/runtime.hpp>
+#include <tessera/deck/sweep.hpp>
 #include <tessera/layers/registry.hpp>
 
 #include <CLI/CLI.hpp>
@@ -57,6 +58,7 @@ struct CommandLine {
   std::string deck_path;
   bool check_only = false;
   bool list_layers = false;
+  bool list_keys = false;
   std::vector<std::string> overrides;
   std::string restart;
   bool overwrite = false;
@@ -68,11 +70,15 @@ struct CommandLine {
 void declare_options(CLI::App& app, CommandLine& cl) {
   app.add_option("deck", cl.deck_path, "input deck (TOML); see docs/decks.md");
   app.add_flag("--check", cl.check_only,
-               "validate the deck and its data files, print the model summary and every "
-               "layer's options, do not train");
+               "validate the deck and its data files, print the model summary, every "
+               "setting (with where the deck or --set gave it) and every layer's options, do not "
+               "train");
   app.add_flag(
       "--list-layers", cl.list_layers,
       "print the layer types a deck can use, their keys and defaults (markdown), and exit");
+  app.add_flag("--list-keys", cl.list_keys,
+               "print every section's keys, a deck's and a sweep file's, with their types, "
+               "defaults, allowed values and meaning (markdown), and exit");
   app.add_option("--set", cl.overrides,
                  "override a deck value, e.g. --set training.epochs=3 or "
                  "--set model.layers[0].units=64 (repeatable; the value is TOML, or else a string)")
@@ -118,16 +124,16 @@ std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator&
     run = std::make_unique<tessera::Run>(std::move(deck));
     if (root) std::cout << tessera::build_description() << "\n" << run->description() << std::flush;
     if (cl.check_only) {
-      if (root) std::cout << "layer options:\n" << run->layer_options() << "deck OK\n";
+      if (root)
+        std::cout << "settings:\n"
+                  << tessera::deck_settings(run->deck()) << "layer options:\n"
+                  << run->layer_options() << "deck OK\n";
       return 0;
     }
     tessera::RunCallbacks hooks;
     hooks.before_data = [&](int rank) {
       if (cl.fault.what == "data" && cl.fault.here(rank)) {
-        const tessera::Deck& d = run->deck();
-        throw tessera::Error((d.data_format == "hdf5"     ? d.train_file
-                              : d.data_format == "tokens" ? d.train_tokens
-                                                          : d.train_images) +
+        throw tessera::Error(run->deck().data_files.at(0).path +
                              ": cannot read (fault injected by --inject-fault)");
       }
     };
@@ -216,6 +222,12 @@ int main(int argc, char** argv) {
   const bool first = tessera::app::first_rank();
   if (cl.list_layers) {
     if (first) std::cout << tessera::layer_reference_markdown();
+    return 0;
+  }
+  if (cl.list_keys) {
+    if (first)
+      std::cout << tessera::deck_key_reference() << "# Sweep files (tessera-sweep)\n\n"
+                << tessera::sweep_key_reference();
     return 0;
   }
   if (cl.deck_path.empty()) {

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "key_tables.hpp"
 #include "tessera_test.hpp"
 
 namespace {
@@ -383,8 +384,8 @@ TEST(Deck, OverridesFromTheCommandLine) {
   expect_override_error(
       "training.epohcs=3",
       "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
-      "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, log_every, clip_norm, "
-      "eval_every");
+      "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, max_steps, "
+      "log_every, clip_norm, eval_every");
   expect_override_error("model.layers[5].units=3",
                         "--set model.layers[5].units=3: 'layers' has 3 entries");
   // An index too long for any integer type (found by fuzz_deck).
@@ -481,7 +482,7 @@ TEST(Deck, Hdf5DataKeys) {
   const Deck streamed = load_deck(path, {"data.streaming=true", "data.max_resident_mb=512"});
   EXPECT_TRUE(streamed.streaming);
   EXPECT_EQ(streamed.max_resident_mb, 512);
-  EXPECT_EQ(streamed.max_resident_mb_location, "--set data.max_resident_mb=512");
+  EXPECT_EQ(streamed.location("data.max_resident_mb"), "--set data.max_resident_mb=512");
   std::remove(path.c_str());
   expect_deck_error("hdf5_negative_limit", hdf5_data + "max_resident_mb = -1\n\n" + text, 5, 19,
                     "data.max_resident_mb", "out of range");
@@ -841,16 +842,16 @@ TEST(Deck, ScheduleErrors) {
   expect_deck_error("sch_milestones_missing", sch("type = \"multistep\"\n"), 28, 1,
                     "schedule.milestones", "required for type 'multistep'");
   expect_deck_error("sch_milestones_type", sch("type = \"multistep\"\nmilestones = 3\n"), 30, 14,
-                    "schedule.milestones", "expected a non-empty array of increasing epochs");
+                    "schedule.milestones", "expected an array of integers");
   expect_deck_error("sch_milestones_empty", sch("type = \"multistep\"\nmilestones = []\n"), 30, 14,
                     "schedule.milestones", "expected a non-empty array of increasing epochs");
   expect_deck_error("sch_milestones_order", sch("type = \"multistep\"\nmilestones = [5, 5]\n"), 30,
                     18, "schedule.milestones",
                     "epoch 5 does not follow 5; milestones must increase");
   expect_deck_error("sch_milestones_value", sch("type = \"multistep\"\nmilestones = [2, 0]\n"), 30,
-                    18, "schedule.milestones", "expected integers >= 1 (epochs)");
+                    18, "schedule.milestones", "value 0 is out of range [1, 9223372036854775807]");
   expect_deck_error("sch_milestones_float", sch("type = \"multistep\"\nmilestones = [2.5]\n"), 30,
-                    15, "schedule.milestones", "expected integers >= 1 (epochs)");
+                    15, "schedule.milestones", "expected an array of integers");
   expect_deck_error("sch_min_lr_range", sch("type = \"cosine\"\nmin_lr = 0.5\n"), 30, 10,
                     "schedule.min_lr", "value 0.5 is out of range [0, optimizer.lr = 0.01]");
   expect_deck_error("sch_min_lr_type", sch("type = \"cosine\"\nmin_lr = \"0\"\n"), 30, 10,
@@ -1038,7 +1039,8 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
   std::remove(staged_path.c_str());
   EXPECT_EQ(staged.pipeline_stages, 2);
   EXPECT_EQ(staged.stage_boundaries, std::vector<std::string>{last});
-  EXPECT_NE(staged.pipeline_location.find(":29:19"), std::string::npos) << staged.pipeline_location;
+  EXPECT_NE(staged.location("parallel.pipeline_stages").find(":29:19"), std::string::npos)
+      << staged.location("parallel.pipeline_stages");
   expect_deck_error("pipeline_zero", parallel("pipeline_stages = 0\n"), 29, 19,
                     "parallel.pipeline_stages", "value 0 is out of range [1, 4096]");
   expect_deck_error("pipeline_sharded", parallel("pipeline_stages = 2\nshard_optimizer = true\n"),
@@ -1076,6 +1078,39 @@ TEST(Deck, ParallelLossValidationAndEvaluationKeys) {
                     "'mse' is not supported; allowed: cross_entropy");
   expect_deck_error("loss_smoothing", with_tables("[loss]\nlabel_smoothing = 1.0\n"), 29, 19,
                     "loss.label_smoothing", "out of range");
+}
+
+// docs/decks.md states every section's keys as their declarations do: the
+// same keys in the same order, with the type, default and allowed values
+// that `tessera-train --list-keys` prints.
+TEST(Deck, ReferenceTablesAreTheDeclarations) {
+  test::expect_documented(deck_key_reference(), "docs/decks.md", deck_sections().size());
+}
+
+// One declaration adds a key everywhere: training.max_steps reads from the
+// deck and from --set, is checked against its range, and is listed.
+TEST(Deck, ADeclaredKeyIsReadCheckedAndListed) {
+  const std::string path = write_deck("max_steps", valid_deck);
+  EXPECT_EQ(load_deck(path).training.max_steps, 0);
+  const Deck capped = load_deck(path, {"training.max_steps=7"});
+  EXPECT_EQ(capped.training.max_steps, 7);
+  EXPECT_EQ(capped.location("training.max_steps"), "--set training.max_steps=7");
+  EXPECT_NE(deck_settings(capped).find("training.max_steps = 7  (--set training.max_steps=7)"),
+            std::string::npos)
+      << deck_settings(capped);
+  EXPECT_NE(deck_key_reference().find("| `max_steps` | integer | `0` | ≥ 0 |"), std::string::npos);
+  try {
+    load_deck(path, {"training.max_steps=-1"});
+    ADD_FAILURE() << "training.max_steps=-1: expected a DeckError";
+  } catch (const DeckError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set training.max_steps=-1: training.max_steps: value -1 is out of range "
+              "[0, 9223372036854775807]");
+  }
+  // The total the schedule spreads over is capped by it.
+  EXPECT_EQ(capped.training.total_steps(100), 7);
+  EXPECT_EQ(load_deck(path).training.total_steps(100), 100 * load_deck(path).training.epochs);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -329,13 +329,13 @@ TEST(Optimizer, FactoryBuildsEachTypeAndChecksHyperparameters) {
   expect_error(bad, "tessera::make_optimizer: unknown type 'adagrad'; allowed: sgd, adam, adamw");
   bad.type = "adam";
   bad.adam.beta2 = 1.0f;
-  expect_error(bad, "tessera::make_optimizer: beta2 1 must be in [0, 1)");
+  expect_error(bad, "tessera::make_optimizer: beta2 1 must be in [0, 0.999999]");
   bad.adam.beta2 = 0.999f;
   bad.adam.eps = 0.0f;
-  expect_error(bad, "tessera::make_optimizer: eps 0 must be positive");
+  expect_error(bad, "tessera::make_optimizer: eps 0 must be in (0, 1]");
   bad.type = "sgd";
   bad.sgd.momentum = -0.5f;
-  expect_error(bad, "tessera::make_optimizer: momentum -0.5 must be in [0, 1)");
+  expect_error(bad, "tessera::make_optimizer: momentum -0.5 must be in [0, 0.999999]");
 }
 
 TEST(Optimizer, DefaultsDependOnTheType) {

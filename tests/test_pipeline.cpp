@@ -77,7 +77,7 @@ TEST(Pipeline, StagesStartOnlyWhereOneActivationCrosses) {
       "stage boundaries must follow the layer order; 'fc2' comes before 'fc3'");
   test::expect_error([&] { pipeline_at(*model, {"nope"}); }, "no layer is named 'nope'");
   test::expect_error([&] { balanced_pipeline(*model, 6); },
-                     "6 stages asked of a model that can be cut in 5 places at most");
+                     "6 stages asked of a model that splits into 5 at most");
 }
 
 TEST(Pipeline, BalancedPlansMinimiseTheLargestStage) {

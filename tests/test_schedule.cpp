@@ -141,7 +141,7 @@ TEST(Schedule, ValidationNamesTheField) {
   expect_invalid(s, "tessera::LrSchedule: gamma 0 must be in (0, 1]");
   s.gamma = 0.5f;
   s.step_size = 0;
-  expect_invalid(s, "tessera::LrSchedule: step_size 0 must be >= 1");
+  expect_invalid(s, "tessera::LrSchedule: step_size 0 must be in [1, 1000000]");
   s = schedule(ScheduleType::cosine);
   s.min_lr = 0.2f;
   expect_invalid(s, "tessera::LrSchedule: min_lr 0.2 must be in [0, base_lr = 0.1]");

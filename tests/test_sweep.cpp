@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "key_tables.hpp"
 #include "tessera_test.hpp"
 
 namespace {
@@ -171,7 +172,7 @@ TEST(SweepFile, ErrorsNameFileLineColumnAndKey) {
                      "sweep.strategy",
                      "'hyperband' is not supported; allowed: grid, random, halving");
   expect_sweep_error(test::replace_once(grid_sweep, "output_dir", "trials = 4\noutput_dir"), 3, 1,
-                     "sweep.trials", "does not apply to type 'grid'");
+                     "sweep.trials", "does not apply to strategy 'grid'");
   expect_sweep_error(
       test::replace_once(grid_sweep, "[0.001, 0.01, 0.1]", "[0.001, 0.01, 0.1]\nchoice = [1]"), 8,
       10, "parameters[0].choice", "has grid already");
@@ -550,6 +551,12 @@ TEST(SweepPlan, ReproduceCommandQuotesForTheShell) {
             "'optimizer.type=\"adam\"' --set optimizer.lr=0.001 --set 'model.layers[0].units=64' "
             "--set 'run.output_dir=my sweeps/s/best' --set "
             "'checkpoint.directory=my sweeps/s/best/checkpoints'");
+}
+
+// docs/sweeps.md states the keys of [sweep], [objective] and [halving] as
+// their declarations do.
+TEST(SweepFile, ReferenceTablesAreTheDeclarations) {
+  test::expect_documented(sweep_key_reference(), "docs/sweeps.md", sweep_sections().size());
 }
 
 }  // namespace

@@ -34,6 +34,68 @@ std::string number_text(double value) {
   return os.str();
 }
 
+// data.max_resident_mb against an HDF5 set loaded whole, before it is read.
+void require_resident(const Deck& deck, const std::string& file) {
+  if (deck.max_resident_mb <= 0) return;
+  const std::vector<std::int64_t> dims = hdf5_dataset_extent(file, deck.images_dataset);
+  std::int64_t values = 1;
+  for (const std::int64_t d : dims) values *= d;
+  const std::int64_t samples = dims.empty() ? 0 : dims[0];
+  const std::int64_t bytes = 4 * values + 4 * samples;
+  if (bytes <= (deck.max_resident_mb << 20)) return;
+  throw DeckError(deck.location("data.max_resident_mb") + ": data.max_resident_mb: " + file + ":" +
+                  deck.images_dataset + " holds " + std::to_string(samples) +
+                  " samples, which take " + std::to_string((bytes + (1 << 20) - 1) >> 20) +
+                  " MiB in memory, more than the limit of " + std::to_string(deck.max_resident_mb) +
+                  " MiB; set data.streaming = true to read them from the file batch by batch");
+}
+
+// How each format of data_formats() reads a set from its files (the
+// format's file keys for that set, in order).
+Dataset read_idx(const Deck& d, const std::vector<std::string>& files, bool) {
+  return load_idx_dataset(files.at(0), files.at(1), d.normalize_mean, d.normalize_std);
+}
+Dataset read_hdf5(const Deck& d, const std::vector<std::string>& files, bool) {
+  if (d.streaming)
+    return stream_hdf5_dataset(files.at(0), d.images_dataset, d.labels_dataset, d.normalize_mean,
+                               d.normalize_std);
+  require_resident(d, files.at(0));
+  return load_hdf5_dataset(files.at(0), d.images_dataset, d.labels_dataset, d.normalize_mean,
+                           d.normalize_std);
+}
+// Training draws random windows; evaluation covers the stream once.
+Dataset read_tokens(const Deck& d, const std::vector<std::string>& files, bool training) {
+  return load_token_dataset(files.at(0), d.token_type, d.input_shape.at(0), training);
+}
+
+struct DataSource {
+  const char* format;
+  Dataset (*read)(const Deck&, const std::vector<std::string>& files, bool training);
+};
+constexpr DataSource data_sources[] = {
+    {"idx", read_idx}, {"hdf5", read_hdf5}, {"tokens", read_tokens}};
+
+const DataSource& data_source(const std::string& format) {
+  for (const DataSource& source : data_sources)
+    if (format == source.format) return source;
+  throw Error("tessera::Run: no reader for data format '" + format + "'");
+}
+
+// What a set read from `files` depends on: a process's runs share it when
+// this is the same (DatasetCache).
+std::string data_cache_key(const Deck& d, const std::vector<std::string>& files, bool training) {
+  std::ostringstream key;
+  key << d.data_format << '\n';
+  for (const auto& f : files) key << f << '\n';
+  key << d.images_dataset << '\n'
+      << d.labels_dataset << '\n'
+      << d.streaming << '\n'
+      << d.token_type << ' ' << (d.data_format == "tokens" ? d.input_shape.at(0) : 0) << ' '
+      << training << '\n'
+      << std::hexfloat << d.normalize_mean << ' ' << d.normalize_std;
+  return key.str();
+}
+
 }  // namespace
 
 Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_unique<Outputs>()) {
@@ -42,10 +104,10 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
   PipelinePlan plan;
   agree(world, [&] {
     if (world.size() % stages != 0)
-      throw DeckError(
-          deck_.pipeline_location + ": parallel.pipeline_stages: " + std::to_string(stages) +
-          " stages need a rank count divisible by " + std::to_string(stages) + "; the job has " +
-          std::to_string(world.size()) + " ranks (stages x data-parallel ranks)");
+      throw DeckError(deck_.location("parallel.pipeline_stages") + ": parallel.pipeline_stages: " +
+                      std::to_string(stages) + " stages need a rank count divisible by " +
+                      std::to_string(stages) + "; the job has " + std::to_string(world.size()) +
+                      " ranks (stages x data-parallel ranks)");
     // A pipeline stage's ranks split every micro-batch between them.
     const std::int64_t shard = deck_.training.max_shard(world.size() / stages);
     if (stages == 1) {
@@ -58,7 +120,8 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
       plan = deck_.stage_boundaries.empty() ? balanced_pipeline(*model_, stages)
                                             : pipeline_at(*model_, deck_.stage_boundaries);
     } catch (const Error& e) {
-      throw DeckError(deck_.pipeline_location + ": parallel.pipeline_stages: " + e.what());
+      throw DeckError(deck_.location("parallel.pipeline_stages") +
+                      ": parallel.pipeline_stages: " + e.what());
     }
   });
   std::string identity = deck_.text;
@@ -162,23 +225,6 @@ Dataset DatasetCache::get(const std::string& key, const std::function<Dataset()>
   return entries_.emplace(key, load()).first->second;
 }
 
-// data.max_resident_mb against an HDF5 set loaded whole, before it is read.
-void Run::require_resident(const std::string& file) const {
-  if (deck_.max_resident_mb <= 0) return;
-  const std::vector<std::int64_t> dims = hdf5_dataset_extent(file, deck_.images_dataset);
-  std::int64_t values = 1;
-  for (const std::int64_t d : dims) values *= d;
-  const std::int64_t samples = dims.empty() ? 0 : dims[0];
-  const std::int64_t bytes = 4 * values + 4 * samples;
-  if (bytes <= (deck_.max_resident_mb << 20)) return;
-  throw DeckError(deck_.max_resident_mb_location + ": data.max_resident_mb: " + file + ":" +
-                  deck_.images_dataset + " holds " + std::to_string(samples) +
-                  " samples, which take " + std::to_string((bytes + (1 << 20) - 1) >> 20) +
-                  " MiB in memory, more than the limit of " +
-                  std::to_string(deck_.max_resident_mb) +
-                  " MiB; set data.streaming = true to read them from the file batch by batch");
-}
-
 void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, DatasetCache* cache,
                   EarlierRun earlier_run_policy) {
   TESSERA_REQUIRE(!prepared_, "tessera::Run::prepare: called twice");
@@ -220,40 +266,16 @@ void Run::load_data(const RunCallbacks& callbacks, DatasetCache* cache) {
   try {
     agree(comm, [&] {
       if (callbacks.before_data) callbacks.before_data(comm.rank());
-      const auto load = [&](const std::string& images, const std::string& labels,
-                            const std::string& file, const std::string& tokens, bool training) {
-        const auto read = [&] {
-          if (deck_.data_format == "tokens")
-            // Training draws random windows; evaluation covers the stream once.
-            return load_token_dataset(tokens, deck_.token_type, deck_.input_shape.at(0), training);
-          if (deck_.data_format != "hdf5")
-            return load_idx_dataset(images, labels, deck_.normalize_mean, deck_.normalize_std);
-          if (deck_.streaming)
-            return stream_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
-                                       deck_.normalize_mean, deck_.normalize_std);
-          require_resident(file);
-          return load_hdf5_dataset(file, deck_.images_dataset, deck_.labels_dataset,
-                                   deck_.normalize_mean, deck_.normalize_std);
-        };
-        if (!cache) return read();
-        std::ostringstream key;
-        key << deck_.data_format << '\n'
-            << images << '\n'
-            << labels << '\n'
-            << file << '\n'
-            << deck_.images_dataset << '\n'
-            << deck_.labels_dataset << '\n'
-            << deck_.streaming << '\n'
-            << tokens << '\n'
-            << deck_.token_type << ' '
-            << (deck_.data_format == "tokens" ? deck_.input_shape.at(0) : 0) << ' ' << training
-            << '\n'
-            << std::hexfloat << deck_.normalize_mean << ' ' << deck_.normalize_std;
-        return cache->get(key.str(), read);
+      const DataSource& source = data_source(deck_.data_format);
+      const auto load = [&](bool training) {
+        std::vector<std::string> files;
+        for (const auto& f : deck_.data_files)
+          if (f.training == training) files.push_back(f.path);
+        const auto read = [&] { return source.read(deck_, files, training); };
+        return cache ? cache->get(data_cache_key(deck_, files, training), read) : read();
       };
-      train_ =
-          load(deck_.train_images, deck_.train_labels, deck_.train_file, deck_.train_tokens, true);
-      test_ = load(deck_.test_images, deck_.test_labels, deck_.test_file, deck_.test_tokens, false);
+      train_ = load(true);
+      test_ = load(false);
     });
   } catch (const CollectiveError& e) {
     throw CollectiveError(std::string("data error: ") + e.what());
@@ -268,8 +290,8 @@ void Run::shape_data() {
     const std::int64_t model_values = model_->input_shape().numel();
     for (const auto* set : {&train_, &test_}) {
       if (set->sample_shape.numel() == model_values) continue;
-      throw DeckError(deck_.input_shape_location + ": model.input_shape: the model takes " +
-                      std::to_string(model_values) +
+      throw DeckError(deck_.location("model.input_shape") +
+                      ": model.input_shape: the model takes " + std::to_string(model_values) +
                       " values per sample, the data's samples have shape " +
                       to_string(set->sample_shape) + " (" +
                       std::to_string(set->sample_shape.numel()) + " values)");
@@ -284,7 +306,7 @@ void Run::shape_data() {
       const auto held =
           static_cast<std::int64_t>(std::llround(deck_.validation_split * train_.size()));
       if (held < 1 || held >= train_.size())
-        throw DeckError(deck_.validation_split_location +
+        throw DeckError(deck_.location("data.validation_split") +
                         ": data.validation_split: " + number_text(deck_.validation_split) + " of " +
                         std::to_string(train_.size()) + " training samples leaves " +
                         std::to_string(held) + " for validation and " +
@@ -300,7 +322,7 @@ void Run::shape_data() {
       const std::int64_t share = (micro + comm.size() - 1) / comm.size();
       const std::int64_t bytes = BatchStream::buffer_bytes(train_.features(), share);
       if (bytes > (deck_.max_resident_mb << 20))
-        throw DeckError(deck_.max_resident_mb_location +
+        throw DeckError(deck_.location("data.max_resident_mb") +
                         ": data.max_resident_mb: " + std::to_string(deck_.max_resident_mb) +
                         " MiB cannot hold the streaming buffers: " +
                         std::to_string(BatchStream::default_depth) + " batches of " +
@@ -319,19 +341,10 @@ std::string Run::data_description() const {
   return os.str();
 }
 
-RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
-  TESSERA_REQUIRE(prepared_, "tessera::Run::train: call prepare() first");
-  const Communicator& comm = *comm_;
-  const bool root = comm.rank() == 0;
-  const int epochs = deck_.training.epochs;
-  TESSERA_REQUIRE(pause_after >= 0,
-                  "tessera::Run::train: pause_after " << pause_after << " must be >= 0");
-  const int end = pause_after > 0 && pause_after < epochs ? pause_after : epochs;
-  const bool pausing = end < epochs;
-  const CheckpointCadence& cadence = deck_.run.checkpoint;
-  const std::int64_t steps = steps_per_epoch();
-  const bool scaling = deck_.training.loss_scaling.dynamic;
-  trainer_->on_step([&](const StepReport& r) {
+// Every optimizer step: its metrics record, the callback, and a checkpoint
+// when the step cadence or the minutes say so.
+void Run::watch_steps(const RunCallbacks& callbacks) {
+  trainer_->on_step([this, &callbacks](const StepReport& r) {
     json line{{"type", "step"},
               {"step", r.step},
               {"epoch", r.epoch + 1},
@@ -339,19 +352,37 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
               {"lr", r.lr},
               // JSON has no infinity: a skipped step's norm is null.
               {"grad_norm", r.grad_norm}};
-    if (scaling) {
+    if (deck_.training.loss_scaling.dynamic) {
       line["loss_scale"] = r.loss_scale;
       line["skipped"] = r.skipped;
     }
     record(line.dump());
     if (callbacks.on_step) callbacks.on_step(r);
+    const CheckpointCadence& cadence = deck_.run.checkpoint;
     const bool by_steps = cadence.every_steps > 0 && r.step % cadence.every_steps == 0;
     if (by_steps || minutes_due()) {
-      const bool epoch_done = r.step_in_epoch + 1 == steps;
+      const bool epoch_done = r.step_in_epoch + 1 == steps_per_epoch();
       save(TrainingCursor{epoch_done ? r.epoch + 1 : r.epoch, epoch_done ? 0 : r.step_in_epoch + 1,
                           r.step});
     }
   });
+}
+
+bool Run::steps_done() const {
+  const std::int64_t max = deck_.training.max_steps;
+  return max > 0 && trainer_->step() >= max;
+}
+
+RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
+  TESSERA_REQUIRE(prepared_, "tessera::Run::train: call prepare() first");
+  const bool root = comm_->rank() == 0;
+  const int epochs = deck_.training.epochs;
+  TESSERA_REQUIRE(pause_after >= 0,
+                  "tessera::Run::train: pause_after " << pause_after << " must be >= 0");
+  const int end = pause_after > 0 && pause_after < epochs ? pause_after : epochs;
+  const bool pausing = end < epochs;
+  const CheckpointCadence& cadence = deck_.run.checkpoint;
+  watch_steps(callbacks);
   const std::function<void(const std::string&)> log =
       root && callbacks.log ? callbacks.log : std::function<void(const std::string&)>{};
   // Evaluations report their progress to rank 0's callback.
@@ -370,7 +401,7 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   result.paused = pausing;
   result.epochs = std::max(cursor_.epoch, end);
   // Nothing left to train: the checkpoint went as far already.
-  if (cursor_.epoch >= end) {
+  if (cursor_.epoch >= end || steps_done()) {
     result.evaluation = evaluate(true);
     if (!pausing) result.test = validation_.size() > 0 ? evaluate(false) : result.evaluation;
     return result;
@@ -380,9 +411,10 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
     summary.epochs = epochs;
     summary.report =
         trainer_->train_epoch(train_, epoch, log, epoch == cursor_.epoch ? cursor_.batch : 0);
-    // Evaluated every eval_every epochs and after the last: on the
-    // validation split when there is one, else on the test set.
-    const bool last = epoch + 1 == end;
+    // Evaluated every eval_every epochs and after the last (or the step
+    // that ends the run): on the validation split when there is one, else
+    // on the test set.
+    const bool stopped = steps_done(), last = epoch + 1 == end || stopped;
     const int every = deck_.run.eval_every;
     summary.evaluated = last || (every > 0 && (epoch + 1) % every == 0);
     summary.set = result.set;
@@ -395,10 +427,14 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
     if (root && callbacks.on_epoch) callbacks.on_epoch(summary);
     record(epoch_record(summary));
     // By epochs, at the end of any run that checkpoints at all, and at a
-    // pause whatever the cadence.
+    // pause whatever the cadence; training.max_steps may end it within an
+    // epoch.
+    const std::int64_t step = trainer_->step(), steps = steps_per_epoch();
     if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) ||
         (cadence.any() && last) || (pausing && last))
-      save(TrainingCursor{epoch + 1, 0, trainer_->step()});
+      save(stopped ? TrainingCursor{static_cast<int>(step / steps), step % steps, step}
+                   : TrainingCursor{epoch + 1, 0, step});
+    if (stopped) break;
   }
   // The test set is held back until the end when a validation split is used.
   if (validation_.size() > 0 && !pausing) {

@@ -96,7 +96,7 @@ Run::Restart Run::resume(const std::string& restart) {
     const std::int64_t steps = steps_per_epoch();
     resumed.other_schedule = saved_schedule;
     resumed.lr_after =
-        deck_.training.schedule.lr(cursor_.step, steps, deck_.training.epochs * steps);
+        deck_.training.schedule.lr(cursor_.step, steps, deck_.training.total_steps(steps));
     os << std::setprecision(4) << "\nnote: the deck's schedule (" << schedule_text()
        << ") is not the checkpoint's (" << saved_schedule << "): the learning rate goes from "
        << resumed.lr_before << " at the checkpoint's last step to " << resumed.lr_after

@@ -203,6 +203,18 @@ class Reader {
   std::string path_;
 };
 
+// The TOML of `text`; a syntax error is a DeckError at file:line:column.
+inline toml::table parse_toml(const std::string& text, const std::string& path) {
+  try {
+    return toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << path << ":" << e.source().begin.line << ":" << e.source().begin.column
+       << ": TOML syntax error: " << e.description();
+    throw DeckError(os.str());
+  }
+}
+
 // Applies one --set "a.b[2].c=value" to the parsed deck (overrides.cpp); the
 // value is TOML, or else a string. Throws DeckError naming the option.
 void apply_override(toml::table& root, const std::string& spec);

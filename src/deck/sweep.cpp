@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "reader.hpp"
+#include "sections.hpp"
 
 namespace tessera {
 
@@ -176,97 +177,148 @@ Deck trial_deck(const Deck& deck, const SweepSpec& spec, const std::vector<std::
   return parse_deck(deck.text, deck.path, overrides);
 }
 
-SweepSpec parse_sweep(const std::string& text, const std::string& path, const Deck& deck) {
-  SweepSpec spec;
-  spec.path = path;
-  spec.text = text;
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream os;
-    os << path << ":" << e.source().begin.line << ":" << e.source().begin.column
-       << ": TOML syntax error: " << e.description();
-    throw DeckError(os.str());
-  }
-  const Reader r(path);
-  r.only_keys(root, "", {"sweep", "objective", "halving", "parameters"});
+namespace {
 
-  // [sweep]
-  const auto& sweep = r.table(root, "sweep", false);
-  const std::string s = "sweep.";
-  r.only_keys(sweep, s,
-              {"name", "strategy", "ranks_per_trial", "trials", "seed", "output_dir", "set"});
-  // "mlp.sweep.toml" is sweep "mlp".
+// Keys the sweep sets itself for every trial.
+bool own_key(const std::string& key) {
+  return key == "run.output_dir" || key == "checkpoint.directory";
+}
+const char* const own_message =
+    "the sweep gives every trial its own output and checkpoint directory "
+    "(<sweep.output_dir>/trials/<trial>); set sweep.output_dir instead";
+
+// "mlp.sweep.toml" is sweep "mlp".
+std::string sweep_stem(const std::string& path) {
   std::string stem = path.substr(path.find_last_of('/') + 1);
   for (const std::string suffix : {".toml", ".sweep"})
     if (stem.size() > suffix.size() &&
         stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0)
       stem.resize(stem.size() - suffix.size());
-  spec.name = r.get<std::string>(sweep, s, "name", stem.empty() ? "sweep" : stem);
-  r.check(!spec.name.empty() && spec.name.find('/') == std::string::npos, sweep, s, "name",
-          "must be a non-empty name without '/'");
-  spec.output_dir = r.get<std::string>(sweep, s, "output_dir", "output/sweeps/" + spec.name);
-  r.check(!spec.output_dir.empty(), sweep, s, "output_dir", "must not be empty");
-  spec.output_dir_location =
-      sweep.get("output_dir") ? r.location(sweep.get("output_dir")->source()) : path;
-  const std::string strategy =
-      r.choice(sweep, s, "strategy", strategy_name(SweepStrategy::grid), sweep_strategies.names());
-  spec.strategy = sweep_strategies.value(strategy, "tessera::parse_sweep");
-  r.keys_for_type(sweep, s, strategy,
-                  {{"trials", {"random", "halving"}}, {"seed", {"random", "halving"}}});
-  spec.ranks_per_trial = r.get<int>(sweep, s, "ranks_per_trial", 1);
-  r.require_range(sweep, s, "ranks_per_trial", spec.ranks_per_trial, 1, 1 << 20);
-  spec.ranks_per_trial_location = r.location(
-      sweep.get("ranks_per_trial") ? sweep.get("ranks_per_trial")->source() : sweep.source());
-  r.check(spec.strategy != SweepStrategy::random || sweep.get("trials"), sweep, s, "trials",
-          "required for strategy 'random': how many trials to draw");
-  spec.trials = r.get<int>(sweep, s, "trials", 0);
-  r.require_range(sweep, s, "trials", spec.trials, spec.strategy == SweepStrategy::random ? 1 : 0,
-                  100000);
-  const auto seed = r.get<std::int64_t>(sweep, s, "seed", 0);
-  r.require_range<std::int64_t>(sweep, s, "seed", seed, 0, INT64_MAX);
-  spec.seed = static_cast<std::uint64_t>(seed);
+  return stem.empty() ? "sweep" : stem;
+}
 
-  // Keys the sweep sets itself for every trial.
-  const auto own_key = [](const std::string& key) {
-    return key == "run.output_dir" || key == "checkpoint.directory";
-  };
-  const std::string own_message =
-      "the sweep gives every trial its own output and checkpoint directory "
-      "(<sweep.output_dir>/trials/<trial>); set sweep.output_dir instead";
+const std::vector<std::string> drawn{"random", "halving"};
 
-  // `set`: overrides of every trial, each checked on the deck in turn, so a
-  // bad one is reported at its own entry.
+Section<SweepSpec> sweep_section() {
+  return SectionBuilder<SweepSpec>("sweep")
+      .named(
+          "strategy", [](auto& s) -> auto& { return s.strategy; }, sweep_strategies,
+          "how trials are chosen and trained")
+      .selector("strategy")
+      .integer(
+          "ranks_per_trial", [](auto& s) -> auto& { return s.ranks_per_trial; },
+          Range::closed(1, 1 << 20), "MPI ranks that train one trial together")
+      .allowed("dividing the job's ranks")
+      .integer(
+          "trials", [](auto& s) -> auto& { return s.trials; }, Range::closed(0, 100000),
+          "how many trials to draw; with halving, draws instead of the grid")
+      .applies_to(drawn)
+      .default_text("required for `random`")
+      .integer(
+          "seed", [](auto& s) -> auto& { return s.seed; }, Range::at_least(0), "seeds the draws")
+      .applies_to(drawn)
+      .custom(
+          "set", KeyKind::texts, Range::any(), "overrides every trial gets, before its own values",
+          [](SweepSpec& s, const KeyValue& v) {
+            for (std::size_t i = 0; i < v.texts.size(); ++i) {
+              const auto equals = v.texts[i].find('=');
+              if (equals == std::string::npos || equals == 0)
+                throw KeyRefused(
+                    "expected \"key.path=value\" strings, e.g. \"data.validation_split=0.1\"", i);
+              if (own_key(v.texts[i].substr(0, equals))) throw KeyRefused(own_message, i);
+            }
+            s.set = v.texts;
+          },
+          [](const SweepSpec& s) {
+            std::string list;
+            for (const auto& entry : s.set)
+              list += (list.empty() ? "" : ", ") + impl::quoted(entry);
+            return "[" + list + "]";
+          })
+      .default_text("`[]`")
+      .allowed("`\"key.path=value\"`")
+      .text(
+          "name", [](auto& s) -> auto& { return s.name; }, "shown in the results")
+      .default_text("the file name without `.sweep.toml` (or `.toml`)")
+      .allowed("no `/`")
+      .check([](const SweepSpec& s) {
+        if (s.name.empty() || s.name.find('/') != std::string::npos)
+          throw KeyRefused("must be a non-empty name without '/'");
+      })
+      .text(
+          "output_dir", [](auto& s) -> auto& { return s.output_dir; }, "the sweep directory")
+      .default_text("`\"output/sweeps/<name>\"`")
+      .check([](const SweepSpec& s) {
+        if (s.output_dir.empty()) throw KeyRefused("must not be empty");
+      })
+      .finish([](SweepSpec& s, const KeyFailure& f) {
+        if (s.strategy == SweepStrategy::random && !f.given("trials"))
+          f.fail("trials", "required for strategy 'random': how many trials to draw");
+        if (s.strategy == SweepStrategy::random && s.trials < 1)
+          f.fail("trials", "value " + std::to_string(s.trials) + " is out of range [1, 100000]");
+        if (s.name.empty()) s.name = sweep_stem(s.path);
+        if (s.output_dir.empty()) s.output_dir = "output/sweeps/" + s.name;
+      });
+}
+
+Section<SweepSpec> objective_section() {
+  return SectionBuilder<SweepSpec>("objective")
+      .choice(
+          "metric", [](auto& s) -> auto& { return s.metric; },
+          {"validation_accuracy", "validation_loss"}, "what ranks the trials")
+      .custom(
+          "goal", KeyKind::choice, Range::any(), "whether higher or lower is better",
+          [](SweepSpec& s, const KeyValue& v) { s.maximize = v.text == "maximize"; },
+          [](const SweepSpec& s) { return std::string(s.maximize ? "maximize" : "minimize"); })
+      .choices({"maximize", "minimize"})
+      .default_text("`maximize` for accuracy, `minimize` for loss")
+      .finish([](SweepSpec& s, const KeyFailure& f) {
+        if (!f.given("goal")) s.maximize = s.metric != "validation_loss";
+      });
+}
+
+Section<SweepSpec> halving_section() {
+  return SectionBuilder<SweepSpec>("halving")
+      .integer(
+          "min_epochs", [](auto& s) -> auto& { return s.min_epochs; }, Range::closed(1, 1000000),
+          "the epochs of the first rung")
+      .allowed("below the deck's `training.epochs`")
+      .integer(
+          "reduction", [](auto& s) -> auto& { return s.reduction; }, Range::closed(2, 1000),
+          "each rung trains this many times the epochs of the one before and keeps the best "
+          "1 / reduction of its trials");
+}
+
+// sweep.set: each override checked on the deck in turn, so that a bad one
+// is reported at its own entry. Returns the deck with all of them.
+Deck apply_set(const Reader& r, const toml::table& root, const SweepSpec& spec, const Deck& deck) {
   std::vector<std::string> applied = deck.overrides;
   Deck base = deck;
-  if (const toml::node* node = sweep.get("set")) {
-    const toml::array* items = node->as_array();
-    if (!items)
-      r.fail(node->source(), s + "set", "expected an array of \"key.path=value\" strings");
-    for (const auto& item : *items) {
-      const auto entry = item.value_exact<std::string>();
-      const auto equals = entry ? entry->find('=') : std::string::npos;
-      if (!entry || equals == std::string::npos || equals == 0)
-        r.fail(item.source(), s + "set",
-               "expected \"key.path=value\" strings, e.g. \"data.validation_split=0.1\"");
-      if (own_key(entry->substr(0, equals))) r.fail(item.source(), s + "set", own_message);
-      applied.push_back(*entry);
-      try {
-        base = parse_deck(deck.text, deck.path, applied);
-      } catch (const DeckError& e) {
-        r.fail(item.source(), s + "set", std::string("the deck refuses it: ") + e.what());
-      }
-      spec.set.push_back(*entry);
+  const toml::array* items = root["sweep"]["set"].as_array();
+  for (std::size_t i = 0; i < spec.set.size(); ++i) {
+    applied.push_back(spec.set[i]);
+    try {
+      base = parse_deck(deck.text, deck.path, applied);
+    } catch (const DeckError& e) {
+      r.fail((*items)[i].source(), "sweep.set", std::string("the deck refuses it: ") + e.what());
     }
   }
+  return base;
+}
 
-  // [[parameters]]
+// [[parameters]]: each entry read, its key checked against the deck (a
+// key the deck does not know would fail every trial) and against the
+// strategy.
+void read_parameters(const Reader& r, const toml::table& root, SweepSpec& spec, const Deck& deck) {
+  std::vector<std::string> applied = deck.overrides;
+  applied.insert(applied.end(), spec.set.begin(), spec.set.end());
   const toml::node* params = root.get("parameters");
   const toml::array* list = params ? params->as_array() : nullptr;
   if (!list || list->empty())
     r.fail(params ? params->source() : root.source(), "parameters",
            "at least one [[parameters]] entry is required");
+  const bool enumerated = spec.strategy == SweepStrategy::grid ||
+                          (spec.strategy == SweepStrategy::halving && spec.trials == 0);
   for (std::size_t i = 0; i < list->size(); ++i) {
     const toml::table* t = (*list)[i].as_table();
     if (!t)
@@ -282,8 +334,6 @@ SweepSpec parse_sweep(const std::string& text, const std::string& path, const De
       r.fail(key_node.source(), prefix + "key",
              "successive halving decides how many epochs each trial trains; training.epochs "
              "(the deck's, or one in sweep.set) is the budget of the trials that go furthest");
-    // The key must name a setting of the deck: a value that the deck
-    // refuses makes trials fail, but a key it does not know makes them all.
     std::vector<std::string> probe = applied;
     probe.push_back(p.key + "=" + p.draw(0.0).text);
     try {
@@ -293,73 +343,101 @@ SweepSpec parse_sweep(const std::string& text, const std::string& path, const De
              "'" + p.key + "' is not a setting of the deck " + deck.path + ": " + e.what());
     } catch (const DeckError&) {
     }
-    const bool enumerated = spec.strategy == SweepStrategy::grid ||
-                            (spec.strategy == SweepStrategy::halving && spec.trials == 0);
     if (enumerated && p.sampled()) {
       const std::string kind = distribution_name(p.distribution);
       r.fail(t->get(kind)->source(), prefix + kind,
-             "strategy '" + strategy + "'" +
+             "strategy '" + std::string(strategy_name(spec.strategy)) + "'" +
                  (spec.strategy == SweepStrategy::halving ? " without sweep.trials" : "") +
                  " runs every combination of grid values; use grid = [...], or draw values with "
                  "strategy 'random' or sweep.trials");
     }
     spec.parameters.push_back(std::move(p));
   }
-  if (spec.strategy == SweepStrategy::grid ||
-      (spec.strategy == SweepStrategy::halving && spec.trials == 0)) {
-    double combinations = 1;
-    for (const auto& p : spec.parameters) combinations *= static_cast<double>(p.values.size());
-    if (combinations > 100000)
-      r.fail(params->source(), "parameters",
-             "the grid has " + Reader::number(combinations) +
-                 " combinations; at most 100000 (draw values with strategy 'random')");
+  double combinations = 1;
+  for (const auto& p : spec.parameters) combinations *= static_cast<double>(p.values.size());
+  if (enumerated && combinations > 100000)
+    r.fail(params->source(), "parameters",
+           "the grid has " + Reader::number(combinations) +
+               " combinations; at most 100000 (draw values with strategy 'random')");
+}
+
+// A check of a key the file may leave out fails at the key, else at the
+// nearest thing the file has: its table, the [sweep] key that asked for
+// it, or the file's first line.
+[[noreturn]] void fail_near(const Reader& r, const std::string& path,
+                            std::initializer_list<const toml::node*> nodes, const std::string& key,
+                            const std::string& message) {
+  for (const toml::node* node : nodes)
+    if (node) r.fail(node->source(), key, message);
+  throw DeckError(path + ":1:1: " + key + ": " + message);
+}
+
+// The objective ranks trials on a validation split: the deck must have one.
+void check_objective(const Reader& r, const toml::table& root, const SweepSpec& spec,
+                     const Deck& base) {
+  if (base.validation_split > 0) return;
+  fail_near(
+      r, spec.path,
+      {root["objective"]["metric"].node(), root.get("objective"), root["sweep"]["set"].node()},
+      "objective.metric",
+      spec.metric + " needs a validation split, and the deck " + base.path +
+          " has no data.validation_split; add set = [\"data.validation_split=0.1\"] to "
+          "[sweep] (ranking trials on the test set would tune them to it)");
+}
+
+// [halving], for strategy 'halving' only: its first rung below the deck's
+// epochs.
+void read_halving(const Reader& r, const toml::table& root, SweepSpec& spec) {
+  const toml::node* halving = root.get("halving");
+  if (spec.strategy != SweepStrategy::halving) {
+    if (halving)
+      r.fail(halving->source(), "halving",
+             "applies to strategy 'halving' only; this sweep's strategy is '" +
+                 std::string(strategy_name(spec.strategy)) + "'");
+    return;
   }
+  impl::read_section(r, root, sweep_sections()[2], spec, spec.locations);
+  if (spec.min_epochs >= spec.max_epochs)
+    fail_near(r, spec.path,
+              {root["halving"]["min_epochs"].node(), halving, root["sweep"]["strategy"].node()},
+              "halving.min_epochs",
+              "value " + std::to_string(spec.min_epochs) + " must be at least 1 and below the " +
+                  std::to_string(spec.max_epochs) +
+                  " epochs of the deck (training.epochs), the budget of the last rung");
+}
 
-  // [objective]
-  const auto& objective = r.table(root, "objective", false);
-  const std::string o = "objective.";
-  r.only_keys(objective, o, {"metric", "goal"});
-  spec.metric = r.choice(objective, o, "metric", "validation_accuracy",
-                         {"validation_accuracy", "validation_loss"});
-  const std::string goal =
-      r.choice(objective, o, "goal", spec.metric == "validation_loss" ? "minimize" : "maximize",
-               {"maximize", "minimize"});
-  spec.maximize = goal == "maximize";
-  // A check of a key the file may leave out fails at the key, else at the
-  // nearest thing the file has: its table, the [sweep] key that asked for
-  // it, or the file's first line.
-  const auto fail_near = [&](std::initializer_list<const toml::node*> nodes, const std::string& key,
-                             const std::string& message) {
-    for (const toml::node* node : nodes)
-      if (node) r.fail(node->source(), key, message);
-    throw DeckError(path + ":1:1: " + key + ": " + message);
-  };
-  if (!(base.validation_split > 0))
-    fail_near({objective.get("metric"), root.get("objective"), sweep.get("set")}, o + "metric",
-              spec.metric + " needs a validation split, and the deck " + deck.path +
-                  " has no data.validation_split; add set = [\"data.validation_split=0.1\"] to "
-                  "[sweep] (ranking trials on the test set would tune them to it)");
+}  // namespace
 
-  // [halving]
-  const toml::node* halving_node = root.get("halving");
-  if (halving_node && spec.strategy != SweepStrategy::halving)
-    r.fail(halving_node->source(), "halving",
-           "applies to strategy 'halving' only; this sweep's strategy is '" + strategy + "'");
+SweepSpec parse_sweep(const std::string& text, const std::string& path, const Deck& deck) {
+  SweepSpec spec;
+  spec.path = path;
+  spec.text = text;
+  const toml::table root = impl::parse_toml(text, path);
+  const Reader r(path);
+  r.only_keys(root, "", {"sweep", "objective", "halving", "parameters"});
+  const auto& sections = sweep_sections();
+  impl::read_section(r, root, sections[0], spec, spec.locations);
+  const Deck base = apply_set(r, root, spec, deck);
+  read_parameters(r, root, spec, deck);
+  impl::read_section(r, root, sections[1], spec, spec.locations);
+  check_objective(r, root, spec, base);
   spec.max_epochs = base.training.epochs;
-  if (spec.strategy == SweepStrategy::halving) {
-    const auto& halving = r.table(root, "halving", false);
-    const std::string h = "halving.";
-    r.only_keys(halving, h, {"min_epochs", "reduction"});
-    spec.min_epochs = r.get<int>(halving, h, "min_epochs", spec.min_epochs);
-    if (spec.min_epochs < 1 || spec.min_epochs >= spec.max_epochs)
-      fail_near({halving.get("min_epochs"), halving_node, sweep.get("strategy")}, h + "min_epochs",
-                "value " + std::to_string(spec.min_epochs) + " must be at least 1 and below the " +
-                    std::to_string(spec.max_epochs) +
-                    " epochs of the deck (training.epochs), the budget of the last rung");
-    spec.reduction = r.get<int>(halving, h, "reduction", spec.reduction);
-    r.require_range(halving, h, "reduction", spec.reduction, 2, 1000);
-  }
+  read_halving(r, root, spec);
   return spec;
+}
+
+const std::vector<Section<SweepSpec>>& sweep_sections() {
+  static const std::vector<Section<SweepSpec>> sections{sweep_section(), objective_section(),
+                                                        halving_section()};
+  return sections;
+}
+
+std::string sweep_key_reference() {
+  SweepSpec defaults;
+  std::string out;
+  for (const auto& s : sweep_sections())
+    out += "## `[" + s.name + "]`\n\n" + section_reference_markdown(s, defaults) + "\n";
+  return out;
 }
 
 }  // namespace tessera

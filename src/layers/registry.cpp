@@ -67,32 +67,6 @@ const std::vector<std::string>& weight_initializer_names() {
   return names;
 }
 
-namespace impl {
-std::string number_text(double value) {
-  // The shortest %g form that reads back as the same float.
-  char text[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(text, sizeof text, "%.*g", digits, value);
-    if (static_cast<float>(std::strtod(text, nullptr)) == static_cast<float>(value)) break;
-  }
-  return text;
-}
-}  // namespace impl
-
-bool Range::contains(double value) const {
-  if (!bounded) return true;
-  const bool above = low_open ? value > low : value >= low;
-  const bool below = high_open ? value < high : value <= high;
-  return above && below;
-}
-
-std::string Range::text() const {
-  if (!bounded) return "";
-  const std::string a = impl::number_text(low), b = impl::number_text(high);
-  if (!low_open && !high_open) return a + " to " + b;
-  return (low_open ? "(" : "[") + a + ", " + b + (high_open ? ")" : "]");
-}
-
 const LayerKey* LayerType::key(const std::string& key_name) const {
   for (const auto& k : keys)
     if (k.name == key_name) return &k;

@@ -56,25 +56,23 @@ void Optimizer::allocate(const ParameterStore& params) {
 }
 
 namespace {
-void require_unit_interval(const char* what, float value, bool open_top) {
-  TESSERA_REQUIRE(value >= 0 && (open_top ? value < 1 : value <= 1),
-                  "tessera::make_optimizer: " << what << " " << value << " must be in [0, 1"
-                                              << (open_top ? ")" : "]"));
+void require_in(const char* what, float value, const Range& range) {
+  TESSERA_REQUIRE(range.contains(value), "tessera::make_optimizer: " << what << " " << value
+                                                                     << " must be in "
+                                                                     << range.interval());
 }
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
-  require_unit_interval("weight_decay", p.weight_decay(), false);
+  require_in("weight_decay", p.weight_decay(), OptimizerParams::weight_decay_range);
   if (p.type == "sgd") {
-    require_unit_interval("momentum", p.sgd.momentum, true);
+    require_in("momentum", p.sgd.momentum, SgdParams::momentum_range);
     return std::make_unique<SGD>(p.sgd);
   }
   if (p.type == "adam" || p.type == "adamw") {
-    require_unit_interval("beta1", p.adam.beta1, true);
-    require_unit_interval("beta2", p.adam.beta2, true);
-    TESSERA_REQUIRE(
-        p.adam.eps > 0 && std::isfinite(p.adam.eps),
-        "tessera::make_optimizer: eps " << p.adam.eps << " must be positive and finite");
+    require_in("beta1", p.adam.beta1, AdamParams::beta_range);
+    require_in("beta2", p.adam.beta2, AdamParams::beta_range);
+    require_in("eps", p.adam.eps, AdamParams::eps_range);
     if (p.type == "adam") return std::make_unique<Adam>(p.adam);
     return std::make_unique<AdamW>(p.adam);
   }

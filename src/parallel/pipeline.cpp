@@ -59,11 +59,10 @@ double pipeline_layer_cost(const Model& model, std::size_t i) {
 PipelinePlan balanced_pipeline(const Model& model, int stages) {
   const std::vector<std::size_t> cuts = pipeline_cut_points(model);
   TESSERA_REQUIRE(stages >= 1 && static_cast<std::size_t>(stages) <= cuts.size() + 1,
-                  "tessera::balanced_pipeline: " << stages << " stages asked of a model that can "
-                                                 << "be cut in " << cuts.size() + 1
-                                                 << " places at most (a stage boundary cannot "
-                                                    "fall inside a residual block); use fewer "
-                                                    "stages");
+                  "tessera::balanced_pipeline: "
+                      << stages << " stages asked of a model that splits into " << cuts.size() + 1
+                      << " at most (a stage boundary cannot fall inside a residual block or "
+                         "between a layer and one that shares its weights); use fewer stages");
   const std::size_t n = model.layers().size();
   std::vector<double> prefix(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + pipeline_layer_cost(model, i);

@@ -12,12 +12,14 @@ constexpr double pi = 3.14159265358979323846;
 }  // namespace
 
 void LrSchedule::validate() const {
-  TESSERA_REQUIRE(std::isfinite(base_lr) && base_lr >= 0,
-                  "tessera::LrSchedule: base_lr " << base_lr << " must be finite and >= 0");
-  TESSERA_REQUIRE(step_size >= 1,
-                  "tessera::LrSchedule: step_size " << step_size << " must be >= 1");
-  TESSERA_REQUIRE(gamma > 0 && gamma <= 1,
-                  "tessera::LrSchedule: gamma " << gamma << " must be in (0, 1]");
+  const auto require = [](const char* what, double value, const Range& range) {
+    TESSERA_REQUIRE(range.contains(value), "tessera::LrSchedule: " << what << " " << value
+                                                                   << " must be in "
+                                                                   << range.interval());
+  };
+  require("base_lr", base_lr, base_lr_range);
+  require("step_size", static_cast<double>(step_size), step_size_range);
+  require("gamma", gamma, gamma_range);
   TESSERA_REQUIRE(type != ScheduleType::multistep || !milestones.empty(),
                   "tessera::LrSchedule: a multistep schedule needs at least one milestone");
   for (std::size_t i = 0; i < milestones.size(); ++i)
@@ -29,9 +31,7 @@ void LrSchedule::validate() const {
       "tessera::LrSchedule: min_lr " << min_lr << " must be in [0, base_lr = " << base_lr << "]");
   TESSERA_REQUIRE(warmup_steps >= 0,
                   "tessera::LrSchedule: warmup_steps " << warmup_steps << " must be >= 0");
-  TESSERA_REQUIRE(
-      warmup_start_factor >= 0 && warmup_start_factor <= 1,
-      "tessera::LrSchedule: warmup_start_factor " << warmup_start_factor << " must be in [0, 1]");
+  require("warmup_start_factor", warmup_start_factor, warmup_start_factor_range);
 }
 
 float LrSchedule::lr(std::int64_t step, std::int64_t steps_per_epoch,

@@ -191,7 +191,7 @@ StepReport Trainer::finish_step(int epoch, std::int64_t s, std::int64_t steps, s
   grad_norm_ = static_cast<float>(norm);
   // The cosine schedule spans the whole run: options_.epochs epochs. A
   // skipped step keeps its place in it, as in the data order.
-  lr_ = options_.schedule.lr(step_, steps, options_.epochs * steps);
+  lr_ = options_.schedule.lr(step_, steps, options_.total_steps(steps));
   if (update) {
     if (options_.clip_norm > 0) clip_to_norm(exec(), model_.parameters(), norm, options_.clip_norm);
     optimizer_.step(exec(), model_.parameters(), lr_);
@@ -244,23 +244,29 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   TESSERA_REQUIRE(first_step >= 0 && first_step < steps,
                   "tessera::Trainer: epoch " << epoch + 1 << " has " << steps
                                              << " steps; cannot start at step " << first_step + 1);
+  // Training stops within the epoch once the run's max_steps are taken.
+  const std::int64_t left = options_.max_steps > 0 ? options_.max_steps - step_ : steps;
+  const std::int64_t last =
+      train ? std::min(steps, first_step + std::max<std::int64_t>(left, 1)) : steps;
   const bool sync = train && sync_ != nullptr;
   if (sync) check_sync_batchnorm(n);
   // A streamed dataset is read ahead: this rank's share of every batch left.
   // Inner pipeline stages take no data.
   std::unique_ptr<BatchStream> stream;
   const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
-  if (data.streamed() && takes_data) stream = plan_stream(data, order, first_step, steps);
+  if (data.streamed() && takes_data) stream = plan_stream(data, order, first_step, last);
   if (sharding_) sharding_->reset_gather_wait();
   // Sums over the samples seen so far: loss, correct predictions.
   double totals[2] = {0, 0};
+  std::int64_t samples = 0;
   const auto started = std::chrono::steady_clock::now();
   PhaseClock clock;
-  for (std::int64_t s = first_step; s < steps; ++s) {
+  for (std::int64_t s = first_step; s < last; ++s) {
     const std::int64_t start = s * batch_size;
     // The last batch of an epoch holds the remainder; its gradient is the
     // mean over its own samples.
     const std::int64_t global = std::min(batch_size, n - start);
+    samples += global;
     clock.start();
     if (train) model_.zero_gradients();
     // Summed on the host in sample order: the same total for any thread count.
@@ -274,7 +280,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
       totals[0] += sums[0];
       totals[1] += sums[1];
       if (on_step_) on_step_(report);
-      if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == steps)) {
+      if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == last)) {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const double done = static_cast<double>(start + global - first_step * batch_size);
@@ -296,7 +302,7 @@ Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>&
   }
   if (!train && comm_ != nullptr) comm_->sum(totals, 2);
   Evaluation result;
-  result.samples = n - first_step * batch_size;
+  result.samples = samples;
   const double predictions = static_cast<double>(result.samples * positions_);
   result.loss = totals[0] / predictions;
   result.accuracy = totals[1] / predictions;

@@ -39,11 +39,12 @@ for r in records[starts[-1] if starts else 0:]:
     if r["type"] == "step" and r["step"] > int(sys.argv[2]):
         print(r["step"], repr(r["loss"]), r["loss_scale"])' "$scratch/$1/metrics.jsonl" "$2"
 }
-# same <reference run> <resumed run> <from step>: bitwise equal end states and losses.
+# same <reference run> <resumed run> <from step> [final step]: bitwise
+# equal end states (at step 470 unless given) and losses.
 same() {
-  local final=470 what="$2 (from step $3)"
-  if h5diff -q "$(ckpt "$1" $final)" "$(ckpt "$2" $final)" /parameters &&
-     h5diff -q "$(ckpt "$1" $final)" "$(ckpt "$2" $final)" /optimizer; then
+  local final="${4:-470}" what="$2 (from step $3)"
+  if h5diff -q "$(ckpt "$1" "$final")" "$(ckpt "$2" "$final")" /parameters &&
+     h5diff -q "$(ckpt "$1" "$final")" "$(ckpt "$2" "$final")" /optimizer; then
     echo "ok: $what: parameters and optimizer state bitwise equal to $1's"
   else
     fail "$what: the final checkpoint differs from $1's"
@@ -107,6 +108,26 @@ train 1 one_epoch --restart "$(ckpt one 235)"
 same one one_epoch 235
 grep -q "resuming from $(ckpt one 235): epoch 2, step 0 of 235" "$scratch/one_epoch.log" ||
   fail "the epoch-boundary restart did not say where it resumed"
+
+# training.max_steps = 300 ends the run 65 steps into its second epoch:
+# 300 step records, the last checkpoint at step 300 (recording where in
+# the epoch it stopped), and a restart from step 100 under the same cap
+# ends there bitwise too; restarting the finished run trains nothing more.
+capped=(--set training.max_steps=300)
+train 1 capped "${capped[@]}"
+steps="$(grep -c '"type":"step"' "$scratch/capped/metrics.jsonl")"
+if [ "$steps" = 300 ] && [ -f "$(ckpt capped 300)" ] && [ ! -e "$(ckpt capped 400)" ]; then
+  echo "ok: training.max_steps=300 stopped the run after step 300 and checkpointed it"
+else
+  fail "training.max_steps=300: $steps step records; checkpoint 300 present: $([ -f "$(ckpt capped 300)" ] && echo yes || echo no)"
+fi
+train 1 capped_mid --restart "$(ckpt capped 100)" "${capped[@]}"
+same capped capped_mid 100 300
+train 1 capped_done --set "run.output_dir=$scratch/capped" --restart latest "${capped[@]}"
+grep -q "resuming from $(ckpt capped 300): epoch 2, step 65 of 235" "$scratch/capped_done.log" ||
+  fail "the restart of the capped run did not resume at step 65 of epoch 2"
+[ "$(grep -c '"type":"step"' "$scratch/capped/metrics.jsonl")" = 300 ] ||
+  fail "restarting a run that reached training.max_steps trained more steps"
 
 # Activations in bf16: the checkpoints hold the float master weights and
 # optimizer state, from which the resumed run rounds its 16-bit weight

@@ -153,7 +153,6 @@ class Run {
   };
   void load_data(const RunCallbacks& callbacks, DatasetCache* cache);
   void shape_data();
-  void require_resident(const std::string& file) const;
   std::vector<std::string> earlier_run(EarlierRun policy) const;
   Restart resume(const std::string& restart);
   void open_outputs(const std::vector<std::string>& earlier, const Restart& resumed);
@@ -164,6 +163,10 @@ class Run {
   std::string epoch_record(const EpochSummary& summary) const;
   void save(const TrainingCursor& at);
   bool minutes_due();
+  // Has train's step callback record, report and checkpoint every step.
+  void watch_steps(const RunCallbacks& callbacks);
+  // Whether the run has taken training.max_steps optimizer steps.
+  bool steps_done() const;
 
   Deck deck_;
   std::unique_ptr<Communicator> comm_;

@@ -173,7 +173,24 @@ class Sweep {
 
  private:
   struct Messenger;
+  // The steps of prepare().
+  void lock_output_dir();
+  std::string open_log();
+  void post_sweep_record(bool resumed);
+  // One trial's job at a rung, on this rank's group.
   TrialOutcome run_job(const Trial& trial, int rung, int epochs, bool last);
+  void post_trial_start(const Trial& trial, int rung, int epochs, bool resume);
+  Deck checked_trial_deck(const std::vector<std::string>& overrides) const;
+  void train_trial(const std::string& dir, const std::vector<std::string>& overrides, bool resume,
+                   int epochs, TrialOutcome& outcome, int& epochs_done);
+  // The steps of run().
+  void log_outcomes(const std::function<void(const std::string&)>& log);
+  void run_rung(const std::vector<int>& jobs, int rung, int epochs, bool last, int& expected);
+  std::vector<TrialOutcome> gather_rung_outcomes(int expected);
+  std::vector<int> promote_rung(const std::vector<TrialOutcome>& outcomes, int rung,
+                                const Rung& now, const Rung& next, bool ran,
+                                const SweepCallbacks& callbacks);
+  void publish_results(const SweepSummary& summary);
 
   SweepSpec spec_;
   Deck deck_;

@@ -4,6 +4,7 @@
 // it with the host compiler; deck/build.hpp turns a Deck into engine objects.
 #pragma once
 
+#include <tessera/deck/keys.hpp>
 #include <tessera/layers/registry.hpp>
 #include <tessera/settings/optimizer_params.hpp>
 #include <tessera/settings/run_options.hpp>
@@ -11,6 +12,7 @@
 
 #include <any>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -63,7 +65,7 @@ struct Deck {
   std::string text;                    // the deck file as written
   std::vector<std::string> overrides;  // --set key.path=value, applied in order
 
-  std::string data_format = "idx";                                   // "idx" | "hdf5" | "tokens"
+  std::string data_format = "idx";                                   // a name of data_formats()
   std::string train_images, train_labels, test_images, test_labels;  // idx
   std::string train_file, test_file;                                 // hdf5
   std::string images_dataset = "images", labels_dataset = "labels";  // hdf5
@@ -71,23 +73,21 @@ struct Deck {
   // hdf5: > 0 caps the memory (MiB) a data set may take on a rank: loaded
   // whole as float samples, or the streaming buffers.
   std::int64_t max_resident_mb = 0;
-  std::string max_resident_mb_location;   // "file:line:column" when set
   std::string train_tokens, test_tokens;  // tokens
   std::string token_type = "uint16";      // tokens: "uint16" | "int32"
   // Every data file key the format uses, with its value and where it was set.
   struct DataFile {
     std::string key, path, location;  // location: "file:line:column" or "--set ..."
+    bool training = true;             // of the training set (else of the test set)
   };
   std::vector<DataFile> data_files;
   float normalize_mean = 0.0f;
   float normalize_std = 1.0f;
-  float validation_split = 0.0f;          // share of the training file held out (its last samples)
-  std::string validation_split_location;  // "file:line:column" when set
-  std::int64_t train_samples = 0;         // > 0: train on the first this many samples only
-  std::int64_t test_samples = 0;          // > 0: evaluate on the first this many test samples only
+  float validation_split = 0.0f;   // share of the training file held out (its last samples)
+  std::int64_t train_samples = 0;  // > 0: train on the first this many samples only
+  std::int64_t test_samples = 0;   // > 0: evaluate on the first this many test samples only
 
   std::vector<std::int64_t> input_shape;
-  std::string input_shape_location;  // "file:line:column"
   std::vector<LayerDeck> layers;
 
   OptimizerParams optimizer;  // [optimizer]; its lr is training.schedule.base_lr
@@ -99,8 +99,35 @@ struct Deck {
   // ranks, starting at the named layers (stages - 1 names; none: balanced).
   int pipeline_stages = 1;
   std::vector<std::string> stage_boundaries;
-  std::string pipeline_location;  // "file:line:column" of pipeline_stages when set
+
+  // Where each section and key the deck gives stands: "file:line:column",
+  // or "--set key=value", under "section" and "section.key".
+  std::map<std::string, std::string> locations;
+  // The location of `key` ("data.validation_split"), else of its section,
+  // else the deck's path: where a later error about its value points.
+  std::string location(const std::string& key) const;
 };
+
+// Every section of a deck, declared key by key (deck/keys.hpp), in the
+// order they are read and listed (src/deck/sections.cpp).
+const std::vector<Section<Deck>>& deck_sections();
+// The key tables of every section, as `tessera-train --list-keys` prints
+// them and docs/decks.md carries them (a test compares the two).
+std::string deck_key_reference();
+// Every setting of `deck` that applies, one "  section.key = value" line
+// each, with the location of those the deck (or --set) gives.
+std::string deck_settings(const Deck& deck);
+
+// A format of [data]: the keys naming the training set's files and the
+// test set's, in the order its reader takes them, and its other keys. The
+// keys of other formats are refused. (Tessera's run reads each format with
+// a reader of the same name, src/app/run.cpp.)
+struct DataFormat {
+  std::string name;
+  std::vector<std::string> train, test;
+  std::vector<std::string> keys;
+};
+const std::vector<DataFormat>& data_formats();
 
 // Parses and validates a deck after applying `overrides` ("key.path=value",
 // e.g. "training.epochs=3" or "model.layers[2].units=64"); throws DeckError.

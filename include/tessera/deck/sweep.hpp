@@ -10,6 +10,7 @@
 #include <tessera/deck/deck.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,10 +73,8 @@ struct SweepSpec {
   std::string name;  // [sweep] name; default: the file name without .sweep.toml or .toml
   // [sweep] output_dir; default output/sweeps/<name>
   std::string output_dir;
-  std::string output_dir_location;
   SweepStrategy strategy = SweepStrategy::grid;
   int ranks_per_trial = 1;
-  std::string ranks_per_trial_location;
   int trials = 0;  // random: the number of trials; halving: draws instead of the grid (0: grid)
   std::uint64_t seed = 0;
   std::vector<std::string> set;  // "key=value" applied to every trial, before the parameters
@@ -90,7 +89,19 @@ struct SweepSpec {
   int min_epochs = 1;
   int reduction = 3;
   int max_epochs = 0;  // the deck's training.epochs (with `set` applied)
+
+  // "file:line:column" of each section and key the file gives (as
+  // Deck::locations), and of what replaced one ("--output-dir DIR").
+  std::map<std::string, std::string> locations;
+  // The location of `key`, else of its section, else the file's path.
+  std::string location(const std::string& key) const { return key_location(locations, key, path); }
 };
+
+// The sections [sweep], [objective] and [halving], declared key by key
+// (deck/keys.hpp); the [[parameters]] entries have a reader of their own.
+const std::vector<Section<SweepSpec>>& sweep_sections();
+// Their key tables, as docs/sweeps.md carries them.
+std::string sweep_key_reference();
 
 // Parses and validates a sweep file for `deck` (loaded with any --set
 // overrides of the command line): every parameter and `set` key must be a

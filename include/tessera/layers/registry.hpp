@@ -12,6 +12,8 @@
 // GPU builds compile that reader with the host compiler.
 #pragma once
 
+#include <tessera/settings/keys.hpp>
+
 #include <any>
 #include <cstdint>
 #include <functional>
@@ -23,54 +25,9 @@ namespace tessera {
 
 class Layer;
 
-// What a deck key holds.
-enum class KeyKind {
-  integer,  // a TOML integer
-  number,   // a TOML number (an integer is accepted)
-  boolean,  // true or false
-  choice,   // one string of a fixed list
-  extent2,  // one positive integer for both axes, or [rows, columns]
-  layer     // the name of a layer declared earlier ("" for none)
-};
-
-// An interval a key's values must lie in; each end closed unless marked open.
-struct Range {
-  double low = 0, high = 0;
-  bool low_open = false, high_open = false;
-  bool bounded = false;  // false: any value
-
-  static Range any() { return {}; }
-  static Range closed(double low, double high) { return {low, high, false, false, true}; }
-  static Range half_open(double low, double high) { return {low, high, false, true, true}; }
-  static Range open_closed(double low, double high) { return {low, high, true, false, true}; }
-
-  bool contains(double value) const;
-  // "1 to 16777216" when closed, "[0, 1)" or "(0, 1]" otherwise.
-  std::string text() const;
-};
-
-// A key's value as read from the deck, handed to the layer's options.
-struct KeyValue {
-  std::int64_t integer = 0;       // integer
-  double number = 0;              // number
-  bool boolean = false;           // boolean
-  std::string text;               // choice, layer
-  std::int64_t pair[2] = {0, 0};  // extent2: rows, columns
-};
-
-struct LayerKey {
-  std::string name;
-  KeyKind kind = KeyKind::integer;
-  bool required = false;
-  Range range;                       // integer, number, and each entry of an extent2
-  std::vector<std::string> choices;  // choice
-  std::string default_text;          // shown instead of the options' default, e.g. "= kernel"
-  std::string note;                  // one phrase for the reference, e.g. "at most kernel / 2"
-  // Stores a value into the layer's options (held in a std::any).
-  std::function<void(std::any& options, const KeyValue& value)> set;
-  // The key's value in `options` as a deck would write it.
-  std::function<std::string(const std::any& options)> show;
-};
+// A layer type's key: its value goes into the layer's Options, held in a
+// std::any.
+using LayerKey = Key<std::any>;
 
 // Shapes and keys the generic layer tests (tests/test_registry.cpp) build
 // the layer from: a finite-difference gradient check on these input shapes

@@ -3,6 +3,8 @@
 // reader includes it; GPU builds compile that reader with the host compiler).
 #pragma once
 
+#include <tessera/settings/range.hpp>
+
 #include <string>
 
 namespace tessera {
@@ -13,6 +15,8 @@ struct SgdParams {
   float momentum = 0.0f;
   float weight_decay = 0.0f;
   bool nesterov = false;
+
+  static constexpr Range momentum_range = Range::closed(0, 0.999999);
 };
 
 // Adam (weight decay through the gradient) and AdamW (decoupled).
@@ -21,6 +25,9 @@ struct AdamParams {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
+
+  static constexpr Range beta_range = Range::closed(0, 0.999999);  // beta1 and beta2
+  static constexpr Range eps_range = Range::open_closed(0, 1);
 };
 
 // The optimizer a run uses; each type reads its own member.
@@ -35,6 +42,8 @@ struct OptimizerParams {
   static float default_lr(const std::string& type);
   // The weight decay of the type in use.
   float weight_decay() const { return type == "sgd" ? sgd.weight_decay : adam.weight_decay; }
+
+  static constexpr Range weight_decay_range = Range::closed(0, 1);  // every type's
 };
 
 }  // namespace tessera

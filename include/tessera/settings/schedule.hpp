@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tessera/core/enum_names.hpp>
+#include <tessera/settings/range.hpp>
 
 #include <cstdint>
 #include <string>
@@ -38,6 +39,12 @@ struct LrSchedule {
   // warmup_start_factor at step 0 to 1 at step warmup_steps.
   std::int64_t warmup_steps = 0;
   float warmup_start_factor = 0.0f;
+
+  // The values each setting may take (min_lr: 0 to base_lr).
+  static constexpr Range base_lr_range = Range::closed(0, 100);
+  static constexpr Range step_size_range = Range::closed(1, 1000000);
+  static constexpr Range gamma_range = Range::open_closed(0, 1);
+  static constexpr Range warmup_start_factor_range = Range::closed(0, 1);
 
   // Throws tessera::Error on a value outside its range.
   void validate() const;

@@ -45,6 +45,9 @@ struct LossScaling {
 
 struct TrainOptions {
   int epochs = 1;
+  // > 0: the run ends after this many optimizer steps, within an epoch or
+  // before the last one.
+  std::int64_t max_steps = 0;
   std::int64_t batch_size = 128;  // the global batch of one optimizer step, over all ranks
   // Each global batch runs as this many micro-batches whose gradients add
   // up before the one optimizer step (memory for large batches).
@@ -70,6 +73,13 @@ struct TrainOptions {
   bool overlap_gather = true;
   // Gradients are sent between ranks in this format (and summed in it).
   FloatFormat gradient_dtype = FloatFormat::fp32;
+
+  // The optimizer steps of the whole run at steps_per_epoch steps an
+  // epoch: the epochs', or max_steps when that is fewer.
+  std::int64_t total_steps(std::int64_t steps_per_epoch) const {
+    const std::int64_t all = epochs * steps_per_epoch;
+    return max_steps > 0 && max_steps < all ? max_steps : all;
+  }
 
   // Samples one rank holds at most in one micro-batch: what the model is
   // compiled for.

@@ -177,7 +177,7 @@ void attention_forward_device(const ExecSpace& exec, const AttentionLayout& l, f
                               const TeamPart<More>&... more) {
   check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch,
                   attention_device_scratch_rows(l), heads);
-  const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
+  const std::int64_t T = l.positions, H = l.heads;
   const bool drop = dropout.rate > 0;
   // qkv read, probs written in full (zeros after t), with dropout P' (the
   // causal half of scratch) written, heads written.

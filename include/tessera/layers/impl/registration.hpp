@@ -44,9 +44,6 @@ struct input_count_of<L, std::void_t<decltype(L::input_count)>>
 
 enum Need { optional, required };
 
-// Deck text of a number: the shortest form that reads back the same float.
-std::string number_text(double value);
-
 template <class L>
 class LayerTypeBuilder {
  public:
