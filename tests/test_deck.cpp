@@ -1087,6 +1087,17 @@ TEST(Deck, ReferenceTablesAreTheDeclarations) {
   test::expect_documented(deck_key_reference(), "docs/decks.md", deck_sections().size());
 }
 
+// An integer key's range must fit the member it fills: declared wider, the
+// declaration fails at once (a value could otherwise wrap into range).
+TEST(Deck, IntegerKeyRangesFitTheirMembers) {
+  const auto epochs = [](auto& d) -> auto& { return d.training.epochs; };  // an int
+  EXPECT_NO_THROW(SectionBuilder<Deck>("t").integer("epochs", epochs, Range::closed(1, 1e6), ""));
+  EXPECT_THROW(SectionBuilder<Deck>("t").integer("epochs", epochs, Range::at_least(1), ""),
+               std::logic_error);
+  EXPECT_THROW(SectionBuilder<Deck>("t").integer("epochs", epochs, Range::any(), ""),
+               std::logic_error);
+}
+
 // One declaration adds a key everywhere: training.max_steps reads from the
 // deck and from --set, is checked against its range, and is listed.
 TEST(Deck, ADeclaredKeyIsReadCheckedAndListed) {

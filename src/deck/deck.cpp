@@ -5,7 +5,6 @@
 // structs, never from here.
 #include <tessera/deck/deck.hpp>
 #include <tessera/layers/registry.hpp>
-#include <tessera/settings/device_mpi.hpp>
 
 #include <algorithm>
 #include <cerrno>

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 namespace tessera {
 
@@ -89,19 +88,6 @@ void declare_files(SectionBuilder<Deck>& s, const std::string& format) {
             .default_text("required for `" + format + "`");
       }
   }
-}
-
-// "[1, 28, 28]", "[\"a\", \"b\"]": a list as a deck writes it.
-template <class T>
-std::string list_text(const std::vector<T>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    if constexpr (std::is_same_v<T, std::string>)
-      out += (out.empty() ? "" : ", ") + impl::quoted(item);
-    else
-      out += (out.empty() ? "" : ", ") + std::to_string(item);
-  }
-  return "[" + out + "]";
 }
 
 Section<Deck> run_section() {
@@ -207,7 +193,7 @@ Section<Deck> model_section() {
               throw KeyRefused("expected 1 to 3 dimensions");
             d.input_shape = v.integers;
           },
-          [](const Deck& d) { return list_text(d.input_shape); })
+          [](const Deck& d) { return impl::list_text(d.input_shape); })
       .required()
       .allowed("1 to 3 extents")
       .custom("layers", KeyKind::tables, Range::any(), "the layers, applied in order", {}, {})
@@ -309,7 +295,7 @@ Section<Deck> schedule_section() {
                                  i);
             d.training.schedule.milestones = v.integers;
           },
-          [](const Deck& d) { return list_text(d.training.schedule.milestones); })
+          [](const Deck& d) { return impl::list_text(d.training.schedule.milestones); })
       .applies_to({"multistep"})
       .default_text("required for `multistep`")
       .allowed("increasing")
@@ -476,7 +462,7 @@ Section<Deck> parallel_section() {
                 throw KeyRefused("'" + v.texts[i] + "' is not a layer name", i);
             d.stage_boundaries = v.texts;
           },
-          [](const Deck& d) { return list_text(d.stage_boundaries); })
+          [](const Deck& d) { return impl::list_text(d.stage_boundaries); })
       .default_text("balanced")
       .allowed("layer names")
       .finish(check_pipeline);

@@ -229,12 +229,7 @@ Section<SweepSpec> sweep_section() {
             }
             s.set = v.texts;
           },
-          [](const SweepSpec& s) {
-            std::string list;
-            for (const auto& entry : s.set)
-              list += (list.empty() ? "" : ", ") + impl::quoted(entry);
-            return "[" + list + "]";
-          })
+          [](const SweepSpec& s) { return impl::list_text(s.set); })
       .default_text("`[]`")
       .allowed("`\"key.path=value\"`")
       .text(

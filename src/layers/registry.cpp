@@ -3,9 +3,6 @@
 #include <tessera/layers/impl/registration.hpp>
 #include <tessera/layers/registry.hpp>
 
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 // Every layer type, in the order the deck reference lists them: one line

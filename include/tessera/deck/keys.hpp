@@ -68,6 +68,19 @@ namespace impl {
 // "key=value" text of a TOML string.
 inline std::string quoted(const std::string& text) { return "\"" + text + "\""; }
 
+// "[1, 28, 28]", "[\"a\", \"b\"]": a list as a deck writes it.
+template <class T>
+std::string list_text(const std::vector<T>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if constexpr (std::is_same_v<T, std::string>)
+      out += (out.empty() ? "" : ", ") + quoted(item);
+    else
+      out += (out.empty() ? "" : ", ") + std::to_string(item);
+  }
+  return "[" + out + "]";
+}
+
 // "1 to 100", "≥ 0" (no upper end: 2^63 or more), "(0, 1]", "[0, 1)";
 // an integer key's ends in full.
 inline std::string range_text(const Range& range, bool integral) {
@@ -175,25 +188,20 @@ class SectionBuilder {
     section_.required = required;
   }
 
+  // The range must lie within what the member holds (checked here, once),
+  // so that the range check keeps every value from wrapping.
   template <class Ref>
   SectionBuilder& integer(const char* name, Ref ref, Range range, std::string help) {
     using T = std::decay_t<decltype(ref(std::declval<Target&>()))>;
+    using Limits = std::numeric_limits<T>;
+    if (!range.bounded || range.low < static_cast<double>(Limits::min()) ||
+        range.high > static_cast<double>(Limits::max()))
+      throw std::logic_error("tessera::SectionBuilder: [" + section_.name + "] " + name +
+                             ": the range " + range.interval() +
+                             " exceeds what the key's member holds");
     return add(
         name, KeyKind::integer, range, std::move(help),
-        [ref](Target& t, const KeyValue& v) {
-          // A value the member cannot hold must not wrap into range.
-          using Limits = std::numeric_limits<T>;
-          const bool fits =
-              v.integer >= 0
-                  ? static_cast<std::uint64_t>(v.integer) <=
-                        static_cast<std::uint64_t>(Limits::max())
-                  : Limits::is_signed && v.integer >= static_cast<std::int64_t>(Limits::min());
-          if (!fits)
-            throw KeyRefused("value " + std::to_string(v.integer) + " is out of range [" +
-                             std::to_string(Limits::min()) + ", " + std::to_string(Limits::max()) +
-                             "]");
-          ref(t) = static_cast<T>(v.integer);
-        },
+        [ref](Target& t, const KeyValue& v) { ref(t) = static_cast<T>(v.integer); },
         [ref](const Target& t) { return std::to_string(ref(t)); });
   }
 
