@@ -17,7 +17,8 @@ std::string number_text(double value) {
   return text;
 }
 std::string end_text(double value) {
-  if (value == static_cast<double>(static_cast<long long>(value)) && value > -1e7 && value < 1e7)
+  // Bounds first: converting a double beyond long long's range is undefined.
+  if (value > -1e7 && value < 1e7 && value == static_cast<double>(static_cast<long long>(value)))
     return std::to_string(static_cast<long long>(value));
   return number_text(value);
 }
