@@ -1,5 +1,5 @@
-// tessera-bench's per-layer and per-kernel times, from Kokkos Tools
-// callbacks on the profiling regions the model and its layers open.
+// tessera-bench's per-layer and per-kernel times: the layers' from the
+// model's layer hooks, the kernels' from Kokkos Tools callbacks.
 #pragma once
 
 #include <tessera/kernels/impl/launch.hpp>
@@ -17,16 +17,15 @@
 
 namespace tessera::bench {
 
-// Per-layer and per-kernel times from Kokkos Tools callbacks. Model::forward
-// and Model::backward each open a region, and every layer opens
-// "tessera::<Type>::forward" / "::backward" directly inside it, in model
-// order forward and reverse order backward; inside a layer, every Kokkos
-// kernel, deep copy and KokkosBlas call is a kernel. Each boundary fences the
-// device, so asynchronous backends are timed correctly (at the price of the
-// fences: this run is separate from the step timing). Each kernel's work
-// comes from its launch (kernels/impl/launch.hpp): work items, bytes and
-// FLOPs; a deep copy moves its bytes twice (read and written) over one
-// work item per 4-byte word.
+// Per-layer and per-kernel times. The model's layer hooks (Model::add_hooks)
+// open a layer before its forward or backward and close it once launched;
+// inside a layer, every Kokkos kernel, deep copy and KokkosBlas call seen by
+// the Kokkos Tools callbacks is a kernel. Each boundary fences the device,
+// so asynchronous backends are timed correctly (at the price of the fences:
+// this run is separate from the step timing). Each kernel's work comes from
+// its launch (kernels/impl/launch.hpp): work items, bytes and FLOPs; a deep
+// copy moves its bytes twice (read and written) over one work item per
+// 4-byte word.
 
 enum class Pass { forward = 0, backward = 1 };
 
@@ -55,15 +54,15 @@ class RegionProfiler {
     return profiler;
   }
 
-  void start(const tessera::Model& model) {
+  void start(tessera::Model& model) {
     layers_.assign(model.layers().size(), LayerTimes{});
-    for (int p = 0; p < 2; ++p) expected_[p].clear();
-    for (const auto& layer : model.layers()) {
-      const std::string prefix = std::string("tessera::") + layer->type();
-      expected_[0].push_back(prefix + "::forward");
-      expected_[1].push_back(prefix + "::backward");
-    }
     frames_.clear();
+    model_ = &model;
+    tessera::Model::LayerHooks hooks;
+    hooks.before_forward = [this](std::size_t i) { enter(Pass::forward, i); };
+    hooks.before_backward = [this](std::size_t i) { enter(Pass::backward, i); };
+    hooks.after_forward = hooks.after_backward = [this](std::size_t) { close(); };
+    hooks_ = model.add_hooks(std::move(hooks));
     namespace tools = Kokkos::Tools::Experimental;
     tools::set_push_region_callback(&RegionProfiler::push);
     tools::set_pop_region_callback(&RegionProfiler::pop);
@@ -89,11 +88,12 @@ class RegionProfiler {
     tools::set_end_parallel_scan_callback(nullptr);
     tools::set_begin_deep_copy_callback(nullptr);
     tools::set_end_deep_copy_callback(nullptr);
+    model_->remove_hooks(hooks_);
     return std::move(layers_);
   }
 
  private:
-  enum class Kind { model, layer, kernel, other };
+  enum class Kind { layer, kernel, other };
   struct Frame {
     Kind kind;
     std::string name;
@@ -125,23 +125,17 @@ class RegionProfiler {
     return -1;
   }
 
+  // Layer `layer`'s forward or backward begins (a layer hook).
+  void enter(Pass pass, std::size_t layer) {
+    Kokkos::fence();
+    pass_ = pass;
+    layer_ = static_cast<int>(layer);
+    frames_.push_back(Frame{Kind::layer, "", Clock::now()});
+  }
+
   void open(Kind kind, std::string name, bool region) {
     Kokkos::fence();
-    if (region) {
-      if (name == "tessera::Model::forward" || name == "tessera::Model::backward") {
-        kind = Kind::model;
-        pass_ = name == "tessera::Model::forward" ? Pass::forward : Pass::backward;
-        next_ = pass_ == Pass::forward ? 0 : static_cast<int>(layers_.size()) - 1;
-      } else if (!frames_.empty() && frames_.back().kind == Kind::model && next_ >= 0 &&
-                 next_ < static_cast<int>(layers_.size()) &&
-                 name == expected_[static_cast<int>(pass_)][next_]) {
-        kind = Kind::layer;
-        layer_ = next_;
-        next_ += pass_ == Pass::forward ? 1 : -1;
-      } else if (name.rfind("KokkosBlas::", 0) == 0) {
-        kind = Kind::kernel;
-      }
-    }
+    if (region && name.rfind("KokkosBlas::", 0) == 0) kind = Kind::kernel;
     // Only the outermost kernel inside a layer is timed (a BLAS call or a
     // deep copy may launch kernels of its own); nested KokkosBlas regions
     // lend the outer one their more specific name ("gemm[TPL_BLAS,float]").
@@ -192,10 +186,10 @@ class RegionProfiler {
   }
 
   std::vector<LayerTimes> layers_;
-  std::vector<std::string> expected_[2];
   std::vector<Frame> frames_;
+  tessera::Model* model_ = nullptr;
+  std::size_t hooks_ = 0;
   Pass pass_ = Pass::forward;
-  int next_ = -1;
   int layer_ = -1;
 };
 

@@ -140,7 +140,8 @@ std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator&
     run->prepare(cl.restart, hooks, nullptr,
                  cl.overwrite ? tessera::EarlierRun::replace : tessera::EarlierRun::refuse);
     if (root) {
-      std::cout << run->data_description() << "\nmetrics: " << run->metrics_path() << "\n";
+      std::cout << run->data_description() << "\nmetrics: " << run->metrics_path()
+                << "\ncallbacks, in order on every rank: " << run->callbacks() << "\n";
       if (!run->resumed_from().empty()) std::cout << run->resumed_from() << "\n";
       if (run->first_epoch() >= run->deck().training.epochs)
         std::cout << "the checkpoint has finished all " << run->deck().training.epochs

@@ -385,7 +385,7 @@ TEST(Deck, OverridesFromTheCommandLine) {
       "training.epohcs=3",
       "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
       "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, max_steps, "
-      "log_every, clip_norm, eval_every");
+      "log_every, clip_norm, eval_every, early_stop_patience, early_stop_min_delta");
   expect_override_error("model.layers[5].units=3",
                         "--set model.layers[5].units=3: 'layers' has 3 entries");
   // An index too long for any integer type (found by fuzz_deck).
@@ -1096,6 +1096,23 @@ TEST(Deck, IntegerKeyRangesFitTheirMembers) {
                std::logic_error);
   EXPECT_THROW(SectionBuilder<Deck>("t").integer("epochs", epochs, Range::any(), ""),
                std::logic_error);
+}
+
+// Early stopping watches the evaluations after epochs: it needs some.
+TEST(Deck, EarlyStoppingNeedsEvaluations) {
+  const std::string path = write_deck("early_stop", valid_deck);
+  const Deck deck = load_deck(path, {"training.early_stop_patience=3"});
+  EXPECT_EQ(deck.run.early_stop_patience, 3);
+  EXPECT_EQ(deck.run.early_stop_min_delta, 0.0);
+  try {
+    load_deck(path, {"training.early_stop_patience=3", "training.eval_every=0"});
+    ADD_FAILURE() << "early stopping without evaluations was accepted";
+  } catch (const DeckError& e) {
+    EXPECT_NE(std::string(e.what()).find("training.early_stop_patience: early stopping watches "
+                                         "the evaluations after each epoch; set eval_every"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // One declaration adds a key everywhere: training.max_steps reads from the

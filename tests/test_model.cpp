@@ -139,7 +139,7 @@ TEST(Model, Bf16WorkspaceHalvesTheLayerActivations) {
                      "workspace's boundaries are float");
   test::expect_error(
       [&] {
-        bf16_model->forward(batch, {}, {}, LayerRange{0, 2});
+        bf16_model->forward(batch, {}, LayerRange{0, 2});
       },
       "layers [0, 2) end before the workspace's last layer (3); in bf16 only a range ending "
       "with the last layer returns a float output");
@@ -443,14 +443,29 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
       model->forward(batch, ctx);
       model->backward(batch, ctx);
     } else {
-      model->forward(batch, ctx, {}, LayerRange{0, 4});
-      model->forward(batch, ctx, {}, LayerRange{4, 8});
-      std::vector<std::size_t> order;
-      model->backward(
-          batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{4, 8});
-      model->backward(
-          batch, ctx, [&](std::size_t i) { order.push_back(i); }, LayerRange{0, 4});
-      EXPECT_EQ(order, (std::vector<std::size_t>{7, 6, 5, 4, 3, 2, 1, 0}));
+      // The layer hooks run around every layer of each range, in pass order.
+      std::vector<std::string> calls;
+      const auto record = [&](const char* what) {
+        return [&calls, what](std::size_t i) { calls.push_back(what + std::to_string(i)); };
+      };
+      Model::LayerHooks hooks;
+      hooks.before_forward = record("f");
+      hooks.after_forward = record("F");
+      hooks.before_backward = record("b");
+      hooks.after_backward = record("B");
+      const std::size_t handle = model->add_hooks(hooks);
+      model->forward(batch, ctx, LayerRange{0, 4});
+      model->forward(batch, ctx, LayerRange{4, 8});
+      model->backward(batch, ctx, LayerRange{4, 8});
+      model->backward(batch, ctx, LayerRange{0, 4});
+      std::vector<std::string> expected;
+      for (int i = 0; i < 8; ++i)
+        expected.insert(expected.end(), {"f" + std::to_string(i), "F" + std::to_string(i)});
+      for (int i = 8; i-- > 0;)
+        expected.insert(expected.end(), {"b" + std::to_string(i), "B" + std::to_string(i)});
+      EXPECT_EQ(calls, expected);
+      model->remove_hooks(handle);
+      test::expect_error([&] { model->remove_hooks(handle); }, "no hooks with handle");
     }
     results[split] = {test::to_host(model->activation(7, batch).flat()),
                       test::to_host(model->parameters().gradients())};
@@ -460,7 +475,7 @@ TEST(Model, LayerRangesComposeToTheWholePass) {
   model->compile(2, 1);
   test::expect_error(
       [&] {
-        model->forward(2, StepContext{}, {}, LayerRange{3, 3});
+        model->forward(2, StepContext{}, LayerRange{3, 3});
       },
       "tessera::Model::forward: layer range [3, 3) of a model of 8 layers is empty");
 }
@@ -499,13 +514,13 @@ TEST(Model, Bf16StagesExchangeTheirBoundaryExactly) {
   Kokkos::deep_copy(stage[1]->output_gradient(batch).flat(), whole->output_gradient(batch).flat());
   whole->zero_gradients();
   Kokkos::deep_copy(stage[1]->activation(3, batch).flat(),
-                    stage[0]->forward(batch, ctx, {}, ranges[0]).flat());
-  EXPECT_EQ(test::to_host(stage[1]->forward(batch, ctx, {}, ranges[1]).flat()), output);
-  stage[1]->backward(batch, ctx, nullptr, ranges[1]);
+                    stage[0]->forward(batch, ctx, ranges[0]).flat());
+  EXPECT_EQ(test::to_host(stage[1]->forward(batch, ctx, ranges[1]).flat()), output);
+  stage[1]->backward(batch, ctx, ranges[1]);
   stage[0]->zero_activation_gradients();
   Kokkos::deep_copy(stage[0]->activation_gradient(3, batch).flat(),
                     stage[1]->activation_gradient(3, batch).flat());
-  stage[0]->backward(batch, ctx, nullptr, ranges[0]);
+  stage[0]->backward(batch, ctx, ranges[0]);
   EXPECT_EQ(test::to_host(whole->parameters().gradients()), gradients);
   test::expect_error([&] { stage[0]->activation(1, batch); },
                      "layer 'relu''s output is stored in bf16");
@@ -546,8 +561,8 @@ TEST(Model, BackwardZeroesStaleActivationGradientsBeforeTheirFirstWriter) {
     if (run < 2) {
       model->backward(batch, ctx);
     } else {
-      model->backward(batch, ctx, {}, LayerRange{3, 7});
-      model->backward(batch, ctx, {}, LayerRange{0, 3});
+      model->backward(batch, ctx, LayerRange{3, 7});
+      model->backward(batch, ctx, LayerRange{0, 3});
     }
     const auto gradients = test::to_host(model->parameters().gradients());
     for (float g : gradients) ASSERT_TRUE(std::isfinite(g)) << "run " << run;

@@ -454,6 +454,19 @@ TEST(OptimizerTraining, TrainerRejectsBadOptions) {
   options.clip_norm = 0.0f;
   options.schedule.gamma = 0.0f;
   EXPECT_THROW(Trainer(*model, sgd, options), Error);
+  // The engine checks the ranges the deck's keys declare.
+  options.schedule = LrSchedule{};
+  options.epochs = 0;
+  test::expect_error([&] { Trainer(*model, sgd, options); },
+                     "tessera::TrainOptions: epochs 0 must be in [1, 1000000]");
+  options.epochs = 1;
+  options.clip_norm = 2e6f;
+  test::expect_error([&] { Trainer(*model, sgd, options); },
+                     "tessera::TrainOptions: clip_norm 2e+06 must be in [0, 1000000]");
+  options.clip_norm = 0.0f;
+  options.accumulation_steps = 5;
+  test::expect_error([&] { Trainer(*model, sgd, options); },
+                     "accumulation_steps 5 must be at most batch_size 4");
 }
 
 }  // namespace

@@ -254,6 +254,9 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
   for (const auto& r : replicas_) replicas.push_back(r.get());
   trainer_ = std::make_unique<Trainer>(*model_, *optimizer_, deck_.training, &comm, pipeline_.get(),
                                        replicas);
+  if (deck_.run.early_stop_patience > 0)
+    early_stop_ = std::make_unique<EarlyStopping>(deck_.run.early_stop_patience,
+                                                  deck_.run.early_stop_min_delta);
   const Restart resumed = restart.empty() ? Restart{} : resume(restart);
   open_outputs(earlier, resumed);
   out.last_checkpoint = cursor_.step;
@@ -341,32 +344,69 @@ std::string Run::data_description() const {
   return os.str();
 }
 
-// Every optimizer step: its metrics record, the callback, and a checkpoint
-// when the step cadence or the minutes say so.
-void Run::watch_steps(const RunCallbacks& callbacks) {
-  trainer_->on_step([this, &callbacks](const StepReport& r) {
-    json line{{"type", "step"},
-              {"step", r.step},
-              {"epoch", r.epoch + 1},
-              {"loss", r.loss},
-              {"lr", r.lr},
-              // JSON has no infinity: a skipped step's norm is null.
-              {"grad_norm", r.grad_norm}};
-    if (deck_.training.loss_scaling.dynamic) {
-      line["loss_scale"] = r.loss_scale;
-      line["skipped"] = r.skipped;
-    }
-    record(line.dump());
-    if (callbacks.on_step) callbacks.on_step(r);
-    const CheckpointCadence& cadence = deck_.run.checkpoint;
-    const bool by_steps = cadence.every_steps > 0 && r.step % cadence.every_steps == 0;
-    if (by_steps || minutes_due()) {
-      const bool epoch_done = r.step_in_epoch + 1 == steps_per_epoch();
-      save(TrainingCursor{epoch_done ? r.epoch + 1 : r.epoch, epoch_done ? 0 : r.step_in_epoch + 1,
-                          r.step});
-    }
-  });
+// After a step: a checkpoint when the step cadence or the minutes say so.
+void Run::checkpoint_after_step(const StepReport& r) {
+  const CheckpointCadence& cadence = deck_.run.checkpoint;
+  const bool by_steps = cadence.every_steps > 0 && r.step % cadence.every_steps == 0;
+  if (by_steps || minutes_due()) {
+    const bool epoch_done = r.step_in_epoch + 1 == steps_per_epoch();
+    save(TrainingCursor{epoch_done ? r.epoch + 1 : r.epoch, epoch_done ? 0 : r.step_in_epoch + 1,
+                        r.step});
+  }
 }
+
+void Run::checkpoint_after_epoch(const EpochSummary& summary, bool pausing) {
+  // By epochs, at the end of any run that checkpoints at all, and at a
+  // pause whatever the cadence; training.max_steps or early stopping may
+  // end the run within or before its last epoch.
+  const CheckpointCadence& cadence = deck_.run.checkpoint;
+  const int epoch = summary.report.epoch;
+  const std::int64_t step = trainer_->step(), steps = steps_per_epoch();
+  if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) ||
+      (cadence.any() && summary.last) || (pausing && summary.last))
+    save(steps_done() ? TrainingCursor{static_cast<int>(step / steps), step % steps, step}
+                      : TrainingCursor{epoch + 1, 0, step});
+}
+
+CallbackList Run::compose(const RunCallbacks& callbacks,
+                          const std::function<Evaluation(bool held_out)>& evaluate, bool pausing) {
+  const bool root = comm_->rank() == 0;
+  CallbackList list;
+  // Evaluated every eval_every epochs and after the last (or the step that
+  // ends the run): on the validation split when there is one, else on the
+  // test set.
+  list.add("evaluation", true, {}, [this, evaluate](EpochSummary& e) {
+    const int every = deck_.run.eval_every;
+    e.evaluated = e.last || (every > 0 && (e.report.epoch + 1) % every == 0);
+    if (e.evaluated) e.evaluation = evaluate(true);
+  });
+  // Replicas must not drift apart (a cheap check, once an epoch).
+  list.add("weights check", true, {}, [this](EpochSummary& e) {
+    require_same_weights_on_every_rank(
+        *trainer_->replica_comm(), model_->parameters().values(),
+        "the weights after epoch " + std::to_string(e.report.epoch + 1));
+  });
+  if (early_stop_)
+    list.add("early stopping", false, {}, [this](EpochSummary& e) { early_stop_->on_epoch(e); });
+  list.add(
+      "metrics", false, [this](const StepReport& r) { record(step_record(r)); },
+      [this](EpochSummary& e) {
+        record(epoch_record(e));
+        if (e.stop)
+          record(json{{"type", "stop"}, {"epoch", e.report.epoch + 1}, {"reason", e.stop_reason}}
+                     .dump());
+      });
+  list.add("caller's callbacks", false, callbacks.on_step,
+           [root, on_epoch = callbacks.on_epoch](EpochSummary& e) {
+             if (root && on_epoch) on_epoch(e);
+           });
+  list.add(
+      "checkpoint", true, [this](const StepReport& r) { checkpoint_after_step(r); },
+      [this, pausing](EpochSummary& e) { checkpoint_after_epoch(e, pausing); });
+  return list;
+}
+
+std::string Run::callbacks() { return compose({}, {}, false).describe(); }
 
 bool Run::steps_done() const {
   const std::int64_t max = deck_.training.max_steps;
@@ -381,8 +421,6 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
                   "tessera::Run::train: pause_after " << pause_after << " must be >= 0");
   const int end = pause_after > 0 && pause_after < epochs ? pause_after : epochs;
   const bool pausing = end < epochs;
-  const CheckpointCadence& cadence = deck_.run.checkpoint;
-  watch_steps(callbacks);
   const std::function<void(const std::string&)> log =
       root && callbacks.log ? callbacks.log : std::function<void(const std::string&)>{};
   // Evaluations report their progress to rank 0's callback.
@@ -401,40 +439,36 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
   result.paused = pausing;
   result.epochs = std::max(cursor_.epoch, end);
   // Nothing left to train: the checkpoint went as far already.
-  if (cursor_.epoch >= end || steps_done()) {
+  const bool stopped_before = early_stop_ && early_stop_->exhausted();
+  if (cursor_.epoch >= end || steps_done() || stopped_before) {
+    if (stopped_before) {
+      result.stopped = early_stop_->reason();
+      result.epochs = cursor_.epoch;
+    }
     result.evaluation = evaluate(true);
     if (!pausing) result.test = validation_.size() > 0 ? evaluate(false) : result.evaluation;
     return result;
   }
+  const CallbackList list = compose(callbacks, evaluate, pausing);
+  trainer_->on_step([&list](const StepReport& r) { list.on_step(r); });
+  // The trainer forgets the list when train returns or throws.
+  const std::unique_ptr<Trainer, void (*)(Trainer*)> forget(trainer_.get(),
+                                                            [](Trainer* t) { t->on_step({}); });
   for (int epoch = cursor_.epoch; epoch < end; ++epoch) {
     EpochSummary summary;
     summary.epochs = epochs;
+    summary.set = result.set;
     summary.report =
         trainer_->train_epoch(train_, epoch, log, epoch == cursor_.epoch ? cursor_.batch : 0);
-    // Evaluated every eval_every epochs and after the last (or the step
-    // that ends the run): on the validation split when there is one, else
-    // on the test set.
-    const bool stopped = steps_done(), last = epoch + 1 == end || stopped;
-    const int every = deck_.run.eval_every;
-    summary.evaluated = last || (every > 0 && (epoch + 1) % every == 0);
-    summary.set = result.set;
-    if (summary.evaluated) summary.evaluation = evaluate(true);
+    summary.last = epoch + 1 == end || steps_done();
+    list.on_epoch(summary);
     if (summary.evaluated) result.evaluation = summary.evaluation;
     if (summary.evaluated && summary.set == "test" && !pausing) result.test = summary.evaluation;
-    // Replicas must not drift apart (a cheap check, once an epoch).
-    require_same_weights_on_every_rank(*trainer_->replica_comm(), model_->parameters().values(),
-                                       "the weights after epoch " + std::to_string(epoch + 1));
-    if (root && callbacks.on_epoch) callbacks.on_epoch(summary);
-    record(epoch_record(summary));
-    // By epochs, at the end of any run that checkpoints at all, and at a
-    // pause whatever the cadence; training.max_steps may end it within an
-    // epoch.
-    const std::int64_t step = trainer_->step(), steps = steps_per_epoch();
-    if ((cadence.every_epochs > 0 && (epoch + 1) % cadence.every_epochs == 0) ||
-        (cadence.any() && last) || (pausing && last))
-      save(stopped ? TrainingCursor{static_cast<int>(step / steps), step % steps, step}
-                   : TrainingCursor{epoch + 1, 0, step});
-    if (stopped) break;
+    if (summary.stop) {
+      result.stopped = summary.stop_reason;
+      result.epochs = epoch + 1;
+    }
+    if (summary.last) break;
   }
   // The test set is held back until the end when a validation split is used.
   if (validation_.size() > 0 && !pausing) {
@@ -444,6 +478,22 @@ RunResult Run::train(const RunCallbacks& callbacks, int pause_after) {
                .dump());
   }
   return result;
+}
+
+// A step's metrics record.
+std::string Run::step_record(const StepReport& r) const {
+  json line{{"type", "step"},
+            {"step", r.step},
+            {"epoch", r.epoch + 1},
+            {"loss", r.loss},
+            {"lr", r.lr},
+            // JSON has no infinity: a skipped step's norm is null.
+            {"grad_norm", r.grad_norm}};
+  if (deck_.training.loss_scaling.dynamic) {
+    line["loss_scale"] = r.loss_scale;
+    line["skipped"] = r.skipped;
+  }
+  return line.dump();
 }
 
 // An epoch's metrics record: losses, accuracies, times, memory.
@@ -500,6 +550,7 @@ std::string epoch_line(const EpochSummary& e, int ranks) {
   if (r.bubble_fraction > 0)
     os << ", pipeline bubble " << std::setprecision(0) << 100 * r.bubble_fraction << "%";
   os << ")";
+  if (e.stop) os << "\n" << e.stop_reason;
   return os.str();
 }
 

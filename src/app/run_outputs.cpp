@@ -82,6 +82,7 @@ Run::Restart Run::resume(const std::string& restart) {
     resumed.lr_before = saved.lr;
     if (root) out.history = saved.metrics;
   });
+  replay_evaluations();
   require_same_weights_on_every_rank(comm, model_->parameters().values(),
                                      "the weights loaded with --restart",
                                      "give every rank the same --restart");
@@ -104,6 +105,8 @@ Run::Restart Run::resume(const std::string& restart) {
        << " (the schedule spans training.epochs; restart with the checkpoint's settings to "
           "continue it unchanged)";
   }
+  if (early_stop_ && early_stop_->exhausted())
+    os << "\nnote: the run had ended: " << early_stop_->reason() << "; it trains no further";
   resumed_ = os.str();
   return resumed;
 }
@@ -220,6 +223,30 @@ void Run::save(const TrainingCursor& at) {
   out.last_checkpoint = at.step;
   out.last_checkpoint_time = std::chrono::steady_clock::now();
   record(json{{"type", "checkpoint"}, {"path", written}, {"step", at.step}}.dump());
+}
+
+// Rank 0 reads the epoch records' evaluation losses from the checkpoint's
+// metrics history and every rank observes them in order.
+void Run::replay_evaluations() {
+  if (!early_stop_) return;
+  const std::string key = std::string(validation_.size() > 0 ? "validation" : "test") + "_loss";
+  std::string evaluations;  // "epoch loss" lines from rank 0's history
+  if (comm_->rank() == 0) {
+    std::istringstream lines(outputs_->history);
+    std::ostringstream os;
+    os << std::setprecision(17);
+    for (std::string line; std::getline(lines, line);) {
+      const json r = json::parse(line, nullptr, false);
+      if (r.is_object() && r.value("type", "") == "epoch" && r.contains(key))
+        os << r["epoch"].get<int>() << " " << r[key].get<double>() << "\n";
+    }
+    evaluations = os.str();
+  }
+  comm_->broadcast(evaluations);
+  std::istringstream in(evaluations);
+  int epoch = 0;
+  double loss = 0;
+  while (in >> epoch >> loss) early_stop_->observe(loss, epoch - 1);
 }
 
 // Wall-clock checkpoints: rank 0's clock decides for every rank.

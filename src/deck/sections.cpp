@@ -336,14 +336,14 @@ Section<Deck> schedule_section() {
 Section<Deck> training_section() {
   return SectionBuilder<Deck>("training")
       .integer(
-          "epochs", [](auto& d) -> auto& { return d.training.epochs; }, Range::closed(1, 1000000),
+          "epochs", [](auto& d) -> auto& { return d.training.epochs; }, TrainOptions::epochs_range,
           "passes over the training set")
       .integer(
           "batch_size", [](auto& d) -> auto& { return d.training.batch_size; },
-          Range::closed(1, 1 << 20), "samples per step over all ranks together")
+          TrainOptions::batch_size_range, "samples per step over all ranks together")
       .integer(
           "accumulation_steps", [](auto& d) -> auto& { return d.training.accumulation_steps; },
-          Range::closed(1, 1 << 20), "micro-batches per step, their gradients added")
+          TrainOptions::accumulation_steps_range, "micro-batches per step, their gradients added")
       .allowed("at most `batch_size`")
       .integer(
           "max_steps", [](auto& d) -> auto& { return d.training.max_steps; }, non_negative,
@@ -352,12 +352,24 @@ Section<Deck> training_section() {
           "log_every", [](auto& d) -> auto& { return d.training.log_every; }, non_negative,
           "steps between progress lines; 0: none")
       .number(
-          "clip_norm", [](auto& d) -> auto& { return d.training.clip_norm; }, Range::closed(0, 1e6),
-          "gradient clipping by global norm; 0: off")
+          "clip_norm", [](auto& d) -> auto& { return d.training.clip_norm; },
+          TrainOptions::clip_norm_range, "gradient clipping by global norm; 0: off")
       .integer(
           "eval_every", [](auto& d) -> auto& { return d.run.eval_every; },
           Range::closed(0, 1000000), "epochs between evaluations; 0: after the last only")
+      .integer(
+          "early_stop_patience", [](auto& d) -> auto& { return d.run.early_stop_patience; },
+          Range::closed(0, 1000000),
+          "evaluations in a row without a lower evaluation loss after which the run ends; 0: "
+          "never")
+      .number(
+          "early_stop_min_delta", [](auto& d) -> auto& { return d.run.early_stop_min_delta; },
+          Range::closed(0, 1e6), "the least fall of the evaluation loss that counts as lower")
       .finish([](Deck& d, const KeyFailure& f) {
+        if (d.run.early_stop_patience > 0 && d.run.eval_every == 0)
+          f.fail("early_stop_patience",
+                 "early stopping watches the evaluations after each epoch; set eval_every "
+                 "(the epochs between them) to 1 or more");
         const TrainOptions& t = d.training;
         if (t.accumulation_steps > t.batch_size)
           f.fail("accumulation_steps",

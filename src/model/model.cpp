@@ -4,10 +4,7 @@
 #include <tessera/model/model.hpp>
 
 #include <algorithm>
-#include <cstring>
-#include <iomanip>
 #include <map>
-#include <sstream>
 
 namespace tessera {
 
@@ -421,8 +418,7 @@ void layer_backward(Layer& layer, const TensorsOf<T>& x, const Tensors& ids, con
 }  // namespace
 
 template <class T>
-void Model::run_forward(std::int64_t batch, const StepContext& ctx,
-                        const std::function<void(std::size_t)>& before_layer, LayerRange range) {
+void Model::run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
   Nodes<T>& n = nodes<T>();
   const ExecSpace& exec = ctx.exec;
   constexpr bool narrow = !std::is_same<T, float>::value;
@@ -433,25 +429,24 @@ void Model::run_forward(std::int64_t batch, const StepContext& ctx,
     kernels::copy_into(exec, f32_.values[first].leading(batch).flat(),
                        n.values[first].leading(batch).flat(), false);
   for (std::size_t i = range.first; i < range.last; ++i) {
-    if (before_layer) before_layer(i);
+    call_hooks(&LayerHooks::before_forward, i);
     layer_forward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                   n.values[i + 1].leading(batch), ctx);
+    call_hooks(&LayerHooks::after_forward, i);
   }
   if (narrow)
     kernels::copy_into(exec, n.values[range.last].leading(batch).flat(),
                        f32_.values[range.last].leading(batch).flat(), false);
 }
 
-Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx,
-                             const std::function<void(std::size_t)>& before_layer,
-                             LayerRange range) {
+Tensor<float> Model::forward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
   ScopedRegion region("tessera::Model::forward");
   range = clamp(range, "tessera::Model::forward",
                 "only a range ending with the last layer returns a float output");
   StepContext c = ctx;
   c.exec = exec_;
   c.scratch = &scratch_;
-  with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, before_layer, range); });
+  with_format(compute_, [&](auto t) { run_forward<decltype(t)>(batch, c, range); });
   return f32_.values[range.last].leading(batch);
 }
 
@@ -496,8 +491,7 @@ Tensor<float> Model::activation_gradient(std::size_t layer, std::int64_t batch) 
 }
 
 template <class T>
-void Model::run_backward(std::int64_t batch, const StepContext& ctx,
-                         const std::function<void(std::size_t)>& after_layer, LayerRange range) {
+void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
   Nodes<T>& n = nodes<T>();
   constexpr bool narrow = !std::is_same<T, float>::value;
   const ExecSpace& exec = ctx.exec;
@@ -509,10 +503,11 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx,
     for (auto k : zero_before_[i])
       if (n.grads[k].numel() > 0)
         Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
+    call_hooks(&LayerHooks::before_backward, i);
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),
                    gather(n.grads, i, batch), ctx);
-    if (after_layer) after_layer(i);
+    call_hooks(&LayerHooks::after_backward, i);
   }
   // A stage's input gradient, widened for the stage before it.
   if (narrow && range.first == workspace_.first && range.first > 0)
@@ -520,67 +515,36 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx,
                        f32_.grads[range.first].leading(batch).flat(), false);
 }
 
-void Model::backward(std::int64_t batch, const StepContext& ctx,
-                     const std::function<void(std::size_t)>& after_layer, LayerRange range) {
+void Model::backward(std::int64_t batch, const StepContext& ctx, LayerRange range) {
   ScopedRegion region("tessera::Model::backward");
   range = clamp(range, "tessera::Model::backward",
                 "a backward pass starts from the float output gradient");
   StepContext c = ctx;
   c.exec = exec_;
   c.scratch = &scratch_;
-  with_format(compute_, [&](auto t) { run_backward<decltype(t)>(batch, c, after_layer, range); });
+  with_format(compute_, [&](auto t) { run_backward<decltype(t)>(batch, c, range); });
+}
+
+std::size_t Model::add_hooks(LayerHooks hooks) {
+  hooks_.emplace_back(next_hooks_, std::move(hooks));
+  return next_hooks_++;
+}
+
+void Model::remove_hooks(std::size_t handle) {
+  const auto it =
+      std::find_if(hooks_.begin(), hooks_.end(), [&](const auto& h) { return h.first == handle; });
+  TESSERA_REQUIRE(it != hooks_.end(), "tessera::Model::remove_hooks: no hooks with handle "
+                                          << handle << " (removed already?)");
+  hooks_.erase(it);
+}
+
+void Model::call_hooks(std::function<void(std::size_t)> LayerHooks::*which,
+                       std::size_t layer) const {
+  for (const auto& h : hooks_)
+    if (h.second.*which) (h.second.*which)(layer);
 }
 
 Shape Model::layer_output_shape(std::size_t i) const { return sample_shapes_.at(i + 1); }
 Shape Model::output_shape() const { return sample_shapes_.back(); }
-
-Shapes Model::layer_input_shapes(std::size_t i, std::int64_t batch) const {
-  Shapes inputs;
-  for (auto node : layer_inputs_.at(i)) inputs.push_back(with_batch(sample_shapes_[node], batch));
-  return inputs;
-}
-
-std::int64_t Model::flops_per_sample() const {
-  std::int64_t flops = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    flops += layers_[i]->flops_per_sample(layer_input_shapes(i, 1));
-  return flops;
-}
-
-LayerCost Model::layer_cost(std::size_t i) const {
-  TESSERA_REQUIRE(inferred_ && i < layers_.size(),
-                  "tessera::Model::layer_cost: layer " << i << " of " << layers_.size());
-  return layers_[i]->cost(layer_input_shapes(i, 1), true);
-}
-
-std::string Model::summary() const {
-  std::ostringstream os;
-  // The type column fits the longest type name ("CausalSelfAttention").
-  std::size_t type_width = 12;
-  for (const auto& layer : layers_) type_width = std::max(type_width, std::strlen(layer->type()));
-  const int tw = static_cast<int>(type_width) + 2;
-  os << std::left << std::setw(16) << "layer" << std::setw(tw) << "type" << std::setw(18)
-     << "output" << std::right << std::setw(12) << "parameters"
-     << "  inputs\n";
-  os << std::left << std::setw(16) << "input" << std::setw(tw) << "" << std::setw(18)
-     << to_string(sample_shape_) << "\n";
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    std::int64_t count = 0;
-    for (const auto& e : parameters_.entries())
-      if (e.layer == layers_[i]->name()) count += e.spec.shape.numel();
-    total += count;
-    std::string inputs;
-    for (auto node : layer_inputs_[i])
-      inputs += (inputs.empty() ? "" : ", ") +
-                (node == 0 ? std::string("input") : layers_[node - 1]->name());
-    os << std::left << std::setw(16) << layers_[i]->name() << std::setw(tw) << layers_[i]->type()
-       << std::setw(18) << to_string(sample_shapes_[i + 1]) << std::right << std::setw(12) << count
-       << "  " << inputs << "\n";
-  }
-  os << "total parameters: " << total << ", forward FLOPs per sample: " << flops_per_sample()
-     << "\n";
-  return os.str();
-}
 
 }  // namespace tessera

@@ -1,7 +1,7 @@
-// The training step's mechanism: a batch's micro-batches (alone, data
-// parallel, or as one stage of a 1F1B pipeline), the finish of a step
-// (gradient exchange, loss check, unscaling, clipping, the update, the
-// parameter gather), progress lines, and the loop over an epoch's batches.
+// The training step: one batch's work for the schedule (Trainer::Work), the
+// finish of a step (gradient exchange, loss check, unscaling, clipping, the
+// update, the parameters shared), the epoch's begin and end, progress lines,
+// and the loops of train_epoch and evaluate over them.
 #include <tessera/optim/clip.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -13,7 +13,7 @@
 
 namespace tessera {
 
-namespace {
+namespace impl {
 // Splits wall time into phases: stop(bucket) fences the device, then adds
 // the time since the previous stop (or start) to the bucket.
 class PhaseClock {
@@ -32,7 +32,51 @@ class PhaseClock {
  private:
   std::chrono::steady_clock::time_point last_;
 };
-}  // namespace
+}  // namespace impl
+
+// One batch as the schedule sees it: places [start, start + global) of
+// order, loaded from data or the stream; the loss sums into sums.
+class Trainer::Work final : public MicroBatchWork {
+ public:
+  Work(Trainer& t, const Dataset& data, const Vector<std::int64_t>& order, bool train,
+       std::int64_t start, std::int64_t global, const WindowDraw& draw, BatchStream* stream,
+       impl::PhaseClock& clock, double* sums)
+      : t_(t),
+        data_(data),
+        order_(order),
+        train_(train),
+        start_(start),
+        global_(global),
+        draw_(draw),
+        stream_(stream),
+        clock_(clock),
+        sums_(sums) {}
+
+  bool training() const override { return train_; }
+  std::int64_t global() const override { return global_; }
+  StepContext context(std::int64_t offset, std::int64_t micro) const override {
+    const BatchSync* sync = train_ ? t_.sync_.get() : nullptr;
+    return StepContext{train_, t_.options_.seed, t_.step_, offset, sync, micro, nullptr, t_.exec()};
+  }
+  void load(Model& model, std::int64_t offset, std::int64_t batch) override {
+    t_.load_batch(data_, order_, start_ + offset, batch, model, draw_, stream_);
+  }
+  void loss(Model& model, const Tensor<float>& output, std::int64_t batch) override {
+    t_.evaluate_loss(model, output, batch, global_, train_, sums_);
+  }
+  void lap(double PhaseTimes::*phase) override { clock_.stop(t_.time_.*phase); }
+
+ private:
+  Trainer& t_;
+  const Dataset& data_;
+  const Vector<std::int64_t>& order_;
+  bool train_;
+  std::int64_t start_, global_;
+  WindowDraw draw_;
+  BatchStream* stream_;
+  impl::PhaseClock& clock_;
+  double* sums_;
+};
 
 void Trainer::load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
                          std::int64_t batch, Model& model, const WindowDraw& draw,
@@ -65,55 +109,6 @@ void Trainer::evaluate_loss(Model& model, const Tensor<float>& output, std::int6
   }
 }
 
-template <class Clock>
-void Trainer::pipeline_batch(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                             std::int64_t start, std::int64_t global, const WindowDraw& draw,
-                             bool sync, BatchStream* stream, Clock& clock, double* sums) {
-  Pipeline& pipe = *pipeline_;
-  const LayerRange range = pipe.layers(model_);
-  const std::int64_t micro_steps = options_.accumulation_steps;
-  const auto slots = static_cast<std::int64_t>(slots_.size());
-  for (const PipelineOp& op : pipeline_schedule(pipe.stage(), pipe.stages(), micro_steps, train)) {
-    const Shard micro = shard_of(global, static_cast<int>(op.micro), static_cast<int>(micro_steps));
-    const Shard part = shard_of(micro.count, data_rank_, data_ranks_);
-    const std::int64_t batch = part.count, offset = micro.offset + part.offset;
-    // Every stage of this pipeline has the same share: all skip it together.
-    if (batch == 0) continue;
-    const std::int64_t slot = op.micro % slots;
-    Model& model = *slots_[slot];
-    pipe.wait(slot);
-    const StepContext ctx{train,       options_.seed, step_, offset, sync ? sync_.get() : nullptr,
-                          micro.count, nullptr,       exec()};
-    if (op.forward) {
-      if (pipe.first_stage() || pipe.last_stage()) {
-        load_batch(data, order, start + offset, batch, model, draw, stream);
-        clock.stop(time_.data);
-      }
-      if (!pipe.first_stage()) {
-        pipe.receive_forward(model.activation(range.first - 1, batch));
-        clock.stop(time_.communication);
-      }
-      const Tensor<float> output = model.forward(batch, ctx, {}, range);
-      if (pipe.last_stage())
-        evaluate_loss(model, output, batch, global, train, sums);
-      else
-        pipe.send_forward(slot, output);
-      clock.stop(time_.forward);
-      continue;
-    }
-    if (!pipe.last_stage()) {
-      pipe.receive_backward(model.activation_gradient(range.last - 1, batch));
-      clock.stop(time_.communication);
-    }
-    model.backward(batch, ctx, nullptr, range);
-    if (!pipe.first_stage())
-      pipe.send_backward(slot, model.activation_gradient(range.first - 1, batch));
-    clock.stop(time_.backward);
-  }
-  pipe.wait_all();
-  clock.stop(time_.communication);
-}
-
 void Trainer::check_sync_batchnorm(std::int64_t n) const {
   // Synchronised statistics need samples on every rank in every micro-batch.
   const std::int64_t batch_size = options_.batch_size, micro_steps = options_.accumulation_steps;
@@ -130,49 +125,9 @@ void Trainer::check_sync_batchnorm(std::int64_t n) const {
 }
 
 template <class Clock>
-void Trainer::micro_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                            std::int64_t start, std::int64_t global, const WindowDraw& draw,
-                            bool sync, BatchStream* stream, Clock& clock, double* sums) {
-  const std::int64_t micro_steps = options_.accumulation_steps;
-  for (std::int64_t m = 0; m < micro_steps; ++m) {
-    // Micro-batch m of the global batch, then this rank's share of it.
-    const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
-    const Shard part = shard_of(micro.count, rank_, ranks_);
-    const std::int64_t batch = part.count, offset = micro.offset + part.offset;
-    const bool last_micro = m + 1 == micro_steps;
-    const StepContext ctx{train,       options_.seed, step_, offset, sync ? sync_.get() : nullptr,
-                          micro.count, nullptr,       exec()};
-    if (batch > 0) {
-      load_batch(data, order, start + offset, batch, model_, draw, stream);
-      clock.stop(time_.data);
-      const Tensor<float> output = model_.forward(batch, ctx, before_layer_);
-      evaluate_loss(model_, output, batch, global, train, sums);
-    }
-    // Backward reads every parameter; a rank without samples waits here.
-    settle_parameters();
-    clock.stop(time_.forward);
-    if (!train) continue;
-    // Gradients are averaged while the last micro-batch runs backward.
-    if (last_micro && averager_) averager_->begin();
-    if (batch > 0) model_.backward(batch, ctx, last_micro ? after_layer_ : nullptr);
-    clock.stop(time_.backward);
-  }
-}
-
-template <class Clock>
 StepReport Trainer::finish_step(int epoch, std::int64_t s, std::int64_t steps, std::int64_t global,
                                 double* sums, Clock& clock) {
-  if (averager_) {
-    averager_->finish();
-    clock.stop(time_.communication);
-  }
-  if (pipeline_ && data_ranks_ > 1) {
-    // The stage's ranks sum their gradients (zero outside the stage).
-    const OptimizerSharding& mine = *stage_slices_;
-    data_comm_->sum(
-        Vector<float>(model_.parameters().gradients().data() + mine.offset(), mine.count()));
-    clock.stop(time_.communication);
-  }
+  if (exchange_->finish()) clock.stop(time_.communication);
   // One process communicates nothing: its time goes to the next phase.
   if (ranks_ > 1) {
     comm_->sum(sums, 2);
@@ -199,14 +154,7 @@ StepReport Trainer::finish_step(int epoch, std::int64_t s, std::int64_t steps, s
     ++skipped_;
   }
   clock.stop(time_.optimizer);
-  if (update && sharding_) {
-    // Overlapped: the next forward pass waits for each bucket in turn.
-    if (before_layer_)
-      sharding_->start_gather();
-    else
-      sharding_->gather_parameters(model_.parameters());
-    clock.stop(time_.communication);
-  }
+  if (update && exchange_->share_parameters(model_.parameters())) clock.stop(time_.communication);
   if (ranks_ > 1) {
     average_state();
     clock.stop(time_.communication);
@@ -234,79 +182,165 @@ std::string Trainer::progress_line(const StepReport& r, std::int64_t steps, std:
   return os.str();
 }
 
-Evaluation Trainer::run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                                const std::function<void(const std::string&)>& log, int epoch,
-                                std::int64_t first_step) {
-  const std::int64_t n = data.size();
-  const std::int64_t batch_size = options_.batch_size;
-  const WindowDraw draw{options_.seed, epoch};
-  const std::int64_t steps = steps_per_epoch(n);
-  TESSERA_REQUIRE(first_step >= 0 && first_step < steps,
-                  "tessera::Trainer: epoch " << epoch + 1 << " has " << steps
-                                             << " steps; cannot start at step " << first_step + 1);
-  // Training stops within the epoch once the run's max_steps are taken.
-  const std::int64_t left = options_.max_steps > 0 ? options_.max_steps - step_ : steps;
-  const std::int64_t last =
-      train ? std::min(steps, first_step + std::max<std::int64_t>(left, 1)) : steps;
-  const bool sync = train && sync_ != nullptr;
-  if (sync) check_sync_batchnorm(n);
-  // A streamed dataset is read ahead: this rank's share of every batch left.
-  // Inner pipeline stages take no data.
-  std::unique_ptr<BatchStream> stream;
-  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
-  if (data.streamed() && takes_data) stream = plan_stream(data, order, first_step, last);
-  if (sharding_) sharding_->reset_gather_wait();
-  // Sums over the samples seen so far: loss, correct predictions.
-  double totals[2] = {0, 0};
-  std::int64_t samples = 0;
-  const auto started = std::chrono::steady_clock::now();
-  PhaseClock clock;
-  for (std::int64_t s = first_step; s < last; ++s) {
-    const std::int64_t start = s * batch_size;
-    // The last batch of an epoch holds the remainder; its gradient is the
-    // mean over its own samples.
-    const std::int64_t global = std::min(batch_size, n - start);
-    samples += global;
-    clock.start();
-    if (train) model_.zero_gradients();
-    // Summed on the host in sample order: the same total for any thread count.
-    double sums[2] = {0, 0};
-    if (pipeline_)
-      pipeline_batch(data, order, train, start, global, draw, sync, stream.get(), clock, sums);
-    else
-      micro_batches(data, order, train, start, global, draw, sync, stream.get(), clock, sums);
-    if (train) {
-      const StepReport report = finish_step(epoch, s, steps, global, sums, clock);
-      totals[0] += sums[0];
-      totals[1] += sums[1];
-      if (on_step_) on_step_(report);
-      if (log && options_.log_every > 0 && ((s + 1) % options_.log_every == 0 || s + 1 == last)) {
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        const double done = static_cast<double>(start + global - first_step * batch_size);
-        log(progress_line(report, steps, n, done, seconds, totals));
-      }
-    } else {
-      totals[0] += sums[0];
-      totals[1] += sums[1];
-      if (on_evaluation_batch_) on_evaluation_batch_(start + global, n);
-    }
-  }
-  if (sharding_) {
-    // Waiting for parameters inside forward is communication, not compute;
-    // the wait for the last step's parameters is communication too.
-    const double in_forward = sharding_->gather_wait_seconds();
-    settle_parameters();
-    time_.forward -= in_forward;
-    time_.communication += sharding_->gather_wait_seconds();
-  }
-  if (!train && comm_ != nullptr) comm_->sum(totals, 2);
+Evaluation Trainer::mean_of(const double* totals, std::int64_t samples) const {
   Evaluation result;
   result.samples = samples;
-  const double predictions = static_cast<double>(result.samples * positions_);
+  const double predictions = static_cast<double>(samples * positions_);
   result.loss = totals[0] / predictions;
   result.accuracy = totals[1] / predictions;
-  if (!train && !std::isfinite(result.loss))
+  return result;
+}
+
+EpochPlan Trainer::begin_epoch(const Dataset& data, int epoch, std::int64_t first_step) {
+  ensure_buffers(data);
+  epoch_.started = std::chrono::steady_clock::now();
+  const std::int64_t n = data.size(), steps = steps_per_epoch(n);
+  TESSERA_REQUIRE(epoch >= 0 && first_step >= 0 && first_step < steps,
+                  "tessera::Trainer::begin_epoch: epoch " << epoch + 1 << " has " << steps
+                                                          << " steps; cannot start at step "
+                                                          << first_step + 1);
+  const auto order = shuffled_order(n, options_.seed, epoch);
+  const Kokkos::View<const std::int64_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      order_host(order.data(), order.size());
+  Kokkos::deep_copy(Kokkos::subview(order_, std::pair<std::int64_t, std::int64_t>(0, n)),
+                    order_host);
+  // Training stops within the epoch once the run's max_steps are taken.
+  const std::int64_t left = options_.max_steps > 0 ? options_.max_steps - step_ : steps;
+  const std::int64_t last = std::min(steps, first_step + std::max<std::int64_t>(left, 1));
+  if (sync_) check_sync_batchnorm(n);
+  time_ = PhaseTimes{};
+  skipped_ = 0;
+  exchange_->reset_times();
+  if (pipeline_) pipeline_->reset_waiting();
+  // A streamed dataset is read ahead: this rank's share of every batch left.
+  // Inner pipeline stages take no data.
+  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
+  epoch_.stream =
+      data.streamed() && takes_data ? plan_stream(data, order_, first_step, last) : nullptr;
+  epoch_.data = &data;
+  epoch_.plan = EpochPlan{epoch, first_step, last, steps};
+  epoch_.next = first_step;
+  epoch_.totals[0] = epoch_.totals[1] = 0;
+  epoch_.samples = 0;
+  return epoch_.plan;
+}
+
+Batch Trainer::batch(std::int64_t index) const {
+  const EpochPlan& plan = epoch_.plan;
+  TESSERA_REQUIRE(epoch_.data != nullptr, "tessera::Trainer::batch: begin_epoch() first");
+  TESSERA_REQUIRE(index >= 0 && index < plan.steps, "tessera::Trainer::batch: step "
+                                                        << index + 1 << " of an epoch of "
+                                                        << plan.steps << " steps");
+  // The last batch of an epoch holds the remainder; its gradient is the
+  // mean over its own samples.
+  const std::int64_t start = index * options_.batch_size;
+  return Batch{index, start, std::min(options_.batch_size, epoch_.data->size() - start)};
+}
+
+StepReport Trainer::step(const Batch& b) {
+  TESSERA_REQUIRE(epoch_.data != nullptr, "tessera::Trainer::step: begin_epoch() first");
+  const Batch expected = batch(b.index);
+  TESSERA_REQUIRE(b.start == expected.start && b.size == expected.size,
+                  "tessera::Trainer::step: batch [" << b.start << ", " << b.start + b.size
+                                                    << ") is not step " << b.index + 1
+                                                    << " of the epoch; take it from batch()");
+  TESSERA_REQUIRE(!epoch_.stream || (b.index == epoch_.next && b.index < epoch_.plan.last),
+                  "tessera::Trainer::step: a streamed dataset serves steps "
+                      << epoch_.next + 1 << " to " << epoch_.plan.last
+                      << " of the epoch in order; got step " << b.index + 1);
+  impl::PhaseClock clock;
+  clock.start();
+  model_.zero_gradients();
+  // Summed on the host in sample order: the same total for any thread count.
+  double sums[2] = {0, 0};
+  Work work(*this, *epoch_.data, order_, true, b.start, b.size,
+            WindowDraw{options_.seed, epoch_.plan.epoch}, epoch_.stream.get(), clock, sums);
+  schedule_->run(work);
+  const StepReport report =
+      finish_step(epoch_.plan.epoch, b.index, epoch_.plan.steps, b.size, sums, clock);
+  epoch_.totals[0] += sums[0];
+  epoch_.totals[1] += sums[1];
+  epoch_.samples += b.size;
+  epoch_.next = b.index + 1;
+  if (on_step_) on_step_(report);
+  return report;
+}
+
+EpochReport Trainer::end_epoch() {
+  TESSERA_REQUIRE(epoch_.data != nullptr, "tessera::Trainer::end_epoch: begin_epoch() first");
+  // Waiting for parameters inside forward is communication, not compute;
+  // the wait for the last step's parameters is communication too.
+  const double in_forward = exchange_->parameter_wait_seconds();
+  settle_parameters();
+  time_.forward -= in_forward;
+  time_.communication += exchange_->parameter_wait_seconds();
+  EpochReport report;
+  report.epoch = epoch_.plan.epoch;
+  report.train = mean_of(epoch_.totals, epoch_.samples);
+  report.time = time_;
+  report.overlapped_seconds = exchange_->overlapped_seconds();
+  report.overlap_fraction = exchange_->overlap_fraction();
+  report.lr = lr_;
+  report.skipped_steps = skipped_;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_.started).count();
+  report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;
+  if (pipeline_) {
+    report.pipeline_wait_seconds = pipeline_->waiting_seconds();
+    double share = report.pipeline_wait_seconds / report.seconds;
+    comm_->sum(&share, 1);
+    report.bubble_fraction = share / ranks_;
+  }
+  epoch_.data = nullptr;
+  epoch_.stream.reset();
+  return report;
+}
+
+EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
+                                 const std::function<void(const std::string&)>& log,
+                                 std::int64_t first_step) {
+  ScopedRegion region("tessera::Trainer::train_epoch");
+  const EpochPlan plan = begin_epoch(data, epoch, first_step);
+  const auto started = std::chrono::steady_clock::now();
+  for (std::int64_t s = plan.first; s < plan.last; ++s) {
+    const Batch b = batch(s);
+    const StepReport report = step(b);
+    if (log && options_.log_every > 0 &&
+        ((s + 1) % options_.log_every == 0 || s + 1 == plan.last)) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const double done = static_cast<double>(b.start + b.size - plan.first * options_.batch_size);
+      log(progress_line(report, plan.steps, data.size(), done, seconds, epoch_.totals));
+    }
+  }
+  return end_epoch();
+}
+
+Evaluation Trainer::evaluate(const Dataset& data) {
+  ScopedRegion region("tessera::Trainer::evaluate");
+  ensure_buffers(data);
+  const std::int64_t n = data.size(), steps = steps_per_epoch(n);
+  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
+  const std::unique_ptr<BatchStream> stream =
+      data.streamed() && takes_data ? plan_stream(data, identity_order_, 0, steps) : nullptr;
+  double totals[2] = {0, 0};
+  impl::PhaseClock clock;
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const std::int64_t start = s * options_.batch_size;
+    const std::int64_t global = std::min(options_.batch_size, n - start);
+    clock.start();
+    double sums[2] = {0, 0};
+    Work work(*this, data, identity_order_, false, start, global, WindowDraw{options_.seed, 0},
+              stream.get(), clock, sums);
+    schedule_->run(work);
+    totals[0] += sums[0];
+    totals[1] += sums[1];
+    if (on_evaluation_batch_) on_evaluation_batch_(start + global, n);
+  }
+  settle_parameters();
+  if (comm_ != nullptr) comm_->sum(totals, 2);
+  const Evaluation result = mean_of(totals, n);
+  if (!std::isfinite(result.loss))
     throw CollectiveError("tessera::Trainer: non-finite loss in the evaluation; check the data");
   return result;
 }

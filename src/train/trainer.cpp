@@ -110,34 +110,18 @@ void Trainer::attach_pipeline(std::vector<Model*> replicas) {
                         << stage.last << "); a model's workspace holds layers ["
                         << m->workspace().first << ", " << m->workspace().last
                         << ") (compile it for the stage's layers)");
-  std::vector<int> offsets, counts;
-  pipeline_->slices(model_, model_.parameters(), offsets, counts);
-  stage_slices_ =
-      std::make_unique<OptimizerSharding>(pipeline_->line(), optimizer_, offsets, counts);
   pipeline_->slices(model_, model_.state(), state_offsets_, state_counts_);
 }
 
-void Trainer::set_up_exchange() {
-  if (pipeline_) {
-    if (options_.sync_batchnorm && data_ranks_ > 1)
-      sync_ = std::make_unique<CommunicatorSync>(*data_comm_);
-  } else if (ranks_ > 1) {
-    averager_ = std::make_unique<GradientAverager>(*comm_, model_, options_.bucket_bytes,
-                                                   options_.overlap, options_.gradient_dtype);
-    GradientAverager* averager = averager_.get();
-    after_layer_ = [averager](std::size_t layer) { averager->layer_done(layer); };
-    if (options_.sync_batchnorm) sync_ = std::make_unique<CommunicatorSync>(*comm_);
-    if (options_.shard_optimizer) {
-      sharding_ = std::make_unique<OptimizerSharding>(*comm_, optimizer_, model_.parameters());
-      averager_->reduce_to_slices(sharding_->offsets(), sharding_->counts());
-      // The next forward waits for each bucket of parameters as it needs it.
-      if (options_.overlap_gather) {
-        sharding_->gather_in_buckets(model_.parameters(), averager_->buckets());
-        OptimizerSharding* sharding = sharding_.get();
-        before_layer_ = [sharding](std::size_t layer) { sharding->wait_for_layer(layer); };
-      }
-    }
-  }
+void Trainer::set_up_step() {
+  exchange_ = make_exchange(model_, optimizer_, options_, comm_, pipeline_);
+  if (pipeline_)
+    schedule_ = std::make_unique<OneFOneB>(*pipeline_, slots_, data_rank_, data_ranks_);
+  else
+    schedule_ = std::make_unique<MicroBatches>(model_, *exchange_, options_.accumulation_steps,
+                                               rank_, ranks_);
+  if (options_.sync_batchnorm && data_ranks_ > 1)
+    sync_ = std::make_unique<CommunicatorSync>(*data_comm_);
 }
 
 Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options,
@@ -155,25 +139,15 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
   }
   slots_.push_back(&model);
   if (pipeline) attach_pipeline(std::move(replicas));
-  TESSERA_REQUIRE(
-      options.accumulation_steps >= 1 && options.batch_size >= options.accumulation_steps,
-      "tessera::Trainer: accumulation steps " << options.accumulation_steps
-                                              << " must be between 1 and the batch size "
-                                              << options.batch_size);
+  options.validate();
   const std::int64_t shard = options.max_shard(data_ranks_);
-  TESSERA_REQUIRE(options.batch_size >= 1 && shard <= model.max_batch(),
+  TESSERA_REQUIRE(shard <= model.max_batch(),
                   "tessera::Trainer: batch size "
                       << options.batch_size << " in " << options.accumulation_steps
                       << " micro-batch(es) over " << data_ranks_
                       << " rank(s) needs shards of up to " << shard
                       << " samples; the model was compiled for " << model.max_batch()
                       << " (compile it for TrainOptions::max_shard(ranks))");
-  TESSERA_REQUIRE(options.epochs >= 1,
-                  "tessera::Trainer: epochs " << options.epochs << " must be >= 1");
-  TESSERA_REQUIRE(std::isfinite(options.clip_norm) && options.clip_norm >= 0,
-                  "tessera::Trainer: clip_norm " << options.clip_norm
-                                                 << " must be finite and >= 0 (0 = no clipping)");
-  options.schedule.validate();
   const LossScaling& scaling = options.loss_scaling;
   if (scaling.dynamic) {
     TESSERA_REQUIRE(LossScaling::valid_scale(scaling.initial),
@@ -186,7 +160,7 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const TrainOptions& options
     scale_.scale = scaling.initial;
   }
   loss_ = make_loss(options.loss);
-  set_up_exchange();
+  set_up_step();
   // The gradient norm is taken every step, clipping or not: a non-finite
   // gradient must stop the run before it reaches the weights.
   norm_scratch_ = Kokkos::View<double*, MemSpace>(
@@ -221,9 +195,7 @@ bool Trainer::unscale_gradients(int epoch, std::int64_t batch_index, double& nor
   ParameterStore& params = model_.parameters();
   // Division by a power of two: exact unless a value turns subnormal.
   if (scale_.scale != 1) kernels::scale_in_place(exec, params.gradients(), 1.0 / scale_.scale);
-  norm = pipeline_   ? pipeline_->gradient_norm(exec, params, norm_scratch_)
-         : sharding_ ? sharding_->gradient_norm(exec, params, norm_scratch_)
-                     : gradient_norm(exec, params, norm_scratch_);
+  norm = exchange_->gradient_norm(exec, params, norm_scratch_);
   const LossScaling& scaling = options_.loss_scaling;
   if (std::isfinite(norm)) {
     if (scaling.dynamic && ++scale_.good_steps >= scaling.growth_interval) {
@@ -256,9 +228,7 @@ void Trainer::average_state() {
   kernels::scale_in_place(exec(), model_.state().values(), 1.0 / data_ranks_);
 }
 
-void Trainer::settle_parameters() {
-  if (sharding_) sharding_->settle();
-}
+void Trainer::settle_parameters() { exchange_->settle(); }
 
 void Trainer::gather_model() {
   settle_parameters();
@@ -273,7 +243,8 @@ void Trainer::gather_model() {
                                                         offsets[s], offsets[s] + counts[s])));
     line.gather_slices(mine, values, counts, offsets);
   };
-  gather(model_.parameters().values(), stage_slices_->offsets(), stage_slices_->counts());
+  const OptimizerSharding& stage = *exchange_->slices();
+  gather(model_.parameters().values(), stage.offsets(), stage.counts());
   if (model_.state().count() > 0) gather(model_.state().values(), state_offsets_, state_counts_);
 }
 
@@ -304,7 +275,7 @@ void Trainer::ensure_buffers(const Dataset& data) {
 }
 
 // The rows of this rank's part of each micro-batch, in the order
-// run_batches takes them.
+// the schedule takes them.
 std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
                                                   const Vector<std::int64_t>& order,
                                                   std::int64_t first_step,
@@ -326,49 +297,6 @@ std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
     }
   }
   return std::make_unique<BatchStream>(data, std::move(rows), std::move(counts));
-}
-
-EpochReport Trainer::train_epoch(const Dataset& data, int epoch,
-                                 const std::function<void(const std::string&)>& log,
-                                 std::int64_t first_step) {
-  ScopedRegion region("tessera::Trainer::train_epoch");
-  ensure_buffers(data);
-  const auto started = std::chrono::steady_clock::now();
-  const auto order = shuffled_order(data.size(), options_.seed, epoch);
-  const Kokkos::View<const std::int64_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      order_host(order.data(), order.size());
-  Kokkos::deep_copy(Kokkos::subview(order_, std::pair<std::int64_t, std::int64_t>(0, data.size())),
-                    order_host);
-  EpochReport report;
-  report.epoch = epoch;
-  time_ = PhaseTimes{};
-  skipped_ = 0;
-  if (averager_) averager_->reset_times();
-  if (pipeline_) pipeline_->reset_waiting();
-  report.train = run_batches(data, order_, true, log, epoch, first_step);
-  report.time = time_;
-  if (averager_) {
-    report.overlapped_seconds = averager_->overlapped_seconds();
-    report.overlap_fraction = averager_->overlap_fraction();
-  }
-  report.lr = lr_;
-  report.skipped_steps = skipped_;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  report.samples_per_second = static_cast<double>(report.train.samples) / report.seconds;
-  if (pipeline_) {
-    report.pipeline_wait_seconds = pipeline_->waiting_seconds();
-    double share = report.pipeline_wait_seconds / report.seconds;
-    comm_->sum(&share, 1);
-    report.bubble_fraction = share / ranks_;
-  }
-  return report;
-}
-
-Evaluation Trainer::evaluate(const Dataset& data) {
-  ScopedRegion region("tessera::Trainer::evaluate");
-  ensure_buffers(data);
-  return run_batches(data, identity_order_, false, {}, 0, 0);
 }
 
 }  // namespace tessera

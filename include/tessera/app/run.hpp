@@ -18,6 +18,7 @@
 #include <tessera/deck/deck.hpp>
 #include <tessera/io/checkpoint.hpp>
 #include <tessera/parallel/communicator.hpp>
+#include <tessera/train/callbacks.hpp>
 #include <tessera/train/trainer.hpp>
 
 #include <functional>
@@ -27,15 +28,6 @@
 
 namespace tessera {
 
-// One epoch as the run saw it.
-struct EpochSummary {
-  EpochReport report;      // training: losses, times, communication
-  int epochs = 0;          // in the whole run
-  bool evaluated = false;  // evaluated after this epoch (run.eval_every, or the last one)
-  std::string set;         // "validation" or "test"
-  Evaluation evaluation;
-};
-
 struct RunResult {
   Evaluation test;  // on the test set, after the deck's last epoch (not when paused)
   // The last evaluation, after the last epoch trained: on the validation
@@ -44,6 +36,9 @@ struct RunResult {
   std::string set;      // "validation" or "test"
   int epochs = 0;       // epochs of the run done, counting those before a restart
   bool paused = false;  // stopped before the deck's last epoch (train's pause_after)
+  // Why the run ended before the deck's last epoch (early stopping); empty
+  // when it did not.
+  std::string stopped;
 };
 
 // Datasets read once and shared by the runs of one process that read the
@@ -128,6 +123,11 @@ class Run {
 
   // Trains the epochs the deck has left, evaluating, checkpointing and
   // recording metrics as it asks, and evaluates the test set at the end.
+  // Evaluation, the weights check, early stopping, metrics, the caller's
+  // callbacks and checkpoints run as a CallbackList (train/callbacks.hpp),
+  // in that order on every rank (callbacks() describes it). A run that early
+  // stopping ended stays ended: a restart from its checkpoints trains no
+  // further.
   // With pause_after between the first epoch and the deck's last, it stops
   // after that many epochs of the run instead: evaluates, commits a
   // checkpoint whatever the deck's cadence, and leaves the test set alone,
@@ -136,6 +136,9 @@ class Run {
   RunResult train(const RunCallbacks& callbacks = {}, int pause_after = 0);
 
   std::int64_t steps_per_epoch() const;
+  // "evaluation (collective), weights check (collective), ...": the run's
+  // callbacks in the order they run.
+  std::string callbacks();
   const Dataset& training_data() const { return train_; }
   // The epoch training resumes in (0 without a restart); the deck's epoch
   // count or more when a checkpoint has finished them all.
@@ -160,11 +163,21 @@ class Run {
   // epoch and epochs.
   std::string schedule_text() const;
   void record(const std::string& json_line);
+  std::string step_record(const StepReport& r) const;
   std::string epoch_record(const EpochSummary& summary) const;
   void save(const TrainingCursor& at);
   bool minutes_due();
-  // Has train's step callback record, report and checkpoint every step.
-  void watch_steps(const RunCallbacks& callbacks);
+  // The run's callbacks in order; `evaluate` evaluates on the validation
+  // split (or the test set) and says which.
+  CallbackList compose(const RunCallbacks& callbacks,
+                       const std::function<Evaluation(bool held_out)>& evaluate, bool pausing);
+  // The checkpoint callback: by steps or minutes after a step, by the
+  // cadence after an epoch.
+  void checkpoint_after_step(const StepReport& r);
+  void checkpoint_after_epoch(const EpochSummary& summary, bool pausing);
+  // Early stopping's state as the run's recorded evaluations make it (a
+  // restart: rank 0 reads them from the checkpoint's metrics history).
+  void replay_evaluations();
   // Whether the run has taken training.max_steps optimizer steps.
   bool steps_done() const;
 
@@ -177,6 +190,7 @@ class Run {
   std::vector<std::unique_ptr<Model>> replicas_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Trainer> trainer_;
+  std::unique_ptr<EarlyStopping> early_stop_;  // training.early_stop_patience > 0
   Dataset train_, validation_, test_;
   struct Outputs;
   std::unique_ptr<Outputs> outputs_;  // metrics file, history, checkpoint directory and clock

@@ -101,11 +101,8 @@ class Model {
   // The model's input buffer for `batch` samples: fill it, then forward().
   Tensor<float> input(std::int64_t batch) const;
   // Runs the layers of `range` in order; returns the output of its last
-  // layer for `batch` samples. before_layer(i), when set, runs before layer
-  // i's forward is launched (a parameter gather in flight waits there).
-  Tensor<float> forward(std::int64_t batch, const StepContext& ctx,
-                        const std::function<void(std::size_t)>& before_layer = {},
-                        LayerRange range = {});
+  // layer for `batch` samples.
+  Tensor<float> forward(std::int64_t batch, const StepContext& ctx, LayerRange range = {});
   // Gradient of the loss with respect to the output, to fill before backward().
   Tensor<float> output_gradient(std::int64_t batch) const;
   // Zeroes the parameter gradients: once per optimizer step, before the
@@ -118,10 +115,23 @@ class Model {
   // run from the last layer down: a range continues the pass with the
   // gradients the layers above left. A pipeline stage that receives the
   // gradient of its output from elsewhere writes it into
-  // activation_gradient() first. after_layer(i), when set, runs once layer
-  // i's backward has been launched.
-  void backward(std::int64_t batch, const StepContext& ctx,
-                const std::function<void(std::size_t)>& after_layer = {}, LayerRange range = {});
+  // activation_gradient() first.
+  void backward(std::int64_t batch, const StepContext& ctx, LayerRange range = {});
+
+  // Calls around every layer of every forward and backward pass, with the
+  // layer's index: before its forward is launched (a parameter gather in
+  // flight waits there), once it has been launched, and the same for its
+  // backward (a gradient exchange starts the buckets the layer completed).
+  // Launched is not finished: a hook that reads the layer's results or
+  // times it fences the execution space first. Empty members are skipped.
+  struct LayerHooks {
+    std::function<void(std::size_t)> before_forward, after_forward;
+    std::function<void(std::size_t)> before_backward, after_backward;
+  };
+  // Adds hooks that run after those added before; returns the handle that
+  // removes them. The hooks' owner removes them before it goes.
+  std::size_t add_hooks(LayerHooks hooks);
+  void remove_hooks(std::size_t handle);
   // Zeroes every activation gradient but output_gradient() at once; a
   // backward pass needs no call to it.
   void zero_activation_gradients();
@@ -182,11 +192,11 @@ class Model {
   // as token ids), so that a 16-bit workspace holds a copy of it.
   bool needs_16bit_input(LayerRange layers) const;
   template <class T>
-  void run_forward(std::int64_t batch, const StepContext& ctx,
-                   const std::function<void(std::size_t)>& before_layer, LayerRange range);
+  void run_forward(std::int64_t batch, const StepContext& ctx, LayerRange range);
   template <class T>
-  void run_backward(std::int64_t batch, const StepContext& ctx,
-                    const std::function<void(std::size_t)>& after_layer, LayerRange range);
+  void run_backward(std::int64_t batch, const StepContext& ctx, LayerRange range);
+  // Runs member `which` of every hook set for `layer`.
+  void call_hooks(std::function<void(std::size_t)> LayerHooks::*which, std::size_t layer) const;
   // `range` clamped to the layers; it must lie inside the workspace, and in
   // a 16-bit format end where the workspace does (`sixteen_bit` says why).
   LayerRange clamp(LayerRange range, const char* fn, const char* sixteen_bit) const;
@@ -220,6 +230,8 @@ class Model {
   std::vector<std::pair<std::string, Init>> initializers_;
   std::int64_t max_batch_ = 0;
   LayerRange workspace_;
+  std::vector<std::pair<std::size_t, LayerHooks>> hooks_;  // with their handles
+  std::size_t next_hooks_ = 0;
   bool inferred_ = false;
   bool compiled_ = false;
 };

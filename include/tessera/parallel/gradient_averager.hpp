@@ -50,7 +50,7 @@ class GradientAverager {
 
   // Before backward.
   void begin();
-  // After layer i's backward (Model::backward's after_layer): starts the
+  // After layer i's backward (a Model::LayerHooks after_backward hook): starts the
   // buckets it completes and lets MPI progress the ones in flight.
   void layer_done(std::size_t layer);
   // After backward: starts the buckets still waiting and waits for all.

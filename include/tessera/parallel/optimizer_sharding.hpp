@@ -61,7 +61,7 @@ class OptimizerSharding {
   // buffer (GradientAverager::buckets(): contiguous, whole layers, each
   // starting with its layer ready_after). start_gather then posts, after
   // the optimizer's step, one non-blocking allgather per bucket in buffer
-  // order; wait_for_layer(i) (Model::forward's before_layer) waits for
+  // order; wait_for_layer(i) (a Model::LayerHooks before_forward hook) waits for
   // every bucket that starts at layer i or before it and lets MPI progress
   // the others; settle() waits for all. Between start_gather and settle(),
   // nothing may read a parameter whose bucket was not waited for, and

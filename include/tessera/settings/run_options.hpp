@@ -24,6 +24,11 @@ struct RunOptions {
   std::string name = "run";
   std::string output_dir;  // default "output/<name>", relative to the working directory
   int eval_every = 1;      // epochs between evaluations; 0 = only after the last
+  // Early stopping: the run ends after this many evaluations in a row that
+  // did not lower the evaluation loss below the best by more than min_delta
+  // (0 = never).
+  int early_stop_patience = 0;
+  double early_stop_min_delta = 0;
   CheckpointCadence checkpoint;
 };
 

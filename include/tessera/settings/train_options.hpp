@@ -44,6 +44,12 @@ struct LossScaling {
 };
 
 struct TrainOptions {
+  // What each setting may be: the deck's keys and validate() read these.
+  static constexpr Range epochs_range = Range::closed(1, 1000000);
+  static constexpr Range batch_size_range = Range::closed(1, 1 << 20);
+  static constexpr Range accumulation_steps_range = Range::closed(1, 1 << 20);
+  static constexpr Range clip_norm_range = Range::closed(0, 1e6);
+
   int epochs = 1;
   // > 0: the run ends after this many optimizer steps, within an epoch or
   // before the last one.
@@ -73,6 +79,10 @@ struct TrainOptions {
   bool overlap_gather = true;
   // Gradients are sent between ranks in this format (and summed in it).
   FloatFormat gradient_dtype = FloatFormat::fp32;
+
+  // Throws Error naming the first setting out of its range (the schedule's
+  // included), or accumulation_steps above batch_size.
+  void validate() const;
 
   // The optimizer steps of the whole run at steps_per_epoch steps an
   // epoch: the epochs', or max_steps when that is fewer.

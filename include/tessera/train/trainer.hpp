@@ -16,12 +16,13 @@
 #include <tessera/model/loss.hpp>
 #include <tessera/model/model.hpp>
 #include <tessera/optim/optimizer.hpp>
-#include <tessera/parallel/gradient_averager.hpp>
-#include <tessera/parallel/optimizer_sharding.hpp>
 #include <tessera/parallel/pipeline.hpp>
 #include <tessera/settings/schedule.hpp>
 #include <tessera/settings/train_options.hpp>
+#include <tessera/train/exchange.hpp>
+#include <tessera/train/schedule.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,16 +58,6 @@ struct LossScaleState {
   std::int64_t good_steps = 0;
 };
 
-// Seconds spent per phase of the training steps (each phase ends with a
-// device fence, so the phases add up to the loop's wall time).
-struct PhaseTimes {
-  double data = 0;           // gathering the batch
-  double forward = 0;        // forward pass and loss
-  double backward = 0;       // backward pass
-  double optimizer = 0;      // gradient norm, clipping, update
-  double communication = 0;  // waiting for ranks: loss sums, gradient averaging after backward
-};
-
 struct EpochReport {
   int epoch = 0;
   Evaluation train;  // running mean over the epoch's batches
@@ -85,6 +76,31 @@ struct EpochReport {
   double bubble_fraction = 0;
 };
 
+// The steps of an epoch begun (Trainer::begin_epoch): [first, last) of
+// its `steps`; last < steps when TrainOptions::max_steps ends the run
+// inside the epoch.
+struct EpochPlan {
+  int epoch = 0;
+  std::int64_t first = 0, last = 0, steps = 0;
+};
+
+// One global batch of the epoch begun (Trainer::batch): step `index` of the
+// epoch, places [start, start + size) of its shuffled order.
+struct Batch {
+  std::int64_t index = 0, start = 0, size = 0;
+};
+
+// A training step is Trainer::step: the model's gradients zeroed, the step's
+// schedule (train/schedule.hpp: micro-batches, or this rank's pipeline
+// stage in 1F1B order) running forward, the loss and backward, the gradient
+// exchange (train/exchange.hpp: none, buckets, ZeRO-1, a pipeline stage's
+// sum) finishing, the loss checked, the gradients unscaled, clipped and
+// applied at the scheduled learning rate, the parameters shared. A loop of
+// one's own (docs/examples/custom_loop.cpp) goes
+//   for each epoch: plan = begin_epoch(data, epoch);
+//                   for s in [plan.first, plan.last): step(batch(s));
+//                   end_epoch();
+// which is what train_epoch does, with progress lines.
 class Trainer {
  public:
   // comm: the ranks training together (nullptr or one rank: this process
@@ -102,6 +118,19 @@ class Trainer {
   EpochReport train_epoch(const Dataset& data, int epoch,
                           const std::function<void(const std::string&)>& log = {},
                           std::int64_t first_step = 0);
+  // Begins epoch `epoch` (0-based) of training on `data` from its step
+  // first_step: shuffles the data (seeded by the options' seed and the
+  // epoch), reads a streamed dataset ahead, resets the epoch's times.
+  EpochPlan begin_epoch(const Dataset& data, int epoch, std::int64_t first_step = 0);
+  // Step `index` of the epoch begun. A streamed dataset serves the batches
+  // of [plan.first, plan.last) in order only.
+  Batch batch(std::int64_t index) const;
+  // One optimizer step on a batch of the epoch begun (all ranks take the
+  // same batch; each trains on its shard); on_step's callback runs after it.
+  StepReport step(const Batch& batch);
+  // Ends the epoch begun: waits for parameters in flight; the epoch's
+  // loss and accuracy over the steps taken, its times and throughput.
+  EpochReport end_epoch();
   // Loss and accuracy over the whole dataset (split over the ranks).
   Evaluation evaluate(const Dataset& data);
   // Optimizer steps in one epoch of `samples` samples.
@@ -135,7 +164,10 @@ class Trainer {
   // shard (checkpoints gather and restarts take the state through it);
   // nullptr otherwise.
   // With a pipeline: the stages' slices (each rank updates its own).
-  OptimizerSharding* sharding() const { return sharding_ ? sharding_.get() : stage_slices_.get(); }
+  OptimizerSharding* sharding() const { return exchange_->slices(); }
+  // The step's two parts.
+  const GradientExchange& exchange() const { return *exchange_; }
+  const StepSchedule& schedule() const { return *schedule_; }
   // Collective. With a pipeline: every stage's parameters and state copied
   // into the model of each pipeline's first rank (world rank 0 included),
   // which then holds the whole model, e.g. for a checkpoint. Else nothing.
@@ -145,34 +177,24 @@ class Trainer {
   const Communicator* replica_comm() const { return data_comm_; }
 
  private:
+  class Work;  // one batch's MicroBatchWork for the schedule
   // The constructor's pipeline part: checks the replicas and the stage's
-  // layers, and sets up the stage's parameter slices.
+  // layers.
   void attach_pipeline(std::vector<Model*> replicas);
-  // The gradient exchange the options and ranks ask for: bucket averaging,
-  // ZeRO-1 sharding with its gather, synchronised BatchNorm.
-  void set_up_exchange();
+  // The exchange and the schedule the options, ranks and pipeline ask for;
+  // synchronised BatchNorm.
+  void set_up_step();
   void ensure_buffers(const Dataset& data);
-  Evaluation run_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                         const std::function<void(const std::string&)>& log, int epoch,
-                         std::int64_t first_step);
   std::unique_ptr<BatchStream> plan_stream(const Dataset& data, const Vector<std::int64_t>& order,
                                            std::int64_t first_step, std::int64_t steps) const;
   void average_state();
   // Throws CollectiveError when synchronised BatchNorm would see a
   // micro-batch with no sample on some rank (n samples an epoch).
   void check_sync_batchnorm(std::int64_t n) const;
-  // One global batch (places [start, start + global) of order) on this rank
-  // alone or data parallel: its micro-batches' forward and, when training,
-  // backward, with gradient averaging started during the last backward;
-  // adds the loss and correct predictions of this rank's samples to sums.
-  template <class Clock>
-  void micro_batches(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                     std::int64_t start, std::int64_t global, const WindowDraw& draw, bool sync,
-                     BatchStream* stream, Clock& clock, double* sums);
   // After a batch's backward (step s of `steps` in the epoch): the
   // gradients exchanged, sums (loss, correct predictions) added over the
   // ranks and the loss checked, the gradients unscaled, clipped and applied
-  // at the step's learning rate, the parameters gathered and the state
+  // at the step's learning rate, the parameters shared and the state
   // averaged; what the step did.
   template <class Clock>
   StepReport finish_step(int epoch, std::int64_t s, std::int64_t steps, std::int64_t global,
@@ -181,12 +203,6 @@ class Trainer {
   // `samples` in `seconds`, totals their loss and correct predictions.
   std::string progress_line(const StepReport& r, std::int64_t steps, std::int64_t samples,
                             double done, double seconds, const double* totals) const;
-  // One global batch's micro-batches on this pipeline stage; adds the loss
-  // and correct predictions of the last stage's samples to sums.
-  template <class Clock>
-  void pipeline_batch(const Dataset& data, const Vector<std::int64_t>& order, bool train,
-                      std::int64_t start, std::int64_t global, const WindowDraw& draw, bool sync,
-                      BatchStream* stream, Clock& clock, double* sums);
   // This rank's `batch` samples from place `first` of `order` (or the
   // stream's next) into model's input, and their labels.
   void load_batch(const Dataset& data, const Vector<std::int64_t>& order, std::int64_t first,
@@ -195,6 +211,8 @@ class Trainer {
   // loss and correct predictions to sums.
   void evaluate_loss(Model& model, const Tensor<float>& output, std::int64_t batch,
                      std::int64_t global, bool train, double* sums);
+  // Means over the predictions of `samples` samples from their sums.
+  Evaluation mean_of(const double* totals, std::int64_t samples) const;
 
   // The model's instance (Model::set_execution_space): every kernel of the
   // step, the replicas', the averager's and the optimizer's run on it.
@@ -211,14 +229,23 @@ class Trainer {
   int data_rank_ = 0, data_ranks_ = 1;
   Pipeline* pipeline_ = nullptr;
   std::vector<Model*> slots_;  // the model, then its replicas
-  std::unique_ptr<OptimizerSharding> stage_slices_;
   std::vector<int> state_offsets_, state_counts_;
-  std::unique_ptr<GradientAverager> averager_;
-  std::unique_ptr<OptimizerSharding> sharding_;
+  std::unique_ptr<GradientExchange> exchange_;
+  std::unique_ptr<StepSchedule> schedule_;
   std::unique_ptr<CommunicatorSync> sync_;
-  std::function<void(std::size_t)> after_layer_;
-  std::function<void(std::size_t)> before_layer_;  // a sharded optimizer's overlapped gather
   std::function<void(const StepReport&)> on_step_;
+  // The epoch begun: its data, plan and stream, the step a stream serves
+  // next, sums over its steps so far (loss, correct predictions).
+  struct EpochRun {
+    const Dataset* data = nullptr;
+    EpochPlan plan;
+    std::unique_ptr<BatchStream> stream;
+    std::int64_t next = 0;
+    double totals[2] = {0, 0};
+    std::int64_t samples = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  EpochRun epoch_;
   std::function<void(std::int64_t, std::int64_t)> on_evaluation_batch_;
   std::int64_t step_ = 0;
   float lr_ = 0;
