@@ -55,24 +55,17 @@ void Optimizer::allocate(const ParameterStore& params) {
   store_count_ = params.count();
 }
 
-namespace {
-void require_in(const char* what, float value, const Range& range) {
-  TESSERA_REQUIRE(range.contains(value), "tessera::make_optimizer: " << what << " " << value
-                                                                     << " must be in "
-                                                                     << range.interval());
-}
-}  // namespace
-
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
-  require_in("weight_decay", p.weight_decay(), OptimizerParams::weight_decay_range);
+  constexpr const char* who = "tessera::make_optimizer";
+  OptimizerParams::weight_decay_range.require(who, "weight_decay", p.weight_decay());
   if (p.type == "sgd") {
-    require_in("momentum", p.sgd.momentum, SgdParams::momentum_range);
+    SgdParams::momentum_range.require(who, "momentum", p.sgd.momentum);
     return std::make_unique<SGD>(p.sgd);
   }
   if (p.type == "adam" || p.type == "adamw") {
-    require_in("beta1", p.adam.beta1, AdamParams::beta_range);
-    require_in("beta2", p.adam.beta2, AdamParams::beta_range);
-    require_in("eps", p.adam.eps, AdamParams::eps_range);
+    AdamParams::beta_range.require(who, "beta1", p.adam.beta1);
+    AdamParams::beta_range.require(who, "beta2", p.adam.beta2);
+    AdamParams::eps_range.require(who, "eps", p.adam.eps);
     if (p.type == "adam") return std::make_unique<Adam>(p.adam);
     return std::make_unique<AdamW>(p.adam);
   }

@@ -1,4 +1,5 @@
 // Ranges and numbers as the reference and messages write them.
+#include <tessera/core/error.hpp>
 #include <tessera/settings/range.hpp>
 
 #include <cstdio>
@@ -29,6 +30,11 @@ std::string Range::text() const {
   const std::string a = impl::end_text(low), b = impl::end_text(high);
   if (!low_open && !high_open) return a + " to " + b;
   return (low_open ? "(" : "[") + a + ", " + b + (high_open ? ")" : "]");
+}
+
+void Range::require(const char* who, const char* what, double value) const {
+  TESSERA_REQUIRE(contains(value),
+                  who << ": " << what << " " << value << " must be in " << interval());
 }
 
 std::string Range::interval() const {

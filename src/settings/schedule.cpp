@@ -12,14 +12,10 @@ constexpr double pi = 3.14159265358979323846;
 }  // namespace
 
 void LrSchedule::validate() const {
-  const auto require = [](const char* what, double value, const Range& range) {
-    TESSERA_REQUIRE(range.contains(value), "tessera::LrSchedule: " << what << " " << value
-                                                                   << " must be in "
-                                                                   << range.interval());
-  };
-  require("base_lr", base_lr, base_lr_range);
-  require("step_size", static_cast<double>(step_size), step_size_range);
-  require("gamma", gamma, gamma_range);
+  constexpr const char* who = "tessera::LrSchedule";
+  base_lr_range.require(who, "base_lr", base_lr);
+  step_size_range.require(who, "step_size", static_cast<double>(step_size));
+  gamma_range.require(who, "gamma", gamma);
   TESSERA_REQUIRE(type != ScheduleType::multistep || !milestones.empty(),
                   "tessera::LrSchedule: a multistep schedule needs at least one milestone");
   for (std::size_t i = 0; i < milestones.size(); ++i)
@@ -31,7 +27,7 @@ void LrSchedule::validate() const {
       "tessera::LrSchedule: min_lr " << min_lr << " must be in [0, base_lr = " << base_lr << "]");
   TESSERA_REQUIRE(warmup_steps >= 0,
                   "tessera::LrSchedule: warmup_steps " << warmup_steps << " must be >= 0");
-  require("warmup_start_factor", warmup_start_factor, warmup_start_factor_range);
+  warmup_start_factor_range.require(who, "warmup_start_factor", warmup_start_factor);
 }
 
 float LrSchedule::lr(std::int64_t step, std::int64_t steps_per_epoch,

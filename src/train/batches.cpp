@@ -213,10 +213,7 @@ EpochPlan Trainer::begin_epoch(const Dataset& data, int epoch, std::int64_t firs
   exchange_->reset_times();
   if (pipeline_) pipeline_->reset_waiting();
   // A streamed dataset is read ahead: this rank's share of every batch left.
-  // Inner pipeline stages take no data.
-  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
-  epoch_.stream =
-      data.streamed() && takes_data ? plan_stream(data, order_, first_step, last) : nullptr;
+  epoch_.stream = plan_stream(data, order_, first_step, last);
   epoch_.data = &data;
   epoch_.plan = EpochPlan{epoch, first_step, last, steps};
   epoch_.next = first_step;
@@ -231,10 +228,14 @@ Batch Trainer::batch(std::int64_t index) const {
   TESSERA_REQUIRE(index >= 0 && index < plan.steps, "tessera::Trainer::batch: step "
                                                         << index + 1 << " of an epoch of "
                                                         << plan.steps << " steps");
+  return batch_at(index, epoch_.data->size());
+}
+
+Batch Trainer::batch_at(std::int64_t index, std::int64_t samples) const {
   // The last batch of an epoch holds the remainder; its gradient is the
   // mean over its own samples.
   const std::int64_t start = index * options_.batch_size;
-  return Batch{index, start, std::min(options_.batch_size, epoch_.data->size() - start)};
+  return Batch{index, start, std::min(options_.batch_size, samples - start)};
 }
 
 StepReport Trainer::step(const Batch& b) {
@@ -320,22 +321,19 @@ Evaluation Trainer::evaluate(const Dataset& data) {
   ScopedRegion region("tessera::Trainer::evaluate");
   ensure_buffers(data);
   const std::int64_t n = data.size(), steps = steps_per_epoch(n);
-  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
-  const std::unique_ptr<BatchStream> stream =
-      data.streamed() && takes_data ? plan_stream(data, identity_order_, 0, steps) : nullptr;
+  const std::unique_ptr<BatchStream> stream = plan_stream(data, identity_order_, 0, steps);
   double totals[2] = {0, 0};
   impl::PhaseClock clock;
   for (std::int64_t s = 0; s < steps; ++s) {
-    const std::int64_t start = s * options_.batch_size;
-    const std::int64_t global = std::min(options_.batch_size, n - start);
+    const Batch b = batch_at(s, n);
     clock.start();
     double sums[2] = {0, 0};
-    Work work(*this, data, identity_order_, false, start, global, WindowDraw{options_.seed, 0},
+    Work work(*this, data, identity_order_, false, b.start, b.size, WindowDraw{options_.seed, 0},
               stream.get(), clock, sums);
     schedule_->run(work);
     totals[0] += sums[0];
     totals[1] += sums[1];
-    if (on_evaluation_batch_) on_evaluation_batch_(start + global, n);
+    if (on_evaluation_batch_) on_evaluation_batch_(b.start + b.size, n);
   }
   settle_parameters();
   if (comm_ != nullptr) comm_->sum(totals, 2);

@@ -280,20 +280,21 @@ std::unique_ptr<BatchStream> Trainer::plan_stream(const Dataset& data,
                                                   const Vector<std::int64_t>& order,
                                                   std::int64_t first_step,
                                                   std::int64_t steps) const {
-  const std::int64_t n = data.size();
+  const bool takes_data = !pipeline_ || pipeline_->first_stage() || pipeline_->last_stage();
+  if (!data.streamed() || !takes_data) return nullptr;
   const auto order_host = Kokkos::create_mirror_view(order);
   Kokkos::deep_copy(order_host, order);
-  const std::int64_t batch_size = options_.batch_size, micro_steps = options_.accumulation_steps;
+  const std::int64_t micro_steps = options_.accumulation_steps;
   std::vector<std::int64_t> rows, counts;
   for (std::int64_t s = first_step; s < steps; ++s) {
-    const std::int64_t start = s * batch_size, global = std::min(batch_size, n - start);
+    const Batch b = batch_at(s, data.size());
     for (std::int64_t m = 0; m < micro_steps; ++m) {
-      const Shard micro = shard_of(global, static_cast<int>(m), static_cast<int>(micro_steps));
+      const Shard micro = shard_of(b.size, static_cast<int>(m), static_cast<int>(micro_steps));
       const Shard part = shard_of(micro.count, data_rank_, data_ranks_);
       if (part.count == 0) continue;
       counts.push_back(part.count);
       for (std::int64_t i = 0; i < part.count; ++i)
-        rows.push_back(order_host(start + micro.offset + part.offset + i));
+        rows.push_back(order_host(b.start + micro.offset + part.offset + i));
     }
   }
   return std::make_unique<BatchStream>(data, std::move(rows), std::move(counts));

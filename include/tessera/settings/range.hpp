@@ -37,6 +37,9 @@ struct Range {
   std::string text() const;
   // "[0, 0.999999]", "(0, 1]": the interval in messages.
   std::string interval() const;
+  // Throws Error "<who>: <what> <value> must be in <interval>" unless the
+  // range contains value: the engine's check of a setting against its range.
+  void require(const char* who, const char* what, double value) const;
 };
 
 namespace impl {

@@ -185,6 +185,12 @@ class Trainer {
   // synchronised BatchNorm.
   void set_up_step();
   void ensure_buffers(const Dataset& data);
+  // Global batch `index` of an epoch over `samples` samples; the last holds
+  // the remainder.
+  Batch batch_at(std::int64_t index, std::int64_t samples) const;
+  // A streamed dataset's read-ahead of this rank's share of steps
+  // [first_step, steps) in `order`; nullptr when the data is resident or
+  // this rank (an inner pipeline stage) takes none.
   std::unique_ptr<BatchStream> plan_stream(const Dataset& data, const Vector<std::int64_t>& order,
                                            std::int64_t first_step, std::int64_t steps) const;
   void average_state();
