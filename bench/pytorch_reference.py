@@ -137,6 +137,14 @@ class CausalSelfAttention(nn.Module):
         return self.proj((att @ v).transpose(1, 2).reshape(n, t, c))
 
 
+def tied_weight(module):
+    """The weight a Dense with `tie` shares: an embedding's table or a
+    Dense's own (nn.Linear, or the Linear after nn.Flatten)."""
+    if isinstance(module, Embedding):
+        return module.table.weight
+    return (module[-1] if isinstance(module, nn.Sequential) else module).weight
+
+
 def make_layer(spec, in_shapes, modules):
     """The module for one [[model.layers]] entry; in_shapes exclude the
     batch; modules are the earlier layers' by name (for tied weights)."""
@@ -147,7 +155,7 @@ def make_layer(spec, in_shapes, modules):
         linear = nn.Linear(shape[-1] if last_axis else math.prod(shape), spec["units"],
                            bias=spec.get("bias", True))
         if spec.get("tie"):
-            linear.weight = modules[spec["tie"]].table.weight
+            linear.weight = tied_weight(modules[spec["tie"]])
         return nn.Sequential(nn.Flatten(), linear) if len(shape) > 1 and not last_axis else linear
     if kind == "embedding":
         return Embedding(spec["vocabulary"], spec["dim"], shape[0] if spec.get("positions") else 0)
@@ -156,7 +164,8 @@ def make_layer(spec, in_shapes, modules):
                                    spec.get("bias", True))
     if kind == "conv2d":
         return nn.Conv2d(shape[0], spec["out_channels"], pair(spec["kernel"]),
-                         pair(spec.get("stride", 1)), pair(spec.get("padding", 0)))
+                         pair(spec.get("stride", 1)), pair(spec.get("padding", 0)),
+                         bias=spec.get("bias", True))
     if kind in ("maxpool2d", "avgpool2d"):
         kernel = pair(spec["kernel"])
         stride = pair(spec.get("stride", spec["kernel"]))
@@ -178,6 +187,8 @@ def make_layer(spec, in_shapes, modules):
               "flatten": nn.Flatten, "add": Sum, "concat": Concat}
     if kind in simple:
         return simple[kind]()
+    if kind == "softmax":  # Tessera's is along dimension 1
+        return nn.Softmax(dim=1)
     if kind == "leakyrelu":
         return nn.LeakyReLU(spec.get("slope", 0.01))
     fail(f"layer type '{kind}' is not known")

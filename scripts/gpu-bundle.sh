@@ -61,7 +61,7 @@ for f in devil.train.bin devil.val.bin; do
   [ -f "${tokens}/${f}" ] || die "${tokens}/${f} missing: run scripts/setup.sh first, or set TESSERA_TOKEN_DIR"
 done
 
-apps=(tessera-train tessera-bench tessera-synthetic tessera-inspect)
+apps=(tessera-train tessera-predict tessera-bench tessera-synthetic tessera-inspect)
 if [ "$backend" = cuda ]; then
   release_source="${TESSERA_KOKKOS_SOURCE:-}"
   if [ -z "$release_source" ] && [ -d "${TESSERA_ROOT}/../shared/kokkos" ]; then

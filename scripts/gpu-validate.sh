@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run Tessera on a GPU machine and write what it did: the unit suite, the
 # example decks (MLP, wide MLP, CNN, ResNet, tiny GPT) for a bounded number of
-# steps, tessera-bench on each, PyTorch on the same decks (fp32, TF32 off),
-# 2 MPI ranks on the one GPU (data parallel with ZeRO-1, and 2 pipeline
-# stages) against 1, and a compute-sanitizer memcheck of one training step
-# per deck, in this order.
+# steps, each run's checkpoint through tessera-predict, tessera-bench on each,
+# PyTorch on the same decks (fp32, TF32 off), 2 MPI ranks on the one GPU
+# (data parallel with ZeRO-1, and 2 pipeline stages) against 1, and a
+# compute-sanitizer memcheck of one training step per deck, in this order.
 #
 #   scripts/gpu-validate.sh --bundle BUNDLE cuda [KOKKOS_ARCH]
 #       with the prebuilt binaries of scripts/gpu-bundle.sh (a directory, or
@@ -167,11 +167,11 @@ else
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" \
     -DTessera_ENABLE_COMPILE_ONLY=ON > "$out/logs/configure.log" 2>&1 \
     || { tail -40 "$out/logs/configure.log"; die "configure failed (log: $out/logs/configure.log)"; }
-  cmake --build "$build" -j "$TESSERA_JOBS" --target tessera-train tessera-bench \
+  cmake --build "$build" -j "$TESSERA_JOBS" --target tessera-train tessera-predict tessera-bench \
     tessera_unit_tests_compile_only > "$out/logs/build.log" 2>&1 \
     || { tail -60 "$out/logs/build.log"; die "build failed (log: $out/logs/build.log)"; }
   mkdir -p "$out/bin"
-  ln -sf "${build}/apps/tessera-train" "${build}/apps/tessera-bench" "$out/bin/"
+  ln -sf "${build}/apps/tessera-train" "${build}/apps/tessera-predict" "${build}/apps/tessera-bench" "$out/bin/"
   bin="$out/bin"
   unit_tests=("${build}/tests/tessera_unit_tests_compile_only")
   origin="built here in ${build}"
@@ -226,6 +226,26 @@ deck_args() {
 }
 selected() { [[ "$wanted" == *",$1,"* ]]; }
 
+# check_predict <name> <training log> <deck> <--set arguments...>: the
+# run's checkpoint through tessera-predict on the same test samples must
+# give the loss and accuracy of the run's last evaluation.
+check_predict() {
+  local name="$1" train_log="$2" deck="$3" log="$out/logs/predict-$1.log" expected got
+  shift 3
+  if ! run_step 60 "$log" "$bin/tessera-predict" "$deck" "$out/runs/${name}/checkpoints" "$@"; then
+    fail_step "predict ${name}" "$?" "$log"
+    return
+  fi
+  expected="$(sed -n 's/^test loss \([0-9.]*\)$/\1/p' "$train_log") $(sed -n 's/^test accuracy: \([0-9.]*\)$/\1/p' "$train_log")"
+  got=$(sed -n 's/^test: [0-9]* samples, loss \([0-9.]*\), accuracy \([0-9.]*\) .*/\1 \2/p' "$log")
+  if [ "$got" = "$expected" ]; then
+    record "predict ${name}" "$(line_of "$log" '^test:'), as the run's last evaluation"
+  else
+    failures+=("predict ${name}")
+    record "predict ${name}" "FAILED: loss and accuracy '${got}', the run's last evaluation '${expected}' ($(basename "$log"))"
+  fi
+}
+
 if selected unit; then
   step "unit suite"
   # The device instances of the typed tests and every untyped test; the
@@ -260,6 +280,7 @@ if selected train; then
       data.test_samples=1000 "run.output_dir=$out/runs/${name}")
     if run_step 60 "$log" "$bin/tessera-train" "${args[@]}"; then
       record "train ${name}" "$(line_of "$log" '^epoch 1/1:')"
+      check_predict "$name" "$log" "${args[@]}"
     else
       fail_step "train ${name}" "$?" "$log"
     fi

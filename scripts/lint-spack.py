@@ -58,7 +58,7 @@ DEFAULT_FACTS = os.path.join(ROOT, "spack", "recipe-facts.json")
 # The recipes whose facts Tessera's package and environment may refer to.
 FACT_PACKAGES = ("kokkos", "kokkos-kernels", "kokkos-nvcc-wrapper", "openblas", "openmpi", "hdf5",
                  "googletest", "tomlplusplus", "cli11", "nlohmann-json", "zlib", "zlib-ng",
-                 "cmake", "python", "py-matplotlib", "cuda", "hip", "rocblas", "gcc", "mpich",
+                 "cmake", "python", "py-matplotlib", "py-numpy", "py-h5py", "py-onnx", "cuda", "hip", "rocblas", "gcc", "mpich",
                  "cray-mpich")
 FACT_CLASSES = {"CMakePackage": "cmake", "CudaPackage": "cuda", "ROCmPackage": "rocm"}
 # Class attributes of the build-system classes that recipes read in their bodies.

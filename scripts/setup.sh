@@ -40,11 +40,23 @@ apt_install g++ cmake make pkg-config libopenblas-dev libopenblas-openmp-dev \
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools \
   libgtest-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
   dataset-fashion-mnist dict-devil python3 python3-matplotlib ccache
+if [ "$action" != train ]; then
+  # tessera-export (built by build, bench and test) writes ONNX with
+  # Debian's onnx and reads checkpoints with h5py.
+  step "Debian packages for tessera-export"
+  apt_install python3-h5py python3-onnx
+fi
 if [ "$action" = test ]; then
-  # The style tests (clang-format 14, shellcheck) and the check of the
-  # side-by-side PyTorch twins (Debian's PyTorch) fail without them.
+  # The style tests (clang-format 14, shellcheck), the check of the
+  # side-by-side PyTorch twins and of the PyTorch exports (Debian's
+  # PyTorch) fail without them; the ONNX exports are run by ONNX Runtime
+  # and onnx's reference evaluator from PyPI, in a virtual environment.
   step "Debian packages for the test suite"
-  apt_install clang-format shellcheck python3-torch
+  apt_install clang-format shellcheck python3-torch python3-venv
+  step "ONNX Runtime and onnx from PyPI (tests/export/requirements.txt)"
+  venv_dir=$(bash "${TESSERA_ROOT}/scripts/venv.sh" --create \
+    "${TESSERA_ROOT}/tests/export/requirements.txt" onnx onnxruntime)
+  note "virtual environment: ${venv_dir}"
 fi
 if [ "$action" = bench ]; then
   # Debian's PyTorch 1.13 is the second reference; PyTorch 2.x from PyPI the
@@ -76,7 +88,7 @@ step "Tessera: configure (${build_dir})"
 cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
   -DTessera_TEST_CONFIGURATION=setup -DCMAKE_CXX_STANDARD="${TESSERA_KOKKOS_CXX_STANDARD:-17}" \
-  -DTessera_HOST_FAST_PATHS="${TESSERA_HOST_FAST_PATHS:-ON}" \
+  -DTessera_HOST_FAST_PATHS="${TESSERA_HOST_FAST_PATHS:-ON}" -DTessera_PYTHON=/usr/bin/python3 \
   "${launcher[@]}" > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"

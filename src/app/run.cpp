@@ -78,7 +78,7 @@ constexpr DataSource data_sources[] = {
 const DataSource& data_source(const std::string& format) {
   for (const DataSource& source : data_sources)
     if (format == source.format) return source;
-  throw Error("tessera::Run: no reader for data format '" + format + "'");
+  throw Error("tessera::read_data_set: no reader for data format '" + format + "'");
 }
 
 // What a set read from `files` depends on: a process's runs share it when
@@ -97,6 +97,17 @@ std::string data_cache_key(const Deck& d, const std::vector<std::string>& files,
 }
 
 }  // namespace
+
+std::vector<std::string> data_set_files(const Deck& deck, bool training) {
+  std::vector<std::string> files;
+  for (const auto& f : deck.data_files)
+    if (f.training == training) files.push_back(f.path);
+  return files;
+}
+
+Dataset read_data_set(const Deck& deck, bool training) {
+  return data_source(deck.data_format).read(deck, data_set_files(deck, training), training);
+}
 
 Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_unique<Outputs>()) {
   const Communicator world(comm);
@@ -269,13 +280,11 @@ void Run::load_data(const RunCallbacks& callbacks, DatasetCache* cache) {
   try {
     agree(comm, [&] {
       if (callbacks.before_data) callbacks.before_data(comm.rank());
-      const DataSource& source = data_source(deck_.data_format);
       const auto load = [&](bool training) {
-        std::vector<std::string> files;
-        for (const auto& f : deck_.data_files)
-          if (f.training == training) files.push_back(f.path);
-        const auto read = [&] { return source.read(deck_, files, training); };
-        return cache ? cache->get(data_cache_key(deck_, files, training), read) : read();
+        const auto read = [&] { return read_data_set(deck_, training); };
+        return cache ? cache->get(data_cache_key(deck_, data_set_files(deck_, training), training),
+                                  read)
+                     : read();
       };
       train_ = load(true);
       test_ = load(false);

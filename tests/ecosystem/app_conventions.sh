@@ -35,9 +35,10 @@ lacks() {
 # Each app's required arguments, so that an unknown option is the only problem.
 declare -A required=([tessera-train]="$deck" [tessera-bench]="$deck" [tessera-inspect]="x.h5"
                      [tessera-idx2hdf5]="a b c.h5" [tessera-sweep]="$deck x.sweep.toml"
-                     [tessera-tokenize]="a.txt --out x" [tessera-generate]="x.h5")
+                     [tessera-tokenize]="a.txt --out x" [tessera-generate]="x.h5"
+                     [tessera-predict]="$deck x.h5")
 for app in tessera-train tessera-sweep tessera-bench tessera-inspect tessera-idx2hdf5 \
-  tessera-tokenize tessera-generate; do
+  tessera-tokenize tessera-generate tessera-predict; do
   exe="${apps}/${app}"
   read -r -a args <<<"${required[$app]}"
   run "$app-help" 0 "$exe" --help && {
@@ -72,6 +73,16 @@ run compare-version 0 "${apps}/tessera-compare" --version && {
 run compare-kokkos 0 "${apps}/tessera-compare" --kokkos-threads=1 --help
 run compare-unknown 2 "${apps}/tessera-compare" --no-such-option
 
+# tessera-export (Python): its version, then the build's (tessera-predict
+# beside it); Kokkos options go on to tessera-predict.
+run export-help 0 "${apps}/tessera-export" --help && has export-help "usage: tessera-export"
+run export-version 0 "${apps}/tessera-export" --version && {
+  has export-version "tessera-export (Tessera ${version})"
+  for line in "Kokkos: " "execution space: " "BLAS: "; do has export-version "$line"; done
+}
+run export-kokkos 0 "${apps}/tessera-export" --kokkos-threads=1 --help
+run export-unknown 2 "${apps}/tessera-export" --no-such-option
+
 # The thread count reaches Kokkos, with either spelling (3.4 and 4.x differ).
 for option in --kokkos-threads=1 --kokkos-num-threads=1; do
   run "train-check$option" 0 env OMP_NUM_THREADS=2 "${apps}/tessera-train" "$deck" --check "$option" \
@@ -100,7 +111,8 @@ for region in tessera::Model::forward tessera::Dense::forward tessera::Dense::ba
     || fail "KOKKOS_TOOLS_LIBS: region ${region} not seen; tool output: $(cat "$scratch/regions.txt" 2>&1)"
 done
 
-# Python tools find python3 on PATH.
+# Python tools find python3 on PATH (the build's copy of tessera-export may
+# name another interpreter: Tessera_PYTHON).
 python_tools=0
 while IFS= read -r -d '' file; do
   first=$(head -1 "$file")

@@ -41,6 +41,14 @@ struct RunResult {
   std::string stopped;
 };
 
+// The files of the deck's training set (training) or test set, in the
+// order its format's reader takes them.
+std::vector<std::string> data_set_files(const Deck& deck, bool training);
+// The deck's training or test set, read whole (a stream with
+// data.streaming) by its format's reader, as a run reads it; the samples
+// are normalised, not yet cut to data.train_samples or test_samples.
+Dataset read_data_set(const Deck& deck, bool training);
+
 // Datasets read once and shared by the runs of one process that read the
 // same files the same way (the trials of a sweep): a run holds its data
 // only by reference-counted views, and never writes to it.

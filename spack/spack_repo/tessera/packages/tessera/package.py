@@ -38,14 +38,17 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
         description="Serial backend (Kokkos +serial); the unit tests also run on it",
     )
     variant(
-        "apps", default=True, description="tessera-train, -bench, -inspect, -idx2hdf5, -compare"
+        "apps",
+        default=True,
+        description="tessera-train, -predict, -bench, -inspect, -idx2hdf5, -compare, -export",
     )
     variant("shared", default=True, description="Build a shared libtessera")
     variant(
         "python",
         default=False,
         when="+apps",
-        description="Python and matplotlib for tessera-compare --png (off: the system python3)",
+        description="Python with matplotlib (tessera-compare --png), h5py and onnx (tessera-export) "
+        "(off: the system python3 and its packages)",
     )
     variant(
         "gpu_aware_mpi",
@@ -147,6 +150,11 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
     # tessera-compare runs on any python3; its --png chart wants matplotlib.
     depends_on("python@3.8:", type="run", when="+python")
     depends_on("py-matplotlib", type="run", when="+python")
+    # tessera-export reads checkpoints with h5py and writes ONNX (opset 17)
+    # with onnx; its --pytorch output also wants a torch the user provides.
+    depends_on("py-numpy", type="run", when="+python")
+    depends_on("py-h5py", type="run", when="+python")
+    depends_on("py-onnx@1.12:", type="run", when="+python")
     # The suite's own tests include Python scripts (tests/ecosystem).
     depends_on("googletest", when="+tests")
     depends_on("python@3.8:", type="build", when="+tests")
@@ -176,7 +184,7 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
             kokkos.format("{name}{@version}{variants}"),
         )
         tests = self.run_tests or self.spec.satisfies("+tests")
-        return [
+        args = [
             self.define("CMAKE_CXX_COMPILER", self.tessera_cxx),
             self.define("Kokkos_ROOT", kokkos.prefix),
             self.define("KokkosKernels_ROOT", self.spec["kokkos-kernels"].prefix),
@@ -189,6 +197,10 @@ class Tessera(CMakePackage, CudaPackage, ROCmPackage):
             self.define("Tessera_ENABLE_STYLE_TESTS", False),
             self.define("Tessera_BUILD_SPEC", build_spec),
         ]
+        if self.spec.satisfies("+python"):
+            # tessera-export runs under the Python that has h5py and onnx.
+            args.append(self.define("Tessera_PYTHON", self.spec["python"].command.path))
+        return args
 
     # Stand-alone tests (`spack test run tessera`).
     downstream_dir = join_path("tests", "downstream")
