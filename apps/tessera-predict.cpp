@@ -12,6 +12,7 @@
 #include <tessera/deck/build.hpp>
 #include <tessera/io/checkpoint.hpp>
 #include <tessera/io/impl/hdf5.hpp>
+#include <tessera/io/impl/publish.hpp>
 #include <tessera/model/loss.hpp>
 #include <tessera/optim/optimizer.hpp>
 
@@ -52,11 +53,9 @@ struct Predictions {
   double loss = 0, correct = 0, seconds = 0;
 };
 
-std::string toml_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text)
-    out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
+// Whether --out names a CSV file (else HDF5).
+bool is_csv(const std::string& path) {
+  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
 }
 
 // --data and --labels as overrides of the test set's keys of the deck's format.
@@ -65,12 +64,12 @@ std::vector<std::string> data_overrides(const Options& o, const std::string& for
   const char* key = format == "idx"    ? "data.test_images"
                     : format == "hdf5" ? "data.test_file"
                                        : "data.test_tokens";
-  if (!o.data.empty()) sets.push_back(std::string(key) + "=" + toml_string(o.data));
+  if (!o.data.empty()) sets.push_back(std::string(key) + "=" + tessera::toml_string(o.data));
   if (!o.labels.empty()) {
     if (format != "idx")
       throw tessera::DeckError("--labels: the deck's data.format is '" + format +
                                "', whose files hold their labels; --labels is for idx");
-    sets.push_back("data.test_labels=" + toml_string(o.labels));
+    sets.push_back("data.test_labels=" + tessera::toml_string(o.labels));
   }
   return sets;
 }
@@ -89,9 +88,9 @@ tessera::Deck read_deck(const Options& o) {
 }
 
 // Softmax over the last axis of every row of `logits`, and each row's arg max.
-void classify(Predictions& p, std::int64_t first_row, std::int64_t rows) {
+void classify(Predictions& p) {
   const std::int64_t k = p.classes;
-  for (std::int64_t r = first_row; r < first_row + rows; ++r) {
+  for (std::int64_t r = 0; r < p.samples * p.positions; ++r) {
     const float* z = &p.logits[r * k];
     const std::int64_t best = std::max_element(z, z + k) - z;
     double total = 0;
@@ -108,8 +107,11 @@ void append(std::vector<typename View::value_type>& to, const View& device, std:
   to.insert(to.end(), host.data(), host.data() + count);
 }
 
+// Every batch through the model; the predictions (and the inputs) are kept
+// on the host only when --out writes them.
 Predictions run(tessera::Model& model, const tessera::Deck& deck, const tessera::Dataset& data,
-                std::int64_t batch, bool keep_inputs) {
+                std::int64_t batch, const Options& o) {
+  const bool keep = !o.out.empty(), keep_inputs = o.save_inputs;
   Predictions p;
   p.sample_shape = model.input_shape();
   p.output_shape = model.output_shape();
@@ -139,8 +141,10 @@ Predictions run(tessera::Model& model, const tessera::Deck& deck, const tessera:
     const tessera::Tensor<float> output = model.forward(b, eval);
     loss->evaluate(exec, output, batch_labels, 1.0f, model.output_gradient(b), sample_loss, correct,
                    false);
-    append(p.logits, output.flat(), n * p.classes);
-    append(p.labels, batch_labels, n);
+    if (keep) {
+      append(p.logits, output.flat(), n * p.classes);
+      append(p.labels, batch_labels, n);
+    }
     std::vector<float> losses;
     std::vector<int> right;
     append(losses, sample_loss, n);
@@ -156,9 +160,11 @@ Predictions run(tessera::Model& model, const tessera::Deck& deck, const tessera:
     }
   }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  p.probabilities.resize(p.logits.size());
-  p.predicted.resize(p.labels.size());
-  classify(p, 0, p.samples * p.positions);
+  if (keep) {
+    p.probabilities.resize(p.logits.size());
+    p.predicted.resize(p.labels.size());
+    classify(p);
+  }
   return p;
 }
 
@@ -187,9 +193,7 @@ void write_attribute(hid_t file, const char* name, const T& value) {
   using tessera::impl::Hdf5Handle;
   Hdf5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   if constexpr (std::is_same<T, std::string>::value) {
-    Hdf5Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(type.get(), H5T_VARIABLE);
-    H5Tset_cset(type.get(), H5T_CSET_UTF8);
+    const Hdf5Handle type = tessera::impl::string_type();
     Hdf5Handle attr(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
                     H5Aclose);
     const char* text = value.c_str();
@@ -244,22 +248,15 @@ void write_csv(const std::string& path, const Predictions& p) {
   if (!out) throw tessera::Error("cannot write " + path);
 }
 
-// The predictions to o.out (.csv: CSV, else HDF5), through a temporary file
-// renamed at the end: an interrupted write leaves no partial file.
+// The predictions to o.out (.csv: CSV, else HDF5), published as the
+// checkpoints are: an interrupted write leaves no partial file.
 void write_predictions(const Options& o, const Predictions& p, const std::string& checkpoint) {
-  const std::string temporary = o.out + ".tmp." + std::to_string(::getpid());
-  try {
-    const bool csv = o.out.size() >= 4 && o.out.compare(o.out.size() - 4, 4, ".csv") == 0;
-    if (csv)
+  tessera::impl::publish_atomically(o.out, "tessera-predict", [&](const std::string& temporary) {
+    if (is_csv(o.out))
       write_csv(temporary, p);
     else
       write_hdf5(temporary, p, o, checkpoint);
-    if (std::rename(temporary.c_str(), o.out.c_str()) != 0)
-      throw tessera::Error("cannot rename " + temporary + " to " + o.out);
-  } catch (...) {
-    std::remove(temporary.c_str());
-    throw;
-  }
+  });
 }
 
 // Refuses an --out whose directory cannot take the file before any work.
@@ -301,7 +298,7 @@ int predict(const Options& o) {
             << " in batches of " << batch << ", "
             << tessera::float_format_name(deck.training.compute) << ", from " << checkpoint << "\n"
             << std::flush;
-  const Predictions p = run(*model, deck, data, batch, o.save_inputs);
+  const Predictions p = run(*model, deck, data, batch, o);
   const double predictions = static_cast<double>(p.samples * p.positions);
   std::printf("test: %lld samples, loss %.4f, accuracy %.4f (%lld/%lld), %.0f samples/s (%.2f s)\n",
               static_cast<long long>(p.samples), p.loss / predictions, p.correct / predictions,
@@ -351,8 +348,7 @@ int main(int argc, char** argv) {
                 << world.size() << " ranks)\n";
     return 2;
   }
-  if (o.save_inputs &&
-      (o.out.empty() || o.out.size() >= 4 && o.out.substr(o.out.size() - 4) == ".csv")) {
+  if (o.save_inputs && (o.out.empty() || is_csv(o.out))) {
     std::cerr << "tessera-predict: --save-inputs needs --out with an HDF5 file\n";
     return 2;
   }

@@ -23,11 +23,8 @@ void apply_override(toml::table& root, const std::string& spec) {
   try {
     parsed = toml::parse("value = " + text, origin);
   } catch (const toml::parse_error&) {
-    std::string quoted = "\"";
-    for (char c : text)
-      quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
     try {
-      parsed = toml::parse("value = " + quoted + "\"", origin);
+      parsed = toml::parse("value = " + toml_string(text), origin);
     } catch (const toml::parse_error& e) {
       throw DeckError("--set " + spec + ": the value is not TOML: " + std::string(e.description()));
     }
@@ -81,3 +78,13 @@ void apply_override(toml::table& root, const std::string& spec) {
 }
 
 }  // namespace tessera::impl
+
+namespace tessera {
+
+std::string toml_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (char c : text) quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return quoted + "\"";
+}
+
+}  // namespace tessera

@@ -75,10 +75,7 @@ SweepValue scalar_value(const Reader& r, const toml::node& node, const std::stri
   if (const auto v = node.value_exact<std::string>()) {
     SweepValue out;
     out.label = *v;
-    out.text = "\"";
-    for (char c : *v)
-      out.text += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-    out.text += "\"";
+    out.text = toml_string(*v);
     return out;
   }
   r.fail(node.source(), key, "expected integers, numbers, strings or booleans");

@@ -129,6 +129,10 @@ struct DataFormat {
 };
 const std::vector<DataFormat>& data_formats();
 
+// `text` as a TOML basic string: in quotes, with '"' and '\\' escaped (a
+// value of an override or a sweep that must stay a string).
+std::string toml_string(const std::string& text);
+
 // Parses and validates a deck after applying `overrides` ("key.path=value",
 // e.g. "training.epochs=3" or "model.layers[2].units=64"); throws DeckError.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -71,4 +71,12 @@ inline std::string hdf5_reason() {
   return reason;
 }
 
+// Variable-length UTF-8 strings, which h5py reads as str.
+inline Hdf5Handle string_type() {
+  Hdf5Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  return type;
+}
+
 }  // namespace tessera::impl
