@@ -10,6 +10,7 @@
 #include <tessera/core/compat.hpp>
 #include <tessera/core/host_paths.hpp>
 #include <tessera/core/machine.hpp>
+#include <tessera/core/memory_events.hpp>
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/random.hpp>
@@ -409,6 +410,40 @@ void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
   add_totals(report, step_samples, totals, peaks, batch);
 }
 
+// The activation memory of the model as compiled for the batch
+// (Model::activation_memory) under its settings, under each buffer plan and
+// with recompute = "blocks", and what Kokkos Tools saw allocated besides
+// the parameters, their gradients and the state (`allocated`), in bytes.
+json memory_json(const tessera::Model& model, std::int64_t allocated) {
+  using tessera::BufferPlan;
+  const tessera::ActivationMemory m = model.activation_memory();
+  const auto plan = [&](BufferPlan p) {
+    return json{{"nodes", m.nodes(p)},
+                {"kept", m.kept(p)},
+                {"temporaries", m.temporaries(p)},
+                {"total", m.total(p)}};
+  };
+  return {{"buffers", tessera::buffer_plans.name(m.plan)},
+          {"recompute", tessera::recompute_modes.name(m.recompute)},
+          {"activations", m.total()},
+          {"measured", allocated - model.parameters().count() * 8 - model.state().count() * 4},
+          {"layer_buffers", m.layer_buffers},
+          {"separate", plan(BufferPlan::separate)},
+          {"shared", plan(BufferPlan::shared)},
+          {"shared_blocks", m.total_blocks()}};
+}
+
+void print_memory(std::ostream& os, const json& memory) {
+  const auto mib = [](const json& bytes) { return bytes.get<double>() / (1 << 20); };
+  os << std::fixed << std::setprecision(1) << "activation memory: " << mib(memory["activations"])
+     << " MiB (memory.buffers = \"" << memory["buffers"].get<std::string>()
+     << "\", training.recompute = \"" << memory["recompute"].get<std::string>()
+     << "\"; Kokkos Tools saw " << mib(memory["measured"]) << " MiB allocated); separate "
+     << mib(memory["separate"]["total"]) << " MiB, shared " << mib(memory["shared"]["total"])
+     << " MiB, shared with recompute = \"blocks\" " << mib(memory["shared_blocks"]) << " MiB\n"
+     << std::defaultfloat;
+}
+
 int run(const Options& opt) {
   const tessera::Deck deck = tessera::load_deck(opt.deck_path, opt.overrides);
   const std::int64_t batch = opt.batch > 0 ? opt.batch : deck.training.batch_size;
@@ -418,7 +453,15 @@ int run(const Options& opt) {
   options.accumulation_steps = 1;
   options.epochs = 2 * opt.repetitions + 1;
   options.log_every = 0;
-  const auto model = tessera::build_model(deck, batch);
+  // What Kokkos Tools sees the model allocate when it compiles, beside
+  // the plan it reports.
+  std::unique_ptr<tessera::Model> model;
+  std::int64_t compiled_bytes = 0;
+  {
+    tessera::MemoryEventCounter counter;
+    model = tessera::build_model(deck, batch);
+    compiled_bytes = static_cast<std::int64_t>(counter.bytes_allocated());
+  }
   const tessera::Shape sample = tessera::drop_batch(model->input(batch).shape());
   const tessera::Shape out = model->output_shape();
 
@@ -450,8 +493,10 @@ int run(const Options& opt) {
     tessera::bench::add_predictions(opt.predict, opt.launch_latency_us, !opt.skip_peaks, deck,
                                     *model, report);
     report["parallelism"] = tessera::bench::parallelism(report);
+    report["memory"] = memory_json(*model, compiled_bytes);
     std::cout << "\n";
     print_table(std::cout, report);
+    print_memory(std::cout, report["memory"]);
     tessera::bench::print_parallelism(std::cout, report);
     tessera::bench::print_predictions(std::cout, report);
     if (!(file << report.dump(2) << "\n")) {

@@ -385,7 +385,7 @@ TEST(Deck, OverridesFromTheCommandLine) {
       "training.epohcs=3",
       "--set training.epohcs=3: training.epohcs: unknown key (did you mean "
       "'training.epochs'?); allowed: epochs, batch_size, accumulation_steps, max_steps, "
-      "log_every, clip_norm, eval_every, early_stop_patience, early_stop_min_delta");
+      "log_every, clip_norm, recompute, eval_every, early_stop_patience, early_stop_min_delta");
   expect_override_error("model.layers[5].units=3",
                         "--set model.layers[5].units=3: 'layers' has 3 entries");
   // An index too long for any integer type (found by fuzz_deck).

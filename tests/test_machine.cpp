@@ -3,6 +3,7 @@
 // names (the decision must be right on CPUs this machine is not); and that
 // this machine's BLAS and flags are read.
 #include <tessera/core/machine.hpp>
+#include <tessera/core/runtime.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -77,6 +78,44 @@ TEST(Machine, SilentWhenKernelsMatchOrNothingIsKnown) {
   EXPECT_EQ(blas_vector_warning({}, openblas("Haswell"), ""), "");
   EXPECT_EQ(blas_vector_warning(zen5_flags, openblas("Unknown"), ""), "");
   EXPECT_EQ(blas_vector_warning(zen5_flags, BlasInfo{"BLIS 0.9.0", "", "", false}, ""), "");
+}
+
+// The start-up check of the CPU, for every order of the build's and the
+// CPU's instruction sets: only a build wider than the CPU is refused, and
+// the message says what the build uses, what the CPU has and how to rebuild.
+TEST(Machine, RefusesHostCodeWiderThanTheCpu) {
+  const std::string m = host_isa_mismatch(VectorIsa::avx512, VectorIsa::avx2, "native");
+  EXPECT_NE(m.find("uses AVX-512 instructions (built with -march=native)"), std::string::npos) << m;
+  EXPECT_NE(m.find("this CPU has only AVX2+FMA"), std::string::npos) << m;
+  EXPECT_NE(m.find("illegal instruction"), std::string::npos) << m;
+  EXPECT_NE(m.find("-DTessera_HOST_ARCH=x86-64-v3 (AVX2)"), std::string::npos) << m;
+  EXPECT_NE(m.find("-DTessera_HOST_ARCH=x86-64 (portable)"), std::string::npos) << m;
+  // Without a known -march the message leaves it out; x86-64-v3 is offered
+  // only to CPUs that run it.
+  const std::string avx = host_isa_mismatch(VectorIsa::avx2, VectorIsa::avx, "");
+  EXPECT_NE(avx.find("uses AVX2+FMA instructions, but this CPU has only AVX:"), std::string::npos)
+      << avx;
+  EXPECT_EQ(avx.find("x86-64-v3"), std::string::npos) << avx;
+  EXPECT_NE(avx.find("-DTessera_HOST_ARCH=x86-64 (portable)"), std::string::npos) << avx;
+  // The same set, a narrower one, or a set that is not known: it runs.
+  EXPECT_EQ(host_isa_mismatch(VectorIsa::avx2, VectorIsa::avx2, "native"), "");
+  EXPECT_EQ(host_isa_mismatch(VectorIsa::avx512, VectorIsa::avx512, "native"), "");
+  EXPECT_EQ(host_isa_mismatch(VectorIsa::sse, VectorIsa::avx512, ""), "");
+  EXPECT_EQ(host_isa_mismatch(VectorIsa::avx2, VectorIsa::avx512, "x86-64-v3"), "");
+  EXPECT_EQ(host_isa_mismatch(VectorIsa::unknown, VectorIsa::avx2, ""), "");
+  EXPECT_EQ(host_isa_mismatch(VectorIsa::avx512, VectorIsa::unknown, "native"), "");
+  // This test runs, so this build runs on this CPU.
+  EXPECT_EQ(host_isa_mismatch(), "");
+}
+
+// --version (build_configuration()) names the host code's instruction set,
+// its -march where one was given, and the CPU's.
+TEST(Machine, BuildConfigurationNamesTheHostPath) {
+  const std::string config = build_configuration();
+  std::string line = std::string("host kernels: ") + isa_name(compiled_isa());
+  if (*host_arch()) line += std::string(", -march=") + host_arch();
+  line += std::string(" (this CPU: ") + isa_name(widest_isa(cpu_flags())) + ")\n";
+  EXPECT_NE(config.find(line), std::string::npos) << config;
 }
 
 // This machine, against what the test reads itself: the flags are those of

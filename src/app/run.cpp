@@ -140,15 +140,37 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
   require_same_on_every_rank(world, content_hash(identity), "the deck",
                              "start every rank with the same deck file and --set options");
   comm_ = std::make_unique<Communicator>(comm, device_mpi_from_name(deck_.gpu_aware_mpi));
-  if (stages == 1) return;
-  pipeline_ = std::make_unique<Pipeline>(*comm_, plan, deck_.training.accumulation_steps);
+  if (stages > 1) {
+    pipeline_ = std::make_unique<Pipeline>(*comm_, plan, deck_.training.accumulation_steps);
+    agree(world, [&] {
+      const LayerRange stage = pipeline_->layers(*model_);
+      model_->compile(model_->max_batch(), deck_.training.seed, stage);
+      for (std::int64_t k = 1; k < pipeline_->in_flight(); ++k) {
+        replicas_.push_back(build_model(deck_));
+        replicas_.back()->compile(model_->max_batch(), *model_, stage);
+      }
+    });
+  }
+  // Before any training: a run over the deck's cap stops here on every rank.
   agree(world, [&] {
-    const LayerRange stage = pipeline_->layers(*model_);
-    model_->compile(model_->max_batch(), deck_.training.seed, stage);
-    for (std::int64_t k = 1; k < pipeline_->in_flight(); ++k) {
-      replicas_.push_back(build_model(deck_));
-      replicas_.back()->compile(model_->max_batch(), *model_, stage);
-    }
+    const double cap = deck_.memory.cap_mb;
+    const Memory m = memory();
+    if (cap <= 0 || static_cast<double>(m.total()) <= cap * (1 << 20)) return;
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(1) << deck_.location("memory.cap_mb")
+       << ": memory.cap_mb: the run needs " << static_cast<double>(m.total()) / (1 << 20)
+       << " MiB on rank " << world.rank() << ", above the cap of " << cap << " MiB ("
+       << memory_description() << "); ";
+    if (m.activations.plan == BufferPlan::separate &&
+        static_cast<double>(m.total(BufferPlan::shared)) <= cap * (1 << 20))
+      os << "memory.buffers = \"shared\" fits; ";
+    if (static_cast<double>(m.total_blocks()) <= cap * (1 << 20) && m.total_blocks() < m.total())
+      os << "training.recompute = \"blocks\" fits ("
+         << static_cast<double>(m.total_blocks()) / (1 << 20) << " MiB); ";
+    os << "lower training.batch_size, raise training.accumulation_steps (smaller micro-batches), "
+          "use precision.compute = \"bf16\", shard the optimizer state "
+          "(parallel.shard_optimizer) or raise memory.cap_mb";
+    throw DeckError(os.str());
   });
 }
 
@@ -212,6 +234,7 @@ std::string Run::description() const {
     os << " (the whole model " << mib(model_->activation_bytes()) << " MiB)" << std::defaultfloat
        << "\n";
   }
+  os << memory_description() << "\n";
   if (deck_.streaming) {
     os << "data streamed from " << deck_.train_file << " and " << deck_.test_file
        << ": each rank reads its share of every batch, " << BatchStream::default_depth

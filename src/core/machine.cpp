@@ -125,6 +125,33 @@ VectorIsa compiled_isa() {
 #endif
 }
 
+const char* host_arch() {
+#ifdef TESSERA_HOST_ARCH
+  return TESSERA_HOST_ARCH;
+#else
+  return "";
+#endif
+}
+
+std::string host_isa_mismatch(VectorIsa compiled, VectorIsa cpu, const std::string& arch) {
+  if (compiled == VectorIsa::unknown || cpu == VectorIsa::unknown || compiled <= cpu) return {};
+  std::ostringstream os;
+  os << "tessera: this build's host code uses " << isa_name(compiled) << " instructions";
+  if (!arch.empty()) os << " (built with -march=" << arch << ")";
+  os << ", but this CPU has only " << isa_name(cpu)
+     << ": it would stop on an illegal instruction. Rebuild on this kind of CPU "
+     << "(-DTessera_HOST_ARCH=native), or with ";
+  // x86-64-v3 is the AVX2+FMA level every such CPU runs; below it only the
+  // portable baseline (SSE2) is certain to run.
+  if (cpu == VectorIsa::avx2) os << "-DTessera_HOST_ARCH=x86-64-v3 (AVX2) or ";
+  os << "-DTessera_HOST_ARCH=x86-64 (portable).";
+  return os.str();
+}
+
+std::string host_isa_mismatch() {
+  return host_isa_mismatch(compiled_isa(), widest_isa(cpu_flags()));
+}
+
 double peak_resident_mib() {
   struct rusage usage {};
   if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;

@@ -11,14 +11,41 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
+#include <string>
 #include <type_traits>
 
 namespace tessera {
 
-// MPI's start and end are the one place outside tessera::Communicator that
-// calls MPI: core/ sits below parallel/ on the ladder, and every app starts
-// MPI here before Kokkos (scripts/check-layout.py mpi allows these calls).
+namespace {
+
+// Stops a process whose CPU lacks the vector instructions this build's host
+// code uses, before Kokkos runs any of it: otherwise the first such
+// instruction ends the run with SIGILL and no word why. Each rank checks its
+// own CPU (a job may span nodes of different kinds); a failing rank names
+// itself and ends the whole job, so that no rank waits on it in a collective.
+void stop_if_cpu_lacks_host_isa(int rank, int size, bool owns_mpi) {
+  const std::string message = host_isa_mismatch();
+  if (message.empty()) return;
+  // One write per rank, so that ranks sharing a terminal do not interleave.
+  const std::string line =
+      (size > 1 ? "[rank " + std::to_string(rank) + " of " + std::to_string(size) + "] "
+                : std::string()) +
+      message + "\n";
+  std::cerr << line << std::flush;
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (owns_mpi) MPI_Finalize();
+  std::exit(2);
+}
+
+}  // namespace
+
+// MPI's start, end and abort are the one place outside tessera::Communicator
+// that calls MPI: core/ sits below parallel/ on the ladder, and every app
+// starts MPI here before Kokkos (scripts/check-layout.py mpi allows these
+// calls).
 Runtime::Runtime(int& argc, char**& argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -29,6 +56,7 @@ Runtime::Runtime(int& argc, char**& argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  stop_if_cpu_lacks_host_isa(rank_, size_, owns_mpi_);
   compat::translate_kokkos_arguments(argc, argv);
   Kokkos::initialize(argc, argv);
   // Once, from the first rank: a BLAS on narrow kernels costs every app that
@@ -155,7 +183,12 @@ std::string build_configuration() {
      << "Kokkos: " << kokkos_version() << ", backends " << backends << "\n"
      << "execution space: " << execution_space_name() << "\n"
      << "kernel paths: " << kernel_paths_name() << "\n"
-     << "Kokkos Kernels: " << TESSERA_KOKKOS_KERNELS_VERSION << "\n"
+     << "host kernels: " << isa_name(compiled_isa());
+  if (*host_arch()) os << ", -march=" << host_arch();
+  os << " (this CPU: " << isa_name(widest_isa(cpu_flags())) << ")\n";
+  const std::string mismatch = host_isa_mismatch();
+  if (!mismatch.empty()) os << mismatch << "\n";
+  os << "Kokkos Kernels: " << TESSERA_KOKKOS_KERNELS_VERSION << "\n"
      << "BLAS: " << blas.library;
   if (!blas.core.empty()) os << "; core " << blas.core;
   if (!blas.threading.empty()) os << "; threads " << blas.threading;

@@ -18,6 +18,8 @@ std::unique_ptr<Model> build_model(const Deck& deck) {
   }
   auto model = std::make_unique<Model>(input);
   model->set_compute(deck.training.compute);
+  model->set_buffer_plan(deck.memory.buffers);
+  model->set_recompute(deck.memory.recompute);
   for (std::size_t i = 0; i < deck.layers.size(); ++i) {
     const LayerDeck& layer = deck.layers[i];
     try {

@@ -354,6 +354,29 @@ Section<Deck> training_section() {
       .number(
           "clip_norm", [](auto& d) -> auto& { return d.training.clip_norm; },
           TrainOptions::clip_norm_range, "gradient clipping by global norm; 0: off")
+      .custom(
+          "recompute", KeyKind::choice_or_texts, Range::any(),
+          "outputs kept from forward to backward; the others are computed again",
+          [](Deck& d, const KeyValue& v) {
+            if (v.texts.empty()) {
+              d.memory.recompute.mode = recompute_modes.value(v.text, "tessera::parse_deck");
+              d.memory.recompute.layers.clear();
+              return;
+            }
+            for (std::size_t i = 0; i < v.texts.size(); ++i)
+              if (std::none_of(d.layers.begin(), d.layers.end(),
+                               [&](const LayerDeck& l) { return l.name == v.texts[i]; }))
+                throw KeyRefused("'" + v.texts[i] + "' is not a layer name", i);
+            d.memory.recompute.mode = RecomputeMode::layers;
+            d.memory.recompute.layers = v.texts;
+          },
+          [](const Deck& d) {
+            return d.memory.recompute.mode == RecomputeMode::layers
+                       ? impl::list_text(d.memory.recompute.layers)
+                       : impl::quoted(recompute_modes.name(d.memory.recompute.mode));
+          })
+      .choices({"none", "blocks"})
+      .allowed("or an array of layer names")
       .integer(
           "eval_every", [](auto& d) -> auto& { return d.run.eval_every; },
           Range::closed(0, 1000000), "epochs between evaluations; 0: after the last only")
@@ -375,6 +398,23 @@ Section<Deck> training_section() {
           f.fail("accumulation_steps",
                  "value " + std::to_string(t.accumulation_steps) +
                      " is out of range [1, batch_size = " + std::to_string(t.batch_size) + "]");
+      });
+}
+
+Section<Deck> memory_section() {
+  return SectionBuilder<Deck>("memory")
+      .named(
+          "buffers", [](auto& d) -> auto& { return d.memory.buffers; }, buffer_plans,
+          "how layer outputs, their gradients and the layers' temporaries share memory")
+      .number(
+          "cap_mb", [](auto& d) -> auto& { return d.memory.cap_mb; }, Range::closed(0, 1e9),
+          "device memory (MiB) a rank may plan for; 0: no limit")
+      .finish([](Deck& d, const KeyFailure& f) {
+        if (d.memory.recompute.mode != RecomputeMode::none &&
+            d.memory.buffers != BufferPlan::shared)
+          f.fail("buffers",
+                 "training.recompute frees memory only when the values share it; it needs "
+                 "memory.buffers = \"shared\" (the default)");
       });
 }
 
@@ -514,9 +554,9 @@ const std::vector<DataFormat>& data_formats() { return formats(); }
 
 const std::vector<Section<Deck>>& deck_sections() {
   static const std::vector<Section<Deck>> sections{
-      run_section(),       data_section(),      model_section(),    loss_section(),
-      optimizer_section(), schedule_section(),  training_section(), precision_section(),
-      parallel_section(),  checkpoint_section()};
+      run_section(),       data_section(),     model_section(),     loss_section(),
+      optimizer_section(), schedule_section(), training_section(),  precision_section(),
+      parallel_section(),  memory_section(),   checkpoint_section()};
   return sections;
 }
 

@@ -89,6 +89,18 @@ KeyValue read_value(const Reader& r, const toml::table& t, const std::string& pr
         value.texts.push_back(*v);
       });
       break;
+    case KeyKind::choice_or_texts:
+      if (node.is_string()) {
+        value.text = r.choice(t, prefix, name, "", choices);
+        break;
+      }
+      read_array(r, node, key, "expected one of the names or an array of strings",
+                 [&](const toml::node& item) {
+                   const auto v = item.value_exact<std::string>();
+                   if (!v) r.fail(item.source(), key, "expected an array of strings");
+                   value.texts.push_back(*v);
+                 });
+      break;
     case KeyKind::tables:
       r.fail(node.source(), key, "an array of tables has a reader of its own");
   }

@@ -76,23 +76,73 @@ void CausalSelfAttention::bind_parameters(const Tensors& values, const Tensors& 
   }
 }
 
+namespace {
+// Floats laid out one after another, each on a 64-byte boundary.
+struct FloatLayout {
+  std::int64_t elements = 0;
+  std::int64_t take(std::int64_t n) {
+    const std::int64_t at = elements;
+    elements += (n + 15) / 16 * 16;
+    return at;
+  }
+};
+// Where dqkv, dheads and the kernels' scratch lie in the temporaries.
+struct AttentionTemporaries : FloatLayout {
+  std::int64_t dqkv, dheads, scratch;
+  AttentionTemporaries(const kernels::AttentionLayout& l, std::int64_t rows, std::int64_t c)
+      : dqkv(take(rows * 3 * c)),
+        dheads(take(rows * c)),
+        scratch(take(l.batch * l.heads * kernels::attention_scratch_rows(l) * l.positions)) {}
+};
+// Where qkv, heads and the probabilities (what forward keeps for backward,
+// and writes whole) lie.
+struct AttentionKept : FloatLayout {
+  std::int64_t qkv, heads, probs;
+  AttentionKept(const kernels::AttentionLayout& l, std::int64_t rows, std::int64_t c)
+      : qkv(take(rows * 3 * c)),
+        heads(take(rows * c)),
+        probs(take(l.batch * l.heads * l.positions * l.positions)) {}
+};
+}  // namespace
+
+std::int64_t CausalSelfAttention::recomputed_elements(const Shapes& inputs) const {
+  const Shape in = output_shape(inputs);
+  return AttentionKept(layout(in), in[0] * in[1], in[2]).elements;
+}
+
+std::int64_t CausalSelfAttention::temporary_elements(const Shapes& inputs) const {
+  const Shape in = output_shape(inputs);
+  return AttentionTemporaries(layout(in), in[0] * in[1], in[2]).elements;
+}
+
 void CausalSelfAttention::allocate(const Shapes& inputs) {
   const Shape in = output_shape(inputs);
   const kernels::AttentionLayout l = layout(in);
   const std::int64_t rows = in[0] * in[1], c = in[2];
   const std::string label = "tessera::CausalSelfAttention '" + name() + "'";
   max_batch_ = in[0];
-  qkv_ = Matrix<float>(label + "::qkv", rows, 3 * c);
-  dqkv_ = Matrix<float>(label + "::dqkv", rows, 3 * c);
-  heads_ = Matrix<float>(label + "::heads", rows, c);
-  dheads_ = Matrix<float>(label + "::dheads", rows, c);
-  probs_ = kernels::AttentionScores(label + "::probs", l.batch * l.heads, l.positions, l.positions);
-  scratch_ = kernels::AttentionScores(label + "::scratch", l.batch * l.heads,
+  const AttentionKept kept(l, rows, c);
+  float* const keep = recomputed(inputs);
+  qkv_ = Matrix<float>(keep + kept.qkv, rows, 3 * c);
+  heads_ = Matrix<float>(keep + kept.heads, rows, c);
+  probs_ = kernels::AttentionScores(keep + kept.probs, l.batch * l.heads, l.positions, l.positions);
+  // Backward's gradients of qkv and heads, and the kernels' scratch: every
+  // call writes them before it reads them (16 bits: the widened input and
+  // output in forward, dy and dx in backward, in dqkv's and dheads' room).
+  const AttentionTemporaries at(l, rows, c);
+  float* const memory = temporaries(inputs);
+  dqkv_ = Matrix<float>(memory + at.dqkv, rows, 3 * c);
+  dheads_ = Matrix<float>(memory + at.dheads, rows, c);
+  scratch_ = kernels::AttentionScores(memory + at.scratch, l.batch * l.heads,
                                       kernels::attention_scratch_rows(l), l.positions);
   if (compute() != FloatFormat::fp32) {
     qkv_weight_rounded_ = Tensor<float>(label + "::qkv_weight_rounded", Shape{3 * c, c});
     proj_weight_rounded_ = Tensor<float>(label + "::proj_weight_rounded", Shape{c, c});
   }
+}
+
+std::int64_t CausalSelfAttention::buffer_bytes() const {
+  return bytes_held(qkv_weight_rounded_, proj_weight_rounded_);
 }
 
 std::int64_t CausalSelfAttention::flops_per_sample(const Shapes& inputs) const {

@@ -103,21 +103,26 @@ void Conv2D::bind_parameters(const Tensors& values, const Tensors& gradients) {
   }
 }
 
-void Conv2D::allocate(const Shapes& inputs) {
+std::int64_t Conv2D::temporary_elements(const Shapes& inputs) const {
   const auto g = conv_geometry(inputs.at(0), options_);
-  schedule_ = kernels::conv2d_schedule<ExecSpace>();
   const std::int64_t block_bytes =
       host_fast_paths_v<ExecSpace> ? max_scratch_bytes : kernels::device_block_scratch_bytes;
-  const std::int64_t size = schedule_ != kernels::ConvSchedule::blocks
-                                ? g.thread_scratch_size(kernels::conv2d_thread_slots<ExecSpace>())
-                                : g.scratch_size(kernels::conv2d_block_samples(g, block_bytes));
-  scratch_ =
-      Vector<float>(Kokkos::view_alloc(name() + ".scratch", Kokkos::WithoutInitializing), size);
+  return kernels::conv2d_schedule<ExecSpace>() != kernels::ConvSchedule::blocks
+             ? g.thread_scratch_size(kernels::conv2d_thread_slots<ExecSpace>())
+             : g.scratch_size(kernels::conv2d_block_samples(g, block_bytes));
+}
+
+void Conv2D::allocate(const Shapes& inputs) {
+  schedule_ = kernels::conv2d_schedule<ExecSpace>();
+  // The kernels' scratch: written before it is read in every call.
+  scratch_ = Vector<float>(temporaries(inputs), temporary_elements(inputs));
   weight_rounded_ =
       compute() == FloatFormat::fp32
           ? Tensor<float>()
           : Tensor<float>(name() + ".weight_rounded", parameter_specs(inputs).at(0).shape);
 }
+
+std::int64_t Conv2D::buffer_bytes() const { return bytes_held(weight_rounded_); }
 
 std::int64_t Conv2D::flops_per_sample(const Shapes& inputs) const {
   const Shape out = output_shape(inputs);

@@ -49,6 +49,8 @@ void Dense::allocate(const Shapes& inputs) {
   if (compute() == FloatFormat::fp16) weight_fp16_ = Tensor<fp16>(name() + ".weight_fp16", shape);
 }
 
+std::int64_t Dense::buffer_bytes() const { return bytes_held(weight_bf16_, weight_fp16_); }
+
 std::vector<ParameterSpec> Dense::parameter_specs(const Shapes& inputs) const {
   const std::int64_t in = in_features(inputs.at(0)), units = options_.units;
   ParameterSpec weight{"weight", Shape{units, in}, options_.init, in, units};

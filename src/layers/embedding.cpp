@@ -59,6 +59,10 @@ void Embedding::allocate(const Shapes& inputs) {
                                    inputs.at(0).numel());
 }
 
+std::int64_t Embedding::buffer_bytes() const {
+  return bytes_held(buckets_.offsets, buckets_.fill, buckets_.rows);
+}
+
 std::int64_t Embedding::flops_per_sample(const Shapes& inputs) const {
   return options_.positions ? inputs.at(0)[1] * options_.dim : 0;
 }

@@ -188,7 +188,9 @@ template <class T>
 void BatchNorm::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::BatchNorm::forward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  if (ctx.training && ctx.sync == nullptr) {
+  if (ctx.training && ctx.recomputing) {
+    // mean and invstd hold this step's statistics from the first pass.
+  } else if (ctx.training && ctx.sync == nullptr) {
     normalizer_.local_moments(ctx.exec, l, x[0], eps_, momentum_, running_mean_, running_var_);
   } else if (ctx.training) {
     // The sums of every rank's shard, summed between the two steps.

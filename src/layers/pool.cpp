@@ -113,6 +113,8 @@ void MaxPool2D::allocate(const Shapes& inputs) {
       output_shape(inputs).numel());
 }
 
+std::int64_t MaxPool2D::buffer_bytes() const { return bytes_held(argmax_); }
+
 template <class T>
 void MaxPool2D::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region("tessera::MaxPool2D::forward");

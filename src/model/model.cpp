@@ -45,6 +45,18 @@ Model& Model::set_execution_space(const ExecSpace& exec) {
   return *this;
 }
 
+Model& Model::set_buffer_plan(BufferPlan plan) {
+  TESSERA_REQUIRE(!compiled_, "tessera::Model::set_buffer_plan: after compile()");
+  plan_ = plan;
+  return *this;
+}
+
+Model& Model::set_recompute(Recompute recompute) {
+  TESSERA_REQUIRE(!compiled_, "tessera::Model::set_recompute: after compile()");
+  recompute_ = std::move(recompute);
+  return *this;
+}
+
 Model& Model::set_initializer(const std::string& layer, Init init) {
   TESSERA_REQUIRE(!inferred_, "tessera::Model::set_initializer: layer '"
                                   << layer << "' after infer() or compile()");
@@ -84,19 +96,26 @@ std::vector<std::size_t> input_nodes(const Layer& layer, std::size_t i,
   return inputs;
 }
 
+// For each node, the last layer that reads it (node k's producer, layer
+// k - 1, when none does). layer_inputs: each layer's input nodes (node 0 is
+// the model input, node i + 1 layer i).
+std::vector<std::size_t> last_consumers(const std::vector<std::vector<std::size_t>>& layer_inputs) {
+  const std::size_t nodes = layer_inputs.size() + 1;
+  std::vector<std::size_t> last_consumer(nodes, 0);
+  for (std::size_t k = 1; k < nodes; ++k) last_consumer[k] = k - 1;
+  for (std::size_t i = 0; i < layer_inputs.size(); ++i)
+    for (auto node : layer_inputs[i]) last_consumer[node] = std::max(last_consumer[node], i);
+  return last_consumer;
+}
+
 // For each layer, the nodes whose gradients backward zeroes just before
 // it: node k's just before the first layer that adds to it, its last
 // consumer (or, with none, before its own layer reads it as the output
-// gradient), while those bytes are still in cache. layer_inputs: each
-// layer's input nodes (node 0 is the model input, node i + 1 layer i).
+// gradient), while those bytes are still in cache.
 std::vector<std::vector<std::size_t>> gradient_zeroing(
-    const std::vector<std::vector<std::size_t>>& layer_inputs) {
-  const std::size_t layers = layer_inputs.size(), nodes = layers + 1;
-  std::vector<std::vector<std::size_t>> zero_before(layers);
-  std::vector<std::size_t> last_consumer(nodes);
-  for (std::size_t k = 1; k < nodes; ++k) last_consumer[k] = k - 1;
-  for (std::size_t i = 0; i < layers; ++i)
-    for (auto node : layer_inputs[i]) last_consumer[node] = std::max(last_consumer[node], i);
+    const std::vector<std::size_t>& last_consumer) {
+  const std::size_t nodes = last_consumer.size();
+  std::vector<std::vector<std::size_t>> zero_before(nodes - 1);
   for (std::size_t k = 1; k + 1 < nodes; ++k) zero_before[last_consumer[k]].push_back(k);
   return zero_before;
 }
@@ -177,7 +196,8 @@ void Model::infer(std::int64_t max_batch) {
     TESSERA_REQUIRE(node_of.count(target) && target != "input",
                     "tessera::Model::compile: an initializer names layer '"
                         << target << "', which is not in the model");
-  zero_before_ = gradient_zeroing(layer_inputs_);
+  last_consumer_ = last_consumers(layer_inputs_);
+  zero_before_ = gradient_zeroing(last_consumer_);
   inferred_ = true;
 }
 
@@ -219,6 +239,13 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
     state_.allocate();
   }
   const auto resident = [&](std::size_t i) { return i >= workspace.first && i < workspace.last; };
+  TESSERA_REQUIRE(recompute_.mode == RecomputeMode::none || plan_ == BufferPlan::shared,
+                  "tessera::Model::compile: recomputation ("
+                      << recompute_modes.name(recompute_.mode)
+                      << ") frees memory only when the values share it; "
+                         "set_buffer_plan(BufferPlan::shared)");
+  segment_start_ = segments(workspace, recompute_);
+  if (plan_ == BufferPlan::shared) share_layer_memory(workspace);
   for (std::size_t i = 0; i < n_layers; ++i) {
     Tensors values, grads, state;
     for (auto slot : param_slots_[i]) {
@@ -250,75 +277,34 @@ void Model::allocate_nodes(const std::vector<bool>& held, bool boundary_only) {
   const std::size_t last = sample_shapes_.size() - 1;
   // boundary_only: the float input and output of a model computing in 16
   // bits, and of its workspace (a pipeline stage's, which it exchanges).
-  const auto keep = [&](std::size_t k) {
-    return held[k] &&
-           (!boundary_only || k == 0 || k == last || k == workspace_.first || k == workspace_.last);
-  };
-  // Activation gradients live in one buffer, the output's last, so
-  // zero_activation_gradients() zeroes all the others in one fill.
-  std::int64_t grad_elements = 0;
-  for (std::size_t k = 1; k <= last; ++k)
-    if (keep(k)) grad_elements += max_batch_ * sample_shapes_[k].numel();
+  const std::vector<bool> keep = kept_nodes(held, boundary_only, workspace_);
+  const BufferPlan plan = boundary_only ? BufferPlan::separate : plan_;
+  const NodeLayout layout = node_layout(
+      keep, plan, workspace_, std::int64_t{64} / static_cast<std::int64_t>(sizeof(T)), recompute_);
   const std::string format = float_format_name(format_of<T>());
-  n.grad_buffer = Vector<T>("tessera::activation_grads(" + format + ")", grad_elements);
-  std::int64_t offset = 0;
+  n.buffer = Vector<T>(
+      (plan == BufferPlan::shared ? "tessera::activations(" : "tessera::activation_grads(") +
+          format + ")",
+      layout.elements);
+  const auto slice = [&](std::int64_t offset, const Shape& s) {
+    return Tensor<T>(Kokkos::subview(n.buffer, std::pair<std::int64_t, std::int64_t>(
+                                                   offset, offset + s.numel())),
+                     s);
+  };
   for (std::size_t k = 0; k <= last; ++k) {
-    if (!keep(k)) {
+    if (!keep[k]) {
       n.values.emplace_back();
       n.grads.emplace_back();
       continue;
     }
     const Shape s = with_batch(sample_shapes_[k], max_batch_);
-    n.values.emplace_back("tessera::activation[" + std::to_string(k) + "](" + format + ")", s);
-    if (k == 0) {
-      n.grads.emplace_back();  // nobody needs the input's gradient
-      continue;
-    }
-    n.grads.emplace_back(Kokkos::subview(n.grad_buffer, std::pair<std::int64_t, std::int64_t>(
-                                                            offset, offset + s.numel())),
-                         s);
-    offset += s.numel();
+    if (layout.value[k] >= 0)
+      n.values.push_back(slice(layout.value[k], s));
+    else
+      n.values.emplace_back("tessera::activation[" + std::to_string(k) + "](" + format + ")", s);
+    // nobody needs the input's gradient
+    n.grads.push_back(k == 0 ? Tensor<T>() : slice(layout.grad[k], s));
   }
-}
-
-std::vector<bool> Model::held_nodes(LayerRange layers) const {
-  std::vector<bool> held(sample_shapes_.size(), false);
-  held[0] = layers.first == 0 || layers.last == layers_.size();
-  for (std::size_t i = layers.first; i < layers.last; ++i) {
-    held[i + 1] = true;
-    for (auto node : layer_inputs_[i]) held[node] = true;
-  }
-  return held;
-}
-
-bool Model::needs_16bit_input(LayerRange layers) const {
-  for (std::size_t i = layers.first; i < layers.last && i < layers_.size(); ++i)
-    if (!layers_[i]->reads_token_ids())
-      for (auto node : layer_inputs_[i])
-        if (node == 0) return true;
-  return false;
-}
-
-std::int64_t Model::activation_bytes(LayerRange layers) const {
-  TESSERA_REQUIRE(inferred_, "tessera::Model::activation_bytes: infer() or compile() first");
-  if (layers.last > layers_.size()) layers.last = layers_.size();
-  const std::vector<bool> held = held_nodes(layers);
-  const std::int64_t bytes = float_format_bytes(compute_);
-  const bool narrow = compute_ != FloatFormat::fp32;
-  const std::size_t last = held.size() - 1;
-  std::int64_t total = 0;
-  for (std::size_t n = 0; n < held.size(); ++n) {
-    if (!held[n]) continue;
-    const std::int64_t values = max_batch_ * sample_shapes_[n].numel();
-    const std::int64_t copies = n == 0 ? 1 : 2;  // the value, and its gradient
-    // The input's 16-bit copy only for layers that read it in 16 bits.
-    if (n > 0 || !narrow || needs_16bit_input(layers)) total += copies * values * bytes;
-    // The float input and output (the model's and the range's) beside
-    // their 16-bit copies.
-    if (narrow && (n == 0 || n == last || n == layers.first || n == layers.last))
-      total += copies * values * 4;
-  }
-  return total;
 }
 
 std::size_t Model::tied_slot(std::size_t layer, const ParameterSpec& spec) const {
@@ -455,16 +441,20 @@ void Model::zero_gradients() { parameters_.zero_gradients(exec_); }
 void Model::zero_activation_gradients() {
   TESSERA_REQUIRE(compiled_,
                   "tessera::Model::zero_activation_gradients: compile() the model first");
+  TESSERA_REQUIRE(plan_ == BufferPlan::separate,
+                  "tessera::Model::zero_activation_gradients: under BufferPlan::shared the "
+                  "gradients share memory with the values; backward zeroes each gradient "
+                  "before its first writer (set_buffer_plan(BufferPlan::separate) to keep them "
+                  "apart)");
   // Every activation gradient but the output's, which the loss fills.
   with_format(compute_, [&](auto t) {
     using T = decltype(t);
     const Nodes<T>& n = nodes<T>();
     const std::int64_t output_elements = n.grads.back().numel();
-    Kokkos::deep_copy(
-        exec_,
-        Kokkos::subview(n.grad_buffer, std::pair<std::int64_t, std::int64_t>(
-                                           0, n.grad_buffer.extent(0) - output_elements)),
-        T(0.0f));
+    Kokkos::deep_copy(exec_,
+                      Kokkos::subview(n.buffer, std::pair<std::int64_t, std::int64_t>(
+                                                    0, n.buffer.extent(0) - output_elements)),
+                      T(0.0f));
   });
 }
 
@@ -500,10 +490,21 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange 
     kernels::copy_into(exec, f32_.grads[range.last].leading(batch).flat(),
                        n.grads[range.last].leading(batch).flat(), false);
   for (std::size_t i = range.last; i-- > range.first;) {
+    call_hooks(&LayerHooks::before_backward, i);
+    // A segment's inner values again, before its last layer's backward
+    // (and before any gradient the shared plan places in their memory is
+    // zeroed).
+    const std::size_t start = segment_start_[i];
+    if (start < i && (i + 1 == layers_.size() || segment_start_[i + 1] == i + 1)) {
+      StepContext again = ctx;
+      again.recomputing = true;
+      for (std::size_t j = start; j < i; ++j)
+        layer_forward(*layers_[j], gather(n.values, j, batch), token_ids<T>(j, batch),
+                      n.values[j + 1].leading(batch), again);
+    }
     for (auto k : zero_before_[i])
       if (n.grads[k].numel() > 0)
         Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
-    call_hooks(&LayerHooks::before_backward, i);
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),
                    gather(n.grads, i, batch), ctx);

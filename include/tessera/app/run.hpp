@@ -106,6 +106,28 @@ class Run {
   // Every layer with its options as the deck resolved them, one a line.
   std::string layer_options() const;
 
+  // The device memory this rank's run holds for training, by part. The
+  // optimizer state is what the deck's optimizer keeps for this rank's
+  // parameters (its slice with ZeRO-1, its stage's in a pipeline); the
+  // activations are held once per micro-batch a pipeline stage keeps in
+  // flight. The data sets and the 16-bit products' float scratch (which
+  // grows during the first step) are not included.
+  struct Memory {
+    std::int64_t parameters = 0, gradients = 0, state = 0, optimizer = 0;
+    ActivationMemory activations;  // of one copy of the workspace
+    std::int64_t copies = 1;       // workspaces: 1, or a stage's micro-batches in flight
+    std::int64_t total(BufferPlan plan) const {
+      return parameters + gradients + state + optimizer + copies * activations.total(plan);
+    }
+    std::int64_t total() const { return total(activations.plan); }
+    std::int64_t total_blocks() const {
+      return parameters + gradients + state + optimizer + copies * activations.total_blocks();
+    }
+  };
+  Memory memory() const;
+  // memory() as lines of MiB, with the peak under the other buffer plan.
+  std::string memory_description() const;
+
   // Reads the data files (the training file split into training and
   // validation when data.validation_split is set), makes every rank's
   // weights rank 0's, and with `restart` not empty resumes from the

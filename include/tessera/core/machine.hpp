@@ -85,6 +85,21 @@ void warn_if_blas_is_narrow();
 // from the compiler's target macros; unknown elsewhere).
 VectorIsa compiled_isa();
 
+// The -march of this build's host code (-DTessera_HOST_ARCH: "native",
+// "x86-64-v3", ...); empty for the compiler's default.
+const char* host_arch();
+
+// Why this build cannot run on a CPU whose widest set is `cpu`, when its
+// host code uses `compiled` and that is wider: the message names both sets,
+// the -march it was built with (`arch`, left out when empty) and the
+// settings that build for such a CPU. Empty when the CPU runs the code or
+// either set is unknown.
+std::string host_isa_mismatch(VectorIsa compiled, VectorIsa cpu,
+                              const std::string& arch = host_arch());
+
+// host_isa_mismatch() for this build on this machine's CPU.
+std::string host_isa_mismatch();
+
 // The most host memory this process has held at once (its peak resident
 // set, MiB); 0 where the system does not say.
 double peak_resident_mib();

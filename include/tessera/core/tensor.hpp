@@ -158,4 +158,19 @@ class Tensor {
   Shape shape_;
 };
 
+// Bytes a tensor's shape or a view's span covers (none when empty): what a
+// layer's buffers hold, summed by bytes_held.
+template <class T, class Space>
+std::int64_t held_bytes(const Tensor<T, Space>& t) {
+  return t.numel() * static_cast<std::int64_t>(sizeof(T));
+}
+template <class View, class = std::enable_if_t<Kokkos::is_view<View>::value>>
+std::int64_t held_bytes(const View& v) {
+  return static_cast<std::int64_t>(v.span() * sizeof(typename View::value_type));
+}
+template <class... Items>
+std::int64_t bytes_held(const Items&... items) {
+  return (std::int64_t{0} + ... + held_bytes(items));
+}
+
 }  // namespace tessera

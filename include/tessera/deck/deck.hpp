@@ -6,6 +6,7 @@
 
 #include <tessera/deck/keys.hpp>
 #include <tessera/layers/registry.hpp>
+#include <tessera/model/memory.hpp>
 #include <tessera/settings/optimizer_params.hpp>
 #include <tessera/settings/run_options.hpp>
 #include <tessera/settings/train_options.hpp>
@@ -99,6 +100,14 @@ struct Deck {
   // ranks, starting at the named layers (stages - 1 names; none: balanced).
   int pipeline_stages = 1;
   std::vector<std::string> stage_boundaries;
+  // [memory]: how the activation gradients share memory, and the device
+  // memory a rank's run may plan for (MiB; 0: no limit).
+  // [training] recompute: which outputs a step keeps (Model::set_recompute).
+  struct Memory {
+    BufferPlan buffers = BufferPlan::shared;
+    double cap_mb = 0;
+    Recompute recompute;
+  } memory;
 
   // Where each section and key the deck gives stands: "file:line:column",
   // or "--set key=value", under "section" and "section.key".

@@ -119,6 +119,9 @@ std::string key_reference_row(const Key<Target>& key, const Target& defaults) {
     case KeyKind::texts:
       type = "array of strings";
       break;
+    case KeyKind::choice_or_texts:
+      type = "string or array of strings";
+      break;
     case KeyKind::tables:
       type = "array of tables";
       break;

@@ -1,6 +1,8 @@
 // Element-wise activation kernels. Each activation is a small op with
-// value(x) and its derivative given the input x and output y, and the
-// floating-point operations of each (an erf or exp counted as one); one
+// value(x) and its derivative given the input x and output y (reads_x and
+// reads_y say which of the two it uses: a model may reuse the memory of
+// the other once forward is done with it), and the floating-point
+// operations of each (an erf or exp counted as one); one
 // forward and one backward kernel serve them all, for float, bf16 and fp16
 // values (computed in float, each result rounded once).
 #pragma once
@@ -18,15 +20,18 @@ namespace tessera::kernels {
 struct ReluOp {
   static constexpr const char* name = "ReLU";
   static constexpr double value_flops = 0, derivative_flops = 0;
+  static constexpr bool reads_x = false, reads_y = true;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : 0.0f; }
-  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
-    return x > 0.0f ? 1.0f : 0.0f;
+  // y > 0 exactly where x > 0 (a NaN x gives y = 0), in every format.
+  KOKKOS_INLINE_FUNCTION float derivative(float /*x*/, float y) const {
+    return y > 0.0f ? 1.0f : 0.0f;
   }
 };
 
 struct LeakyReluOp {
   static constexpr const char* name = "LeakyReLU";
   static constexpr double value_flops = 1, derivative_flops = 0;
+  static constexpr bool reads_x = true, reads_y = false;
   float slope = 0.01f;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x > 0.0f ? x : slope * x; }
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
@@ -40,6 +45,7 @@ struct LeakyReluOp {
 struct GeluOp {
   static constexpr const char* name = "GELU";
   static constexpr double value_flops = 5, derivative_flops = 10;
+  static constexpr bool reads_x = true, reads_y = false;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x * impl::normal_cdf(x); }
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
     const float pdf = 0.39894228040143268f * impl::exp_nonpositive(-0.5f * x * x);
@@ -50,6 +56,7 @@ struct GeluOp {
 struct TanhOp {
   static constexpr const char* name = "Tanh";
   static constexpr double value_flops = 1, derivative_flops = 2;
+  static constexpr bool reads_x = false, reads_y = true;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return compat::tanh(x); }
   KOKKOS_INLINE_FUNCTION float derivative(float /*x*/, float y) const { return 1.0f - y * y; }
 };
@@ -57,6 +64,7 @@ struct TanhOp {
 struct SigmoidOp {
   static constexpr const char* name = "Sigmoid";
   static constexpr double value_flops = 3, derivative_flops = 2;
+  static constexpr bool reads_x = false, reads_y = true;
   // exp of a non-positive argument only, so large |x| cannot overflow.
   KOKKOS_INLINE_FUNCTION float value(float x) const {
     if (x >= 0.0f) return 1.0f / (1.0f + compat::exp(-x));

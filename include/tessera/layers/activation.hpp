@@ -18,6 +18,8 @@ class Activation final : public GenericLayer<Activation<Op>> {
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();
   }
+  bool backward_reads_inputs() const override { return Op::reads_x; }
+  bool backward_reads_output() const override { return Op::reads_y; }
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
   template <class T>

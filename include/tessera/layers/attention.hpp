@@ -25,11 +25,15 @@ class CausalSelfAttention final : public GenericLayer<CausalSelfAttention> {
                       std::vector<std::string> inputs = {});
 
   const char* type() const override { return "CausalSelfAttention"; }
+  bool backward_reads_output() const override { return false; }
   const Options& options() const { return options_; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override;
+  std::int64_t temporary_elements(const Shapes& inputs) const override;
+  std::int64_t recomputed_elements(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 

@@ -51,6 +51,7 @@ class Conv2D final : public GenericLayer<Conv2D> {
   }
 
   const char* type() const override { return "Conv2D"; }
+  bool backward_reads_output() const override { return false; }
   const Options& options() const { return options_; }
   std::int64_t out_channels() const { return options_.out_channels; }
   Extent2 kernel() const { return options_.kernel; }
@@ -62,6 +63,8 @@ class Conv2D final : public GenericLayer<Conv2D> {
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override;
+  std::int64_t temporary_elements(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 

@@ -26,6 +26,7 @@ class Dense final : public GenericLayer<Dense> {
       : Dense(std::move(name), Options{units}, std::move(inputs)) {}
 
   const char* type() const override { return "Dense"; }
+  bool backward_reads_output() const override { return false; }
   std::int64_t units() const { return options_.units; }
   bool has_bias() const { return options_.bias; }
   const Options& options() const { return options_; }
@@ -36,6 +37,7 @@ class Dense final : public GenericLayer<Dense> {
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
 
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override;
 
   // In 16 bits the products take a copy of the weights rounded to the
   // format, made by forward and used again by backward.

@@ -19,6 +19,8 @@ class Dropout final : public GenericLayer<Dropout> {
       : Dropout(std::move(name), Options{rate}, std::move(inputs)) {}
 
   const char* type() const override { return "Dropout"; }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   float rate() const { return rate_; }
   Shape output_shape(const Shapes& inputs) const override;
   void allocate(const Shapes& inputs) override;

@@ -24,11 +24,13 @@ class Embedding final : public Layer {
   Embedding(std::string name, const Options& options, std::vector<std::string> inputs = {});
 
   const char* type() const override { return "Embedding"; }
+  bool backward_reads_output() const override { return false; }
   const Options& options() const { return options_; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override;
   // One add per element with positions; a lookup is no arithmetic.
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 

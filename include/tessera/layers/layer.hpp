@@ -51,6 +51,11 @@ struct StepContext {
   // model's (Model::set_execution_space; Model sets it, as it sets
   // scratch). Layers never make one of their own.
   ExecSpace exec;
+  // A forward pass run again just before backward (Model's recomputation):
+  // the outputs must be those of the first pass bit for bit, and nothing is
+  // counted twice (BatchNorm normalises with the statistics it kept, and
+  // neither recomputes them nor updates its running ones).
+  bool recomputing = false;
 };
 
 template <class T>
@@ -103,6 +108,35 @@ class Layer {
   virtual void bind_state(const Tensors& /*state*/) {}
   // Scratch for batches up to inputs[0][0] samples.
   virtual void allocate(const Shapes& /*inputs*/) {}
+  // Bytes of the buffers allocate() made that hold something between calls
+  // (what forward keeps for backward, weights rounded to the compute
+  // format), neither the temporaries nor what recomputed_elements() counts;
+  // 0 before allocate().
+  virtual std::int64_t buffer_bytes() const { return 0; }
+  // Whether backward reads the values of its inputs, and of its output
+  // (their shapes it may always read): a model may reuse the memory of a
+  // value no backward reads once the forward passes are done with it.
+  virtual bool backward_reads_inputs() const { return true; }
+  virtual bool backward_reads_output() const { return true; }
+  // Float elements of the temporaries forward and backward use within one
+  // call (nothing in them is read in a later call), for the inputs
+  // allocate() is given: a model may give all its layers the same memory
+  // for them (share_temporaries) instead of each its own.
+  virtual std::int64_t temporary_elements(const Shapes& /*inputs*/) const { return 0; }
+  // Memory of at least temporary_elements() floats from which allocate()
+  // takes the temporaries; without it allocate() makes the layer's own. Its
+  // users run in order on one execution space instance. Before allocate().
+  void share_temporaries(const Vector<float>& memory) { shared_temporaries_ = memory; }
+  // Float elements of what forward keeps for backward and writes whole on
+  // every call (attention's projections and probabilities), for the inputs
+  // allocate() is given: a model that runs this layer's forward again just
+  // before its backward (recomputation) needs them only from then on, and
+  // may give it memory that other layers use at other times
+  // (share_recomputed).
+  virtual std::int64_t recomputed_elements(const Shapes& /*inputs*/) const { return 0; }
+  // Memory of at least recomputed_elements() floats for them; before
+  // allocate().
+  void share_recomputed(float* memory) { shared_recomputed_ = memory; }
   virtual std::int64_t flops_per_sample(const Shapes& /*inputs*/) const { return 0; }
   // Work of forward and backward for inputs that include the batch;
   // input_gradient: backward also computes dx. The default counts
@@ -213,6 +247,31 @@ class Layer {
                                                 << float_format_name(compute_) << ")");
   }
 
+  // The memory of what forward rewrites whole for backward, for
+  // allocate(): the shared memory, or the layer's own, allocated here.
+  float* recomputed(const Shapes& inputs) {
+    if (shared_recomputed_ != nullptr) return shared_recomputed_;
+    own_recomputed_ =
+        Vector<float>(Kokkos::view_alloc(where() + "::kept", Kokkos::WithoutInitializing),
+                      recomputed_elements(inputs));
+    return own_recomputed_.data();
+  }
+  // The temporaries' memory for `inputs`, for allocate(): the shared
+  // memory, or the layer's own, allocated here.
+  float* temporaries(const Shapes& inputs) {
+    const std::int64_t elements = temporary_elements(inputs);
+    if (shared_temporaries_.size() == 0) {
+      own_temporaries_ = Vector<float>(
+          Kokkos::view_alloc(where() + "::temporaries", Kokkos::WithoutInitializing), elements);
+      return own_temporaries_.data();
+    }
+    TESSERA_REQUIRE(static_cast<std::int64_t>(shared_temporaries_.size()) >= elements,
+                    where() << ": shared temporaries of " << shared_temporaries_.size()
+                            << " floats for " << elements << "; share at least "
+                            << "temporary_elements()");
+    return shared_temporaries_.data();
+  }
+
  private:
   void refuse(FloatFormat format) const {
     TESSERA_REQUIRE(false, where() << " computes in fp32 only, not in " << float_format_name(format)
@@ -222,6 +281,8 @@ class Layer {
   std::string name_;
   std::vector<std::string> input_names_;
   FloatFormat compute_ = FloatFormat::fp32;
+  Vector<float> shared_temporaries_, own_temporaries_, own_recomputed_;
+  float* shared_recomputed_ = nullptr;
 };
 
 // A layer written once for every element type: Derived defines

@@ -19,6 +19,7 @@ class GroupNormalizer {
   void bind(const Tensors& values, const Tensors& gradients);
   // Scratch for layouts up to `largest` (the largest batch).
   void allocate(const kernels::GroupLayout& largest, const std::string& label);
+  std::int64_t buffer_bytes() const { return bytes_held(mean_, invstd_, sums_, partials_); }
 
   // Each runs its kernels on `exec`. local_moments, batch_sums, normalize
   // and backward take x, y and their gradients in float, bf16 or fp16 (defined next to the layers
@@ -83,6 +84,7 @@ class BatchNorm final : public GenericLayer<BatchNorm> {
       : BatchNorm(std::move(name), Options{momentum, eps}, std::move(inputs)) {}
 
   const char* type() const override { return "BatchNorm"; }
+  bool backward_reads_output() const override { return false; }
   float momentum() const { return momentum_; }
   float eps() const { return eps_; }
   Shape output_shape(const Shapes& inputs) const override;
@@ -91,6 +93,7 @@ class BatchNorm final : public GenericLayer<BatchNorm> {
   std::vector<ParameterSpec> state_specs(const Shapes& inputs) const override;
   void bind_state(const Tensors& state) override;
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override { return normalizer_.buffer_bytes(); }
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
   template <class T>
@@ -127,11 +130,13 @@ class LayerNorm final : public GenericLayer<LayerNorm> {
       : LayerNorm(std::move(name), Options{eps, false}, std::move(inputs)) {}
 
   const char* type() const override { return "LayerNorm"; }
+  bool backward_reads_output() const override { return false; }
   float eps() const { return eps_; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override { return normalizer_.buffer_bytes(); }
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
 
   template <class T>

@@ -22,6 +22,10 @@ class Pool2D : public Layer {
          std::vector<std::string> inputs);
 
   const char* type() const final { return type_; }
+  // Max pooling's backward reads the positions forward kept, average
+  // pooling's none: neither reads a value.
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
 
   Extent2 kernel() const { return kernel_; }
   Extent2 stride() const { return stride_; }
@@ -46,6 +50,7 @@ class MaxPool2D final : public GenericLayer<MaxPool2D, Pool2D> {
             std::vector<std::string> inputs = {})
       : MaxPool2D(std::move(name), Options{kernel, stride, padding}, std::move(inputs)) {}
   void allocate(const Shapes& inputs) override;
+  std::int64_t buffer_bytes() const override;
   // Pooling's, with the argmax written forward and read backward.
   LayerCost cost(const Shapes& inputs, bool input_gradient) const override;
   template <class T>
@@ -78,6 +83,8 @@ class GlobalAvgPool final : public GenericLayer<GlobalAvgPool> {
  public:
   using GenericLayer::GenericLayer;
   const char* type() const override { return "GlobalAvgPool"; }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();

@@ -12,6 +12,7 @@ class Softmax final : public GenericLayer<Softmax> {
  public:
   using GenericLayer::GenericLayer;
   const char* type() const override { return "Softmax"; }
+  bool backward_reads_inputs() const override { return false; }
   Shape output_shape(const Shapes& inputs) const override;
   // exp, sum and scale per element.
   std::int64_t flops_per_sample(const Shapes& inputs) const override {

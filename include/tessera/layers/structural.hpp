@@ -11,6 +11,8 @@ class Flatten final : public GenericLayer<Flatten> {
  public:
   using GenericLayer::GenericLayer;
   const char* type() const override { return "Flatten"; }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   Shape output_shape(const Shapes& inputs) const override;
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
@@ -27,6 +29,8 @@ class Add final : public GenericLayer<Add> {
   Add(std::string name, std::vector<std::string> inputs)
       : GenericLayer(std::move(name), std::move(inputs)) {}
   const char* type() const override { return "Add"; }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;
@@ -45,6 +49,8 @@ class Concat final : public GenericLayer<Concat> {
   Concat(std::string name, std::vector<std::string> inputs)
       : GenericLayer(std::move(name), std::move(inputs)) {}
   const char* type() const override { return "Concat"; }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   template <class T>

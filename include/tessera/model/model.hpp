@@ -13,6 +13,7 @@
 #pragma once
 
 #include <tessera/layers/layer.hpp>
+#include <tessera/model/memory.hpp>
 #include <tessera/model/parameters.hpp>
 
 #include <cstdint>
@@ -70,6 +71,27 @@ class Model {
   Model& set_execution_space(const ExecSpace& exec);
   const ExecSpace& execution_space() const { return exec_; }
 
+  // How compile() places the layers' outputs and their gradients: each in
+  // its own memory (BufferPlan::separate, the default), or sharing one
+  // buffer by liveness (BufferPlan::shared: a value is alive from its
+  // layer's forward to the last forward or backward that reads it, a
+  // gradient from the backward of the last layer that reads its node to
+  // that of the layer that writes it; the input, the output and a
+  // workspace's boundaries keep their own), with all layers taking their
+  // temporaries (Layer::temporary_elements) from one memory. Losses,
+  // gradients and weights are the same bits either way. Under `shared`,
+  // activation() and activation_gradient() of an inner node hold its value
+  // only while it is alive, and zero_activation_gradients() is refused.
+  // Before compile().
+  Model& set_buffer_plan(BufferPlan plan);
+  BufferPlan buffer_plan() const { return plan_; }
+  // Which outputs a training step keeps from forward to backward; backward
+  // computes the others again, segment by segment (see Recompute). Needs
+  // BufferPlan::shared, which lets the recomputed values share memory.
+  // Before compile().
+  Model& set_recompute(Recompute recompute);
+  const Recompute& recompute() const { return recompute_; }
+
   // Shape inference and the parameter layout for batches of up to max_batch
   // samples, allocating nothing: shapes, costs and summary() are available
   // after it, so a pipeline can plan its stages before compiling. compile()
@@ -97,6 +119,10 @@ class Model {
   // in a 16-bit format, the float input and output (the model's and the
   // range's) and their 16-bit copies included.
   std::int64_t activation_bytes(LayerRange layers = {}) const;
+  // The same bytes in parts, the gradients as either buffer plan places
+  // them, and the layers' own buffers (after compile(); 0 before, and for
+  // layers outside the workspace).
+  ActivationMemory activation_memory(LayerRange layers = {}) const;
 
   // The model's input buffer for `batch` samples: fill it, then forward().
   Tensor<float> input(std::int64_t batch) const;
@@ -124,6 +150,9 @@ class Model {
   // backward (a gradient exchange starts the buckets the layer completed).
   // Launched is not finished: a hook that reads the layer's results or
   // times it fences the execution space first. Empty members are skipped.
+  // With recomputation a segment's forward passes run again between its
+  // last layer's before_backward and after_backward, without hooks of
+  // their own.
   struct LayerHooks {
     std::function<void(std::size_t)> before_forward, after_forward;
     std::function<void(std::size_t)> before_backward, after_backward;
@@ -133,7 +162,7 @@ class Model {
   std::size_t add_hooks(LayerHooks hooks);
   void remove_hooks(std::size_t handle);
   // Zeroes every activation gradient but output_gradient() at once; a
-  // backward pass needs no call to it.
+  // backward pass needs no call to it. Not under BufferPlan::shared.
   void zero_activation_gradients();
   // Output and output gradient of layer i (node i + 1), for `batch` samples;
   // in a 16-bit format only the float ones (the last layer's, and the
@@ -174,9 +203,48 @@ class Model {
   template <class T>
   struct Nodes {
     std::vector<Tensor<T>> values;
-    std::vector<Tensor<T>> grads;  // slices of one buffer; [0] empty
-    Vector<T> grad_buffer;
+    std::vector<Tensor<T>> grads;  // slices of `buffer`; [0] empty
+    // The gradients (under BufferPlan::shared the values too), the model
+    // output's gradient last.
+    Vector<T> buffer;
   };
+  // Where each node's value and gradient lie in a format's buffer (-1: not
+  // in it; a kept value then has memory of its own) and the buffer's
+  // elements, for the nodes `keep` of a workspace for `layers`; align: in
+  // elements, for `shared`.
+  struct NodeLayout {
+    std::vector<std::int64_t> value, grad;
+    std::int64_t elements = 0;
+  };
+  NodeLayout node_layout(const std::vector<bool>& keep, BufferPlan plan, LayerRange layers,
+                         std::int64_t align, const Recompute& recompute) const;
+  // The liveness of the nodes `keep`: node k's value at 2 k, its gradient
+  // at 2 k + 1 (the model output's left out).
+  std::vector<LiveBuffer> node_lives(const std::vector<bool>& keep, LayerRange layers,
+                                     const Recompute& recompute) const;
+  // The nodes a format keeps: `held`, and in a 16-bit model's float nodes
+  // (boundary_only) only the model's and the workspace's input and output.
+  std::vector<bool> kept_nodes(const std::vector<bool>& held, bool boundary_only,
+                               LayerRange layers) const;
+  // For each layer, the first layer of its recomputation segment in a
+  // workspace for `layers` (the layer itself without recomputation).
+  std::vector<std::size_t> segments(LayerRange layers, const Recompute& recompute) const;
+  // The steps of a training step: layer i's forward is step i, its
+  // forward run again again[i] (-1: none), its backward back[i].
+  struct Timeline {
+    std::vector<std::int64_t> again, back;
+    std::int64_t steps = 0;
+  };
+  Timeline timeline(LayerRange layers, const Recompute& recompute) const;
+  // Offsets, in one float memory of `pool` elements, of what the layers
+  // run again keep for backward (Layer::recomputed_elements); the other
+  // layers keep theirs in their own memory (offset 0, no elements).
+  std::vector<std::int64_t> recomputed_layout(LayerRange layers, const Recompute& recompute,
+                                              std::int64_t& pool) const;
+  // Under BufferPlan::shared: the layers' temporaries in one memory, and
+  // what the layers run again keep for backward in another (before they
+  // allocate).
+  void share_layer_memory(LayerRange workspace);
   template <class T>
   Nodes<T>& nodes();
   template <class T>
@@ -216,6 +284,9 @@ class Model {
   std::vector<std::vector<std::size_t>> layer_inputs_;  // node indices per layer
   // Per layer: the nodes whose gradient backward zeroes just before it.
   std::vector<std::vector<std::size_t>> zero_before_;
+  // Per node: the last layer that reads it (node k's producer, k - 1, when
+  // none does); node 0's is unused.
+  std::vector<std::size_t> last_consumer_;
   std::vector<Shapes> input_shapes_;  // per layer, for max_batch
   std::vector<std::vector<std::size_t>> param_slots_, state_slots_;
   FloatFormat compute_ = FloatFormat::fp32;
@@ -224,9 +295,15 @@ class Model {
   Nodes<fp16> fp16_;
   // Float scratch the layers share in 16-bit formats.
   kernels::MixedGemmWorkspace<> scratch_;
+  // The layers' temporaries under BufferPlan::shared (empty otherwise), and
+  // under recomputation what the layers run again keep for backward.
+  Vector<float> temporaries_, recomputed_;
   ParameterStore parameters_;
   ParameterStore state_{false};
   ExecSpace exec_;  // set_execution_space()
+  BufferPlan plan_ = BufferPlan::separate;
+  Recompute recompute_;
+  std::vector<std::size_t> segment_start_;  // segments(workspace_), after compile()
   std::vector<std::pair<std::string, Init>> initializers_;
   std::int64_t max_batch_ = 0;
   LayerRange workspace_;

@@ -18,16 +18,17 @@ namespace tessera {
 
 // What a key holds.
 enum class KeyKind {
-  integer,   // a TOML integer
-  number,    // a TOML number (an integer is accepted)
-  boolean,   // true or false
-  choice,    // one string of a fixed list
-  extent2,   // one positive integer for both axes, or [rows, columns]
-  layer,     // the name of a layer declared earlier ("" for none)
-  text,      // any string
-  integers,  // an array of integers, each in the key's range
-  texts,     // an array of strings
-  tables     // an array of tables with a reader of their own (model.layers)
+  integer,          // a TOML integer
+  number,           // a TOML number (an integer is accepted)
+  boolean,          // true or false
+  choice,           // one string of a fixed list
+  extent2,          // one positive integer for both axes, or [rows, columns]
+  layer,            // the name of a layer declared earlier ("" for none)
+  text,             // any string
+  integers,         // an array of integers, each in the key's range
+  texts,            // an array of strings
+  choice_or_texts,  // one string of a fixed list, or an array of strings
+  tables            // an array of tables with a reader of their own (model.layers)
 };
 
 // A key's value as read from a deck, handed to the key's setter.
@@ -35,10 +36,10 @@ struct KeyValue {
   std::int64_t integer = 0;            // integer
   double number = 0;                   // number
   bool boolean = false;                // boolean
-  std::string text;                    // choice, layer, text
+  std::string text;                    // choice, layer, text; choice_or_texts given a string
   std::int64_t pair[2] = {0, 0};       // extent2: rows, columns
   std::vector<std::int64_t> integers;  // integers
-  std::vector<std::string> texts;      // texts
+  std::vector<std::string> texts;      // texts; choice_or_texts given an array
 };
 
 // A value a key's setter refuses: the reader reports `what()` at the key,
