@@ -154,17 +154,19 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
   // Before any training: a run over the deck's cap stops here on every rank.
   agree(world, [&] {
     const double cap = deck_.memory.cap_mb;
+    const auto fits = [&](std::int64_t bytes) {
+      return static_cast<double>(bytes) <= cap * (1 << 20);
+    };
     const Memory m = memory();
-    if (cap <= 0 || static_cast<double>(m.total()) <= cap * (1 << 20)) return;
+    if (cap <= 0 || fits(m.total())) return;
     std::ostringstream os;
     os << std::fixed << std::setprecision(1) << deck_.location("memory.cap_mb")
        << ": memory.cap_mb: the run needs " << static_cast<double>(m.total()) / (1 << 20)
        << " MiB on rank " << world.rank() << ", above the cap of " << cap << " MiB ("
-       << memory_description() << "); ";
-    if (m.activations.plan == BufferPlan::separate &&
-        static_cast<double>(m.total(BufferPlan::shared)) <= cap * (1 << 20))
+       << memory_description(m) << "); ";
+    if (m.activations.plan == BufferPlan::separate && fits(m.total(BufferPlan::shared)))
       os << "memory.buffers = \"shared\" fits; ";
-    if (static_cast<double>(m.total_blocks()) <= cap * (1 << 20) && m.total_blocks() < m.total())
+    if (fits(m.total_blocks()) && m.total_blocks() < m.total())
       os << "training.recompute = \"blocks\" fits ("
          << static_cast<double>(m.total_blocks()) / (1 << 20) << " MiB); ";
     os << "lower training.batch_size, raise training.accumulation_steps (smaller micro-batches), "

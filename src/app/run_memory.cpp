@@ -1,6 +1,6 @@
 // The device memory a run holds, by part, and the line that states it.
 #include <tessera/app/run.hpp>
-#include <tessera/parallel/gradient_averager.hpp>
+#include <tessera/parallel/optimizer_sharding.hpp>
 #include <tessera/parallel/pipeline.hpp>
 
 #include <algorithm>
@@ -15,21 +15,18 @@ Run::Memory Run::memory() const {
   m.parameters = params.count() * 4;
   m.gradients = params.count() * 4;
   m.state = model_->state().count() * 4;
-  // The parameters this rank's optimizer updates: its stage's in a
-  // pipeline, its ZeRO-1 slice (whole chunks of 1,024; rank 0 takes the
-  // most) when sharded.
+  // The parameters this rank's optimizer updates: its stage's slice in a
+  // pipeline, its ZeRO-1 slice when sharded.
   std::int64_t updated = params.count();
   LayerRange stage;
   if (pipeline_) {
     stage = pipeline_->layers(*model_);
-    updated = 0;
-    for (std::size_t i = stage.first; i < stage.last; ++i)
-      for (const auto& e : params.entries())
-        if (e.layer == model_->layers()[i]->name()) updated += e.spec.shape.numel();
+    std::vector<int> offsets, counts;
+    pipeline_->slices(*model_, params, offsets, counts);
+    updated = counts[pipeline_->stage()];
     m.copies = pipeline_->in_flight();
-  } else if (deck_.training.shard_optimizer && comm_->size() > 1) {
-    const std::int64_t chunk = 1024, chunks = (updated + chunk - 1) / chunk;
-    updated = std::min(updated, shard_of(chunks, 0, comm_->size()).count * chunk);
+  } else if (deck_.training.shard_optimizer) {
+    updated = OptimizerSharding::slice(updated, comm_->rank(), comm_->size()).count;
   }
   const std::int64_t per_parameter = deck_.optimizer.type == "sgd" ? 1 : 2;
   m.optimizer = per_parameter * updated * 4;
@@ -37,8 +34,9 @@ Run::Memory Run::memory() const {
   return m;
 }
 
-std::string Run::memory_description() const {
-  const Memory m = memory();
+std::string Run::memory_description() const { return memory_description(memory()); }
+
+std::string Run::memory_description(const Memory& m) const {
   const auto mib = [](std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   const ActivationMemory& a = m.activations;
   const BufferPlan other = a.plan == BufferPlan::shared ? BufferPlan::separate : BufferPlan::shared;

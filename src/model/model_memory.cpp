@@ -90,7 +90,10 @@ std::vector<std::int64_t> Model::recomputed_layout(LayerRange layers, const Reco
       live[i] = LiveBuffer{layers_[i]->recomputed_elements(input_shapes_[i]),
                            {{at, at}, {t.again[i], t.back[i]}}};
     }
-  return place_buffers(live, 16, pool);
+  std::vector<std::int64_t> offsets = place_buffers(live, 16, pool);
+  for (std::size_t i = 0; i < offsets.size(); ++i)
+    if (live[i].elements == 0) offsets[i] = -1;
+  return offsets;
 }
 
 std::vector<LiveBuffer> Model::node_lives(const std::vector<bool>& keep, LayerRange layers,
@@ -201,10 +204,12 @@ void Model::share_layer_memory(LayerRange workspace) {
   const std::vector<std::int64_t> offsets = recomputed_layout(workspace, recompute_, pool);
   recomputed_ = Vector<float>(
       Kokkos::view_alloc("tessera::recomputed_buffers", Kokkos::WithoutInitializing), pool);
-  const Timeline t = timeline(workspace, recompute_);
   for (std::size_t i = workspace.first; i < workspace.last; ++i)
-    if (t.again[i] >= 0 && layers_[i]->recomputed_elements(input_shapes_[i]) > 0)
-      layers_[i]->share_recomputed(recomputed_.data() + offsets[i]);
+    if (offsets[i] >= 0)
+      layers_[i]->share_recomputed(Kokkos::subview(
+          recomputed_,
+          std::pair<std::int64_t, std::int64_t>(
+              offsets[i], offsets[i] + layers_[i]->recomputed_elements(input_shapes_[i]))));
 }
 
 std::vector<bool> Model::held_nodes(LayerRange layers) const {
@@ -270,11 +275,10 @@ ActivationMemory Model::activation_memory(LayerRange layers) const {
   // one memory for the layers run again.
   const auto kept = [&](const Recompute& recompute) {
     std::int64_t pool = 0;
-    recomputed_layout(layers, recompute, pool);
-    const Timeline t = timeline(layers, recompute);
+    const std::vector<std::int64_t> offsets = recomputed_layout(layers, recompute, pool);
     std::int64_t bytes = pool * 4;
     for (std::size_t i = layers.first; i < layers.last; ++i)
-      if (t.again[i] < 0) bytes += layers_[i]->recomputed_elements(input_shapes_[i]) * 4;
+      if (offsets[i] < 0) bytes += layers_[i]->recomputed_elements(input_shapes_[i]) * 4;
     return bytes;
   };
   m.kept_separate = kept(Recompute{});

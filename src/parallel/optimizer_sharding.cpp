@@ -31,16 +31,20 @@ OptimizerSharding::OptimizerSharding(const Communicator& comm, Optimizer& optimi
   TESSERA_REQUIRE(
       params.count() <= std::numeric_limits<int>::max(),
       "tessera::OptimizerSharding: " << params.count() << " parameters exceed MPI's int counts");
-  const std::int64_t chunk = kernels::deterministic_chunk;
-  const std::int64_t chunks = (params.count() + chunk - 1) / chunk;
   for (int r = 0; r < comm.size(); ++r) {
-    const Shard shard = shard_of(chunks, r, comm.size());
-    const std::int64_t begin = std::min(shard.offset * chunk, params.count());
-    const std::int64_t end = std::min((shard.offset + shard.count) * chunk, params.count());
-    offsets_.push_back(static_cast<int>(begin));
-    counts_.push_back(static_cast<int>(end - begin));
+    const Shard s = slice(params.count(), r, comm.size());
+    offsets_.push_back(static_cast<int>(s.offset));
+    counts_.push_back(static_cast<int>(s.count));
   }
   optimizer.set_shard(offset(), count());
+}
+
+Shard OptimizerSharding::slice(std::int64_t count, int rank, int ranks) {
+  const std::int64_t chunk = kernels::deterministic_chunk;
+  const Shard shard = shard_of((count + chunk - 1) / chunk, rank, ranks);
+  const std::int64_t begin = std::min(shard.offset * chunk, count);
+  const std::int64_t end = std::min((shard.offset + shard.count) * chunk, count);
+  return Shard{begin, end - begin};
 }
 
 OptimizerSharding::OptimizerSharding(const Communicator& comm, Optimizer& optimizer,

@@ -125,8 +125,10 @@ class Run {
     }
   };
   Memory memory() const;
-  // memory() as lines of MiB, with the peak under the other buffer plan.
+  // memory() as a line of MiB, with the totals under the other buffer plan
+  // and with recompute = "blocks"; of `m`, computed already.
   std::string memory_description() const;
+  std::string memory_description(const Memory& m) const;
 
   // Reads the data files (the training file split into training and
   // validation when data.validation_split is set), makes every rank's

@@ -136,7 +136,7 @@ class Layer {
   virtual std::int64_t recomputed_elements(const Shapes& /*inputs*/) const { return 0; }
   // Memory of at least recomputed_elements() floats for them; before
   // allocate().
-  void share_recomputed(float* memory) { shared_recomputed_ = memory; }
+  void share_recomputed(const Vector<float>& memory) { shared_recomputed_ = memory; }
   virtual std::int64_t flops_per_sample(const Shapes& /*inputs*/) const { return 0; }
   // Work of forward and backward for inputs that include the batch;
   // input_gradient: backward also computes dx. The default counts
@@ -247,32 +247,30 @@ class Layer {
                                                 << float_format_name(compute_) << ")");
   }
 
-  // The memory of what forward rewrites whole for backward, for
-  // allocate(): the shared memory, or the layer's own, allocated here.
+  // The memory of what forward rewrites whole for backward, and of the
+  // temporaries, for `inputs`, for allocate(): the shared memory, or the
+  // layer's own, allocated here.
   float* recomputed(const Shapes& inputs) {
-    if (shared_recomputed_ != nullptr) return shared_recomputed_;
-    own_recomputed_ =
-        Vector<float>(Kokkos::view_alloc(where() + "::kept", Kokkos::WithoutInitializing),
-                      recomputed_elements(inputs));
-    return own_recomputed_.data();
+    return own_or_shared(shared_recomputed_, own_recomputed_, "kept", recomputed_elements(inputs));
   }
-  // The temporaries' memory for `inputs`, for allocate(): the shared
-  // memory, or the layer's own, allocated here.
   float* temporaries(const Shapes& inputs) {
-    const std::int64_t elements = temporary_elements(inputs);
-    if (shared_temporaries_.size() == 0) {
-      own_temporaries_ = Vector<float>(
-          Kokkos::view_alloc(where() + "::temporaries", Kokkos::WithoutInitializing), elements);
-      return own_temporaries_.data();
-    }
-    TESSERA_REQUIRE(static_cast<std::int64_t>(shared_temporaries_.size()) >= elements,
-                    where() << ": shared temporaries of " << shared_temporaries_.size()
-                            << " floats for " << elements << "; share at least "
-                            << "temporary_elements()");
-    return shared_temporaries_.data();
+    return own_or_shared(shared_temporaries_, own_temporaries_, "temporaries",
+                         temporary_elements(inputs));
   }
 
  private:
+  float* own_or_shared(const Vector<float>& shared, Vector<float>& own, const char* what,
+                       std::int64_t elements) {
+    if (shared.size() == 0) {
+      own = Vector<float>(Kokkos::view_alloc(where() + "::" + what, Kokkos::WithoutInitializing),
+                          elements);
+      return own.data();
+    }
+    TESSERA_REQUIRE(static_cast<std::int64_t>(shared.size()) >= elements,
+                    where() << ": shared " << what << " of " << shared.size() << " floats for "
+                            << elements << "; share at least that many");
+    return shared.data();
+  }
   void refuse(FloatFormat format) const {
     TESSERA_REQUIRE(false, where() << " computes in fp32 only, not in " << float_format_name(format)
                                    << "; use [precision] compute = \"fp32\"");
@@ -281,8 +279,7 @@ class Layer {
   std::string name_;
   std::vector<std::string> input_names_;
   FloatFormat compute_ = FloatFormat::fp32;
-  Vector<float> shared_temporaries_, own_temporaries_, own_recomputed_;
-  float* shared_recomputed_ = nullptr;
+  Vector<float> shared_temporaries_, own_temporaries_, shared_recomputed_, own_recomputed_;
 };
 
 // A layer written once for every element type: Derived defines

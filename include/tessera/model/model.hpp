@@ -237,8 +237,8 @@ class Model {
   };
   Timeline timeline(LayerRange layers, const Recompute& recompute) const;
   // Offsets, in one float memory of `pool` elements, of what the layers
-  // run again keep for backward (Layer::recomputed_elements); the other
-  // layers keep theirs in their own memory (offset 0, no elements).
+  // run again keep for backward (Layer::recomputed_elements); -1 for the
+  // other layers, which keep theirs in their own memory.
   std::vector<std::int64_t> recomputed_layout(LayerRange layers, const Recompute& recompute,
                                               std::int64_t& pool) const;
   // Under BufferPlan::shared: the layers' temporaries in one memory, and

@@ -39,6 +39,11 @@ class OptimizerSharding {
   // Waits for a gather still in flight (MPI must not write into freed memory).
   ~OptimizerSharding();
 
+  // Rank `rank`'s slice of a store of `count` parameters shared by `ranks`
+  // (what the first constructor gives it): whole chunks of
+  // kernels::deterministic_chunk, shard_of(chunks, rank, ranks).
+  static Shard slice(std::int64_t count, int rank, int ranks);
+
   // Whether this rank gathers the whole state (rank 0 of the communicator).
   bool root() const { return comm_.rank() == 0; }
 
