@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "model_check.hpp"
@@ -1022,6 +1023,72 @@ TEST(Model, MemoryReportMatchesTheAllocationsKokkosToolsSees) {
       if (std::string(name) == "gpt") EXPECT_LT(totals[2], totals[1]) << what;
       EXPECT_EQ(gradients[1], gradients[0]) << what;
       EXPECT_EQ(gradients[2], gradients[0]) << what;
+    }
+  }
+}
+
+// Under BufferPlan::shared an element-wise layer's input gradient takes
+// its output gradient's memory (Layer::backward_in_place): dense, ReLU,
+// dense holds no more for its nodes than dense, dense; and with ReLU,
+// Dropout and Flatten in place, a backward step gives the separate plan's
+// bits, signed zeros included (a ReLU's dy * 0 is -0 for a negative dy;
+// added into a zeroed gradient it is +0), for the ReLU's input gradient
+// and the parameters' gradients, in fp32 and bf16.
+TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
+  const std::int64_t batch = 8, inputs = 6, width = 24, classes = 3;
+  const auto mlp = [&](bool relu) {
+    auto model = std::make_unique<Model>(Shape{inputs});
+    model->add<Dense>("fc1", width);
+    if (relu) model->add<ReLU>("relu");
+    model->add<Dense>("fc2", classes);
+    model->set_buffer_plan(BufferPlan::shared);
+    model->compile(batch, 5);
+    return model;
+  };
+  EXPECT_EQ(mlp(true)->activation_memory().nodes_shared,
+            mlp(false)->activation_memory().nodes_shared);
+
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  for (const FloatFormat format : {FloatFormat::fp32, FloatFormat::bf16}) {
+    std::vector<std::uint32_t> input_gradient[2], gradients[2];
+    for (const BufferPlan plan : {BufferPlan::separate, BufferPlan::shared}) {
+      auto model = std::make_unique<Model>(Shape{2, 3, 3});
+      model->add<Conv2D>("conv", 4, 3, 1, 1)
+          .add<ReLU>("relu")
+          .add<Dropout>("drop", 0.25f)
+          .add<Flatten>("flat")
+          .add<Dense>("fc", classes);
+      model->set_compute(format).set_buffer_plan(plan);
+      model->compile(batch, 5);
+      test::from_host(model->input(batch).flat(),
+                      test::random_values(model->input(batch).numel(), 41));
+      test::from_host(model->output_gradient(batch).flat(),
+                      test::random_values(model->output_gradient(batch).numel(), 42));
+      StepContext ctx;
+      ctx.step = 3;
+      ctx.seed = 7;
+      model->forward(batch, ctx);
+      model->zero_gradients();
+      model->backward(batch, ctx);
+      Kokkos::fence();
+      const int p = plan == BufferPlan::shared;
+      if (format == FloatFormat::fp32)
+        input_gradient[p] = bits(test::to_host(model->activation_gradient(0, batch).flat()));
+      gradients[p] = bits(test::to_host(model->parameters().gradients()));
+    }
+    const std::string what = float_format_name(format);
+    EXPECT_EQ(input_gradient[1], input_gradient[0]) << what;
+    EXPECT_EQ(gradients[1], gradients[0]) << what;
+    if (format == FloatFormat::fp32) {
+      // Zeros are there (where the ReLU's output is 0 and where dropout
+      // dropped), the elements a sign would tell apart.
+      std::int64_t zeros = 0;
+      for (auto b : input_gradient[0]) zeros += (b & 0x7fffffffu) == 0;
+      EXPECT_GT(zeros, 0);
     }
   }
 }

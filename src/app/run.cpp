@@ -313,6 +313,7 @@ void Run::load_data(const RunCallbacks& callbacks, DatasetCache* cache) {
       };
       train_ = load(true);
       test_ = load(false);
+      data_bytes_ = train_.device_bytes() + test_.device_bytes();
     });
   } catch (const CollectiveError& e) {
     throw CollectiveError(std::string("data error: ") + e.what());
@@ -374,7 +375,10 @@ void Run::shape_data() {
 std::string Run::data_description() const {
   std::ostringstream os;
   os << "data: " << train_.size() << " training, " << validation_.size() << " validation and "
-     << test_.size() << " test samples of shape " << train_.sample_shape;
+     << test_.size() << " test samples of shape " << train_.sample_shape << "; " << std::fixed
+     << std::setprecision(1) << static_cast<double>(data_bytes_) / (1 << 20)
+     << " MiB held in device memory";
+  if (deck_.streaming) os << " (streamed: the files are read batch by batch)";
   return os.str();
 }
 

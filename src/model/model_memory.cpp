@@ -96,6 +96,28 @@ std::vector<std::int64_t> Model::recomputed_layout(LayerRange layers, const Reco
   return offsets;
 }
 
+std::vector<std::size_t> Model::gradient_places(const std::vector<bool>& keep,
+                                                LayerRange layers) const {
+  const std::size_t last = sample_shapes_.size() - 1;
+  std::vector<int> readers(last + 1, 0);
+  for (const auto& inputs : layer_inputs_)
+    for (auto node : inputs) ++readers[node];
+  const auto boundary = [&](std::size_t k) {
+    return k == 0 || k == last || k == layers.first || k == layers.last;
+  };
+  std::vector<std::size_t> place(last + 1);
+  for (std::size_t k = last + 1; k-- > 0;) {
+    place[k] = k;
+    // Layer k reads node k and writes node k + 1.
+    if (k < layers.first || k >= layers.last || boundary(k) || boundary(k + 1)) continue;
+    if (keep[k] && keep[k + 1] && readers[k] == 1 && layer_inputs_[k].size() == 1 &&
+        layer_inputs_[k][0] == k && sample_shapes_[k].numel() == sample_shapes_[k + 1].numel() &&
+        layers_[k]->backward_in_place())
+      place[k] = place[k + 1];
+  }
+  return place;
+}
+
 std::vector<LiveBuffer> Model::node_lives(const std::vector<bool>& keep, LayerRange layers,
                                           const Recompute& recompute) const {
   const std::size_t last = sample_shapes_.size() - 1;
@@ -150,6 +172,14 @@ std::vector<LiveBuffer> Model::node_lives(const std::vector<bool>& keep, LayerRa
                             ? LiveBuffer{elements(k), {{0, steps}}}
                             : LiveBuffer{elements(k), {{back[last_consumer_[k]], back[k - 1]}}};
   }
+  // A gradient in its layer's output gradient's place extends that life
+  // (to the producer's backward of the last in a chain of such layers).
+  const std::vector<std::size_t> place = gradient_places(keep, layers);
+  for (std::size_t k = last; k-- > 1;)
+    if (place[k] != k) {
+      live[2 * place[k] + 1].spans.back().last = live[2 * k + 1].spans.back().last;
+      live[2 * k + 1] = LiveBuffer{};
+    }
   return live;
 }
 
@@ -174,10 +204,11 @@ Model::NodeLayout Model::node_layout(const std::vector<bool>& keep, BufferPlan p
   const std::vector<LiveBuffer> live = node_lives(keep, layers, recompute);
   std::int64_t pool = 0;
   const std::vector<std::int64_t> offsets = place_buffers(live, align, pool);
+  const std::vector<std::size_t> place = gradient_places(keep, layers);
   for (std::size_t k = 0; k < last; ++k) {
     if (!keep[k]) continue;
     g.value[k] = offsets[2 * k];
-    if (k > 0) g.grad[k] = offsets[2 * k + 1];
+    if (k > 0) g.grad[k] = offsets[2 * place[k] + 1];
   }
   // The model's output, its value and then its gradient (the buffer's
   // last), after all of them.

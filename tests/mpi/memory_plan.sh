@@ -10,7 +10,8 @@
 # - in fp32 on 1 rank, 2 data-parallel ranks, 2 ranks with ZeRO-1
 #   (parallel.shard_optimizer) and 2 pipeline stages (1F1B keeps 2
 #   micro-batches in flight on the first stage, each in its own workspace);
-# - in bf16 and fp16 (dynamic loss scaling) on 1 rank and on 2 stages.
+# - in bf16 and fp16 (dynamic loss scaling) on 1 rank, 2 ranks with
+#   ZeRO-1 and 2 stages.
 # Each must print less memory than the one before (so no comparison is
 # between two identical layouts; a pipeline stage may have nothing to
 # recompute), and a run whose
@@ -119,6 +120,8 @@ for model in resnet gpt; do
     scaling=()
     [ "$format" = fp16 ] && scaling=(--set 'precision.loss_scale="dynamic"')
     compare "$model-$format-1" 1 "${deck[@]}" --set "precision.compute=\"$format\"" "${scaling[@]}"
+    compare "$model-$format-zero" 2 "${deck[@]}" --set "precision.compute=\"$format\"" \
+      "${scaling[@]}" --set parallel.shard_optimizer=true
     compare "$model-$format-stages" 2 "${deck[@]}" --set "precision.compute=\"$format\"" \
       "${scaling[@]}" --set parallel.pipeline_stages=2 "${boundary[@]}"
   done

@@ -144,7 +144,8 @@ class Run {
   void prepare(const std::string& restart = "", const RunCallbacks& callbacks = {},
                DatasetCache* cache = nullptr, EarlierRun earlier = EarlierRun::refuse);
 
-  // "data: 60000 training, 0 validation and 10000 test samples of shape [784]"
+  // "data: 60000 training, 0 validation and 10000 test samples of shape
+  // [784]; 209.6 MiB held in device memory"
   std::string data_description() const;
   std::string metrics_path() const;
   // Where a restart resumed ("resuming from <file>: epoch 2, step 0 of 235,
@@ -224,6 +225,9 @@ class Run {
   std::unique_ptr<Trainer> trainer_;
   std::unique_ptr<EarlyStopping> early_stop_;  // training.early_stop_patience > 0
   Dataset train_, validation_, test_;
+  // Device memory the data sets take as read, before any cut or split
+  // (which are views of them): data_description().
+  std::int64_t data_bytes_ = 0;
   struct Outputs;
   std::unique_ptr<Outputs> outputs_;  // metrics file, history, checkpoint directory and clock
   TrainingCursor cursor_;

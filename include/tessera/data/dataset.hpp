@@ -48,6 +48,12 @@ struct Dataset {
   std::int64_t features() const { return sample_shape.numel(); }
   // Labels per sample: 1, or T for a token stream.
   std::int64_t label_positions() const { return token_stream() ? sample_shape[0] : 1; }
+  // Bytes of device memory its samples, labels and token ids take (a
+  // slice's: of the slice; a streamed set's: none, see BatchStream).
+  std::int64_t device_bytes() const {
+    return static_cast<std::int64_t>(samples.span() * sizeof(float) + labels.span() * sizeof(int) +
+                                     tokens.span() * sizeof(std::int32_t));
+  }
 };
 
 // Where a training run's windows come from: its seed and the epoch.

@@ -94,7 +94,8 @@ void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y
       });
 }
 
-// dx += dy * f'(x)
+// dx += dy * f'(x); dx = 0 + dy * f'(x) when dx is dy's memory
+// (impl::same_memory).
 template <class Op, class ExecSpace, class X, class Y, class DY, class DX>
 void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const Y& y, const DY& dy,
                          const DX& dx) {
@@ -109,6 +110,7 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
                       bytes_of<typename Y::value_type>(y.size()) +
                       bytes_of<typename DY::value_type>(dy.size()) + 2 * bytes_of<T>(dx.size()),
                   (Op::derivative_flops + 2) * double(x.size())};
+  const bool in_place = impl::same_memory(dy, dx);
   impl::for_each_span(
       exec, "tessera::kernels::activation_backward", x.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
@@ -116,7 +118,7 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
         const T *in = x.data(), *out = y.data(), *grad_out = dy.data();
         T* grad_in = dx.data();
         for (std::int64_t i = begin; i < end; ++i)
-          grad_in[i] = narrow<T>(widen(grad_in[i]) +
+          grad_in[i] = narrow<T>((in_place ? 0.0f : widen(grad_in[i])) +
                                  widen(grad_out[i]) * f.derivative(widen(in[i]), widen(out[i])));
       });
 }

@@ -89,6 +89,14 @@ struct Conv2dGeometry {
   }
   std::int64_t thread_group_blocks() const { return group_blocks(thread_blocks()); }
   std::int64_t thread_groups() const { return groups(thread_blocks()); }
+  // Partials that `groups` groups on `threads` threads hold at once: the
+  // groups run in waves of as many as the threads, and past one wave one
+  // more partial holds the sum of the waves before
+  // (impl::PartialWaves), so that the partials still add in group order.
+  static std::int64_t partials_held(std::int64_t groups, std::int64_t threads) {
+    if (threads < 1) threads = 1;
+    return groups <= threads ? groups : threads + 1;
+  }
 
   // ConvSchedule::winograd: Winograd's F(2 x 2, r x r) (impl/winograd.hpp)
   // for the forward and input-gradient products of square 3 x 3 and 5 x 5
@@ -141,16 +149,16 @@ struct Conv2dGeometry {
     return winograd() ? 2 * winograd_partial_size() : 0;
   }
 
-  // Scratch floats of ConvSchedule::threads and ::winograd besides the
-  // threads' blocks: the rows' sums for the bias gradient and the groups'
-  // dW partials (or dU partials, with Winograd), room for
-  // min(blocks, thread_groups_max) of them, then the transformed weights.
-  // That grows with the batch while the number of groups need not (22
-  // blocks make 11 groups of 2, 16 blocks 16 groups of 1), so scratch for a
-  // batch holds every smaller batch.
-  std::int64_t thread_scratch_fixed() const {
-    const auto room = [](std::int64_t blocks) {
-      return blocks < thread_groups_max ? blocks : thread_groups_max;
+  // Scratch floats of ConvSchedule::threads and ::winograd on `threads`
+  // threads besides the threads' blocks: the rows' sums for the bias
+  // gradient and the groups' dW partials (or dU partials, with Winograd),
+  // room for the partials_held of min(blocks, thread_groups_max) groups,
+  // then the transformed weights. That grows with the batch while the
+  // number of groups need not (22 blocks make 11 groups of 2, 16 blocks 16
+  // groups of 1), so scratch for a batch holds every smaller batch.
+  std::int64_t thread_scratch_fixed(std::int64_t threads) const {
+    const auto room = [threads](std::int64_t blocks) {
+      return partials_held(blocks < thread_groups_max ? blocks : thread_groups_max, threads);
     };
     std::int64_t partials = room(thread_blocks()) * out_channels * patch();
     if (winograd()) {
@@ -176,7 +184,7 @@ struct Conv2dGeometry {
   // Scratch floats of ConvSchedule::threads and ::winograd on `threads`
   // threads.
   std::int64_t thread_scratch_size(std::int64_t threads) const {
-    return thread_scratch_fixed() + threads * thread_slot_size();
+    return thread_scratch_fixed(threads) + threads * thread_slot_size();
   }
 };
 

@@ -23,6 +23,7 @@ inline std::uint64_t name_stream(const std::string& name) {
 
 // dst = mask .* src / (1 - rate) (accumulate = false) or dst += that, where
 // element i is kept iff counter_uniform(seed, stream, first_counter + i) >= rate.
+// Accumulating into src's own memory writes 0 + that (impl::same_memory).
 template <class ExecSpace, class Src, class Dst>
 void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float rate,
                    std::uint64_t seed, std::uint64_t stream, std::uint64_t first_counter,
@@ -40,6 +41,7 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
   const Work work{bytes_of<typename Src::value_type>(src.size()) +
                       bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
                   (accumulate ? 3.0 : 2.0) * double(src.size())};
+  const bool in_place = impl::same_memory(src, dst);
   impl::for_each_span(
       exec, "tessera::kernels::dropout_apply", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
@@ -48,7 +50,7 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
         for (std::int64_t i = begin; i < end; ++i) {
           const bool keep = counter_uniform(seed, stream, first_counter + i) >= rate;
           const float value = keep ? widen(in[i]) * scale : 0.0f;
-          out[i] = narrow<T>(accumulate ? widen(out[i]) + value : value);
+          out[i] = narrow<T>(accumulate ? (in_place ? 0.0f : widen(out[i])) + value : value);
         }
       });
 }

@@ -16,7 +16,8 @@ namespace tessera::kernels {
 
 // dst = src (accumulate = false) or dst += src, for float, bf16 and fp16
 // elements of either side: computed in float, each result rounded once to
-// dst's type (a copy between formats converts).
+// dst's type (a copy between formats converts). Accumulating into src's
+// own memory writes 0 + src (impl::same_memory).
 template <class ExecSpace, class Src, class Dst>
 void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accumulate) {
   using T = typename Dst::non_const_value_type;
@@ -27,6 +28,7 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
   const Work work{bytes_of<typename Src::value_type>(src.size()) +
                       bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
                   accumulate ? double(src.size()) : 0.0};
+  const bool in_place = impl::same_memory(src, dst);
   impl::for_each_span(
       exec, "tessera::kernels::copy_into", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
@@ -34,7 +36,7 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
         auto* out = dst.data();
         if (accumulate)
           for (std::int64_t i = begin; i < end; ++i)
-            out[i] = narrow<T>(widen(out[i]) + widen(in[i]));
+            out[i] = narrow<T>((in_place ? 0.0f : widen(out[i])) + widen(in[i]));
         else
           for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(widen(in[i]));
       });

@@ -21,6 +21,7 @@ class Dropout final : public GenericLayer<Dropout> {
   const char* type() const override { return "Dropout"; }
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
+  bool backward_in_place() const override { return true; }
   float rate() const { return rate_; }
   Shape output_shape(const Shapes& inputs) const override;
   void allocate(const Shapes& inputs) override;

@@ -13,6 +13,7 @@ class Flatten final : public GenericLayer<Flatten> {
   const char* type() const override { return "Flatten"; }
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
+  bool backward_in_place() const override { return true; }
   Shape output_shape(const Shapes& inputs) const override;
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);

@@ -53,10 +53,12 @@ struct LiveBuffer {
 };
 
 // Offsets of `buffers` in one pool such that two buffers alive at a common
-// step never overlap: the largest first (ties in order), each at the lowest
-// offset, a multiple of `align` elements, that is free for its steps. The
-// same buffers always give the same offsets. `pool` receives the pool's
-// size in elements. A buffer of no elements gets offset 0.
+// step never overlap: placed one by one, each at the lowest offset, a
+// multiple of `align` elements, that is free for its steps, in the one of
+// a few orders (the largest first, the earliest alive first, ...) that
+// gives the smallest pool. The same buffers always give the same offsets.
+// `pool` receives the pool's size in elements. A buffer of no elements
+// gets offset 0.
 std::vector<std::int64_t> place_buffers(const std::vector<LiveBuffer>& buffers, std::int64_t align,
                                         std::int64_t& pool);
 

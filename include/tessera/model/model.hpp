@@ -222,6 +222,12 @@ class Model {
   // at 2 k + 1 (the model output's left out).
   std::vector<LiveBuffer> node_lives(const std::vector<bool>& keep, LayerRange layers,
                                      const Recompute& recompute) const;
+  // For each node, the node whose gradient memory its gradient takes under
+  // BufferPlan::shared: its own, or (Layer::backward_in_place) that of the
+  // output gradient of the layer reading it, where that layer alone reads
+  // it and neither node is a boundary of the model or of the workspace for
+  // `layers`.
+  std::vector<std::size_t> gradient_places(const std::vector<bool>& keep, LayerRange layers) const;
   // The nodes a format keeps: `held`, and in a 16-bit model's float nodes
   // (boundary_only) only the model's and the workspace's input and output.
   std::vector<bool> kept_nodes(const std::vector<bool>& held, bool boundary_only,

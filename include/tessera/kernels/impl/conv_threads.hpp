@@ -74,10 +74,11 @@ struct ThreadBlock {
   }
 };
 
-// The scratch of ConvSchedule::threads and ::winograd, laid out as
-// Conv2dGeometry::thread_scratch_size counts it: the rows' sums for the
-// bias gradient, the groups' partials, Winograd's transformed weights (the
-// forward's, then the input gradient's), then one slot per thread.
+// The scratch of ConvSchedule::threads and ::winograd on `threads`
+// threads, laid out as Conv2dGeometry::thread_scratch_size counts it: the
+// rows' sums for the bias gradient, the groups' partials, Winograd's
+// transformed weights (the forward's, then the input gradient's), then one
+// slot per thread.
 struct ThreadScratch {
   float* row_sums;
   float* partials;
@@ -85,16 +86,66 @@ struct ThreadScratch {
   float* forward_weights;
   float* gradient_weights;
   std::int64_t slot_size;
-  ThreadScratch(const Conv2dGeometry& g, float* scratch)
+  ThreadScratch(const Conv2dGeometry& g, float* scratch, std::int64_t threads)
       : row_sums(scratch),
         partials(scratch + g.batch * g.out_channels),
-        slots(scratch + g.thread_scratch_fixed()),
+        slots(scratch + g.thread_scratch_fixed(threads)),
         forward_weights(slots - g.winograd_weights_size()),
         gradient_weights(slots - g.winograd_weights_size() / 2),
         slot_size(g.thread_slot_size()) {}
   // Thread `id`'s slot (Conv2dGeometry::thread_slot_size floats).
   float* slot(int id) const { return slots + id * slot_size; }
 };
+
+// Backward's groups in waves of at most `threads` groups, one a thread
+// (Conv2dGeometry::partials_held): a group of the first wave writes the
+// partial of its index; a group of a later wave the partial one past its
+// index in the wave, since partial 0 then holds the sum of the waves
+// before, to which each wave's partials are added in group order.
+struct PartialWaves {
+  std::int64_t groups, per_wave;
+  PartialWaves(std::int64_t groups, std::int64_t threads)
+      : groups(groups), per_wave(threads < 1 ? 1 : threads) {}
+  std::int64_t count() const { return (groups + per_wave - 1) / per_wave; }
+  std::int64_t first(std::int64_t wave) const { return wave * per_wave; }
+  std::int64_t end(std::int64_t wave) const {
+    return first(wave) + per_wave < groups ? first(wave) + per_wave : groups;
+  }
+  // The partial `group` of `wave` writes.
+  std::int64_t slot(std::int64_t wave, std::int64_t group) const {
+    return group - first(wave) + (wave > 0 ? 1 : 0);
+  }
+  // The partials [first_slot, end_slot) a wave adds, in group order, to
+  // the sum of the waves before (to 0 in the first wave, whose partial 0 is
+  // its first group's).
+  std::int64_t first_slot(std::int64_t wave) const { return wave > 0 ? 1 : 0; }
+  std::int64_t end_slot(std::int64_t wave) const { return slot(wave, end(wave) - 1) + 1; }
+  // A share of a whole pass's work for one wave's launch.
+  Work share(const Work& whole, std::int64_t wave) const {
+    const double part = double(end(wave) - first(wave)) / double(groups > 0 ? groups : 1);
+    return Work{whole.bytes * part, whole.flops * part, whole.narrow};
+  }
+};
+
+// body(slot, group, id) for every group of `waves` on the thread holding
+// token id `id`, writing partial `slot`, a wave at a time; after_wave(wave)
+// (adding the wave's partials) before the next. work: the whole pass's.
+template <class ExecSpace, class Body, class AfterWave>
+void run_waves(const ExecSpace& exec, const char* label, const PartialWaves& waves,
+               const Kokkos::Experimental::UniqueToken<ExecSpace>& token, const Work& work,
+               const Body& body, const AfterWave& after_wave) {
+  for (std::int64_t wave = 0; wave < waves.count(); ++wave) {
+    parallel_for(label,
+                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                     exec, waves.first(wave), waves.end(wave)),
+                 waves.share(work, wave), [=](const std::int64_t group) {
+                   const int id = token.acquire();
+                   body(waves.slot(wave, group), group, id);
+                   token.release(id);
+                 });
+    after_wave(wave);
+  }
+}
 
 // The FLOPs of the lowered products of g's whole batch: out x patch x
 // (batch * P), as the forward, the weight gradient and the input gradient
@@ -114,7 +165,7 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
     const std::int64_t k = g.patch(), positions = g.positions();
     const std::int64_t out = g.out_channels, lda = w.stride(0);
-    const ThreadScratch ts(g, scratch.data());
+    const ThreadScratch ts(g, scratch.data(), token.size());
     // x, W and b read, y written; the product and an add of the bias (a
     // zero one too) an output.
     const Work work{
@@ -149,9 +200,37 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
   }
 }
 
+// The dW partials of wave `wave` (dW's shape each) added, in group order,
+// to the sum of the waves before (to 0 in the first, partial 0 its first
+// group's); after the last wave the sum added into dW.
+template <class ExecSpace, class DW>
+void add_thread_partials(const ExecSpace& exec, const Conv2dGeometry& g, const PartialWaves& waves,
+                         std::int64_t wave, float* partials, const DW& dw) {
+  const std::int64_t k = g.patch(), size = g.out_channels * k;
+  const std::int64_t from = waves.first_slot(wave), to = waves.end_slot(wave);
+  const bool into_dw = wave + 1 == waves.count();
+  // The partials read, dW read and written; an add a partial's element
+  // and one into dW (a wave's share).
+  const Work sums{
+      bytes_of<float>(waves.groups * size) + 2 * bytes_of<typename DW::value_type>(size),
+      double(waves.groups + 1) * double(size),
+      "host schedule: the partials of the threads schedule, on the host only"};
+  parallel_for("tessera::kernels::conv2d_weight_grad",
+               Kokkos::RangePolicy<ExecSpace>(exec, 0, size), waves.share(sums, wave),
+               [=](const std::int64_t i) {
+                 float sum = from == 0 ? 0.0f : partials[i];
+                 for (std::int64_t slot = from; slot < to; ++slot) sum += partials[slot * size + i];
+                 if (into_dw)
+                   dw(i / k, i % k) += sum;
+                 else
+                   partials[i] = sum;
+               });
+}
+
 // dW += dy * cols(x)^T, db += sums of dy, dx += col2im(W^T dy) (when dx is
 // not empty), ConvSchedule::threads: each group of blocks (one task) sums
-// its dW into a partial of its own; the partials are added in group order.
+// its dW into a partial of its own; the partials are added in group order
+// (the groups in waves of as many as the threads: PartialWaves).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, const W& w,
                              const DY& dy, const DX& dx, const DW& dw, const DB& db,
@@ -163,7 +242,7 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
     const std::int64_t k = g.patch(), positions = g.positions(), plane = g.input_positions();
     const std::int64_t in = g.in_channels, out = g.out_channels, lda = w.stride(0);
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
-    const ThreadScratch ts(g, scratch.data());
+    const ThreadScratch ts(g, scratch.data(), token.size());
     float *const row_sums = ts.row_sums, *const partials = ts.partials;
     const std::int64_t blocks = g.thread_blocks(), per_group = g.thread_group_blocks();
     const std::int64_t groups = g.thread_groups();
@@ -181,47 +260,31 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
         lowered_product_flops(g) + (with_db ? double(g.output_size()) : 0) +
             (with_dx ? lowered_product_flops(g) + taps : 0),
         "host schedule: one group of blocks per task, its dW partial summed in block order"};
-    parallel_for("tessera::kernels::conv2d_backward_threads",
-                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
-                 work, [=](const std::int64_t group) {
-                   const int id = token.acquire();
-                   float* const partial = partials + group * out * k;
-                   const std::int64_t last =
-                       (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
-                   for (std::int64_t block = group * per_group; block < last; ++block) {
-                     const ThreadBlock s(g, block);
-                     const std::int64_t n = s.count * positions;
-                     float* const col = ts.slot(id);
-                     float* const grad = col + k * n;
-                     lower_samples(g, x, s.first, s.count, col, n);
-                     for (std::int64_t r = 0; r < s.count * out; ++r)
-                       move_row(grad + (r % out) * n + (r / out) * positions,
-                                dy.data() + (s.first * out + r) * positions, 0.0f, positions,
-                                Transfer::from_nchw,
-                                with_db ? row_sums + s.first * out + r : nullptr);
-                     const float beta = block == group * per_group ? 0.0f : 1.0f;
-                     thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
-                     if (!with_dx) continue;
-                     thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
-                     for (std::int64_t r = 0; r < s.count * in; ++r)
-                       fold_plane(dx.data() + (s.first * in + r) * plane,
-                                  col + (r / in) * positions, r % in, g.rows, g.cols, n);
-                   }
-                   token.release(id);
-                 });
-    // The partials read, dW read and written; an add a partial's element
-    // and one into dW.
-    const Work sums{
-        bytes_of<float>(groups * out * k) + 2 * bytes_of<typename DW::value_type>(out * k),
-        double(groups + 1) * double(out * k),
-        "host schedule: the partials of the threads schedule, on the host only"};
-    parallel_for("tessera::kernels::conv2d_weight_grad",
-                 Kokkos::RangePolicy<ExecSpace>(exec, 0, out * k), sums, [=](const std::int64_t i) {
-                   float sum = 0;
-                   for (std::int64_t group = 0; group < groups; ++group)
-                     sum += partials[group * out * k + i];
-                   dw(i / k, i % k) += sum;
-                 });
+    const PartialWaves waves(groups, token.size());
+    const auto group_body = [=](std::int64_t slot, std::int64_t group, int id) {
+      float* const partial = partials + slot * out * k;
+      const std::int64_t last = (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+      for (std::int64_t block = group * per_group; block < last; ++block) {
+        const ThreadBlock s(g, block);
+        const std::int64_t n = s.count * positions;
+        float* const col = ts.slot(id);
+        float* const grad = col + k * n;
+        lower_samples(g, x, s.first, s.count, col, n);
+        for (std::int64_t r = 0; r < s.count * out; ++r)
+          move_row(grad + (r % out) * n + (r / out) * positions,
+                   dy.data() + (s.first * out + r) * positions, 0.0f, positions,
+                   Transfer::from_nchw, with_db ? row_sums + s.first * out + r : nullptr);
+        const float beta = block == group * per_group ? 0.0f : 1.0f;
+        thread_gemm(gemm, 'N', 'T', out, k, n, grad, n, col, n, beta, partial, k);
+        if (!with_dx) continue;
+        thread_gemm(gemm, 'T', 'N', k, n, out, w.data(), lda, grad, n, 0, col, n);
+        for (std::int64_t r = 0; r < s.count * in; ++r)
+          fold_plane(dx.data() + (s.first * in + r) * plane, col + (r / in) * positions, r % in,
+                     g.rows, g.cols, n);
+      }
+    };
+    run_waves(exec, "tessera::kernels::conv2d_backward_threads", waves, token, work, group_body,
+              [&](std::int64_t wave) { add_thread_partials(exec, g, waves, wave, partials, dw); });
     if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
   } else {
     check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);

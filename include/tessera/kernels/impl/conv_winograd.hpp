@@ -207,7 +207,7 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
     HostSgemm* const gemm =
         check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
-    const ThreadScratch ts(g, scratch.data());
+    const ThreadScratch ts(g, scratch.data(), token.size());
     float* const u = ts.forward_weights;
     const Winograd wg(g.rows.kernel);
     winograd_weights(exec, wg, g, w, false, u);
@@ -241,33 +241,37 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
   }
 }
 
-// dW += G^T dU G from the `groups` partials of dU (each
-// Conv2dGeometry::winograd_partial_size() floats, t^2 blocks [out][in])
-// that conv2d_backward_winograd's groups summed: the partials are added
-// into the first, each value's terms in group order, then transformed.
+// Partials [1, count) of dU (each Conv2dGeometry::winograd_partial_size()
+// floats, t^2 blocks [out][in]) added into partial 0, each value's terms
+// in order: a wave of conv2d_backward_winograd's groups (PartialWaves).
+template <class ExecSpace>
+void add_winograd_partials(const ExecSpace& exec, const Conv2dGeometry& g, float* partials,
+                           std::int64_t count) {
+  if (count < 2) return;
+  const std::int64_t size = g.winograd_partial_size();
+  // In one pass over long runs (reading the t^2 blocks of every group at
+  // once, out * in floats apart, had the cache evict its own lines).
+  const std::int64_t run = 1024, runs = (size + run - 1) / run;
+  // The partials read, the first written; an add a later partial's value.
+  const Work sums{bytes_of<float>(count * size) + bytes_of<float>(size),
+                  double(count - 1) * double(size),
+                  "host schedule: runs of 1024 values per task, on the host only"};
+  parallel_for("tessera::kernels::conv2d_weight_grad",
+               Kokkos::RangePolicy<ExecSpace>(exec, 0, runs), sums, [=](const std::int64_t r) {
+                 const std::int64_t begin = r * run;
+                 const int count_in_run = static_cast<int>(size - begin < run ? size - begin : run);
+                 float* const sum = partials + begin;
+                 for (std::int64_t slot = 1; slot < count; ++slot)
+                   add_row(sum, partials + slot * size + begin, count_in_run, 1);
+               });
+}
+
+// dW += G^T dU G from partial 0 of dU, the sum of conv2d_backward_winograd's
+// groups (add_winograd_partials).
 template <class ExecSpace, class DW>
 void winograd_weight_gradient(const ExecSpace& exec, const Winograd& wg, const Conv2dGeometry& g,
-                              float* partials, std::int64_t groups, const DW& dw) {
+                              const float* partials, const DW& dw) {
   const std::int64_t in = g.in_channels, out = g.out_channels, k = g.patch();
-  const std::int64_t size = g.winograd_partial_size();
-  // The groups' dU summed into the first group's partial, each value's
-  // terms in group order, in one pass over long runs (reading the t^2
-  // blocks of every group at once, out * in floats apart, had the
-  // cache evict its own lines).
-  const std::int64_t run = 1024, runs = (size + run - 1) / run;
-  // Every group's partial read, the first written; an add a later group's value.
-  const Work sums{bytes_of<float>(groups * size) + bytes_of<float>(size),
-                  double(groups - 1) * double(size),
-                  "host schedule: runs of 1024 values per task, on the host only"};
-  if (groups > 1)
-    parallel_for("tessera::kernels::conv2d_weight_grad",
-                 Kokkos::RangePolicy<ExecSpace>(exec, 0, runs), sums, [=](const std::int64_t r) {
-                   const std::int64_t begin = r * run;
-                   const int count = static_cast<int>(size - begin < run ? size - begin : run);
-                   float* const sum = partials + begin;
-                   for (std::int64_t group = 1; group < groups; ++group)
-                     add_row(sum, partials + group * size + begin, count, 1);
-                 });
   // dW(o, c) += G^T dU(o, c) G, winograd_lanes (o, c) pairs a task.
   const std::int64_t pairs = out * in, tt = std::int64_t(wg.t) * wg.t, rr = k / in;
   // The summed dU read (t^2 a pair), dW read and written (r^2 a pair); the
@@ -328,8 +332,10 @@ Work winograd_backward_work(const Conv2dGeometry& g, int t, std::int64_t groups,
 // where g.winograd() holds: each group of Winograd blocks (one task) sums
 // its dU (winograd_weight_samples) into a partial of its own and adds its
 // samples' input gradient in Winograd's form too, in blocks of
-// t.winograd_block_samples() within each block; winograd_weight_gradient
-// then turns the partials into dW.
+// t.winograd_block_samples() within each block. The groups run in waves
+// of as many as the threads (PartialWaves), each wave's partials added into
+// the first (add_winograd_partials); winograd_weight_gradient then turns
+// their sum into dW.
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Scratch>
 void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
                               const W& w, const DY& dy, const DX& dx, const DW& dw, const DB& db,
@@ -341,7 +347,7 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
     const std::int64_t positions = g.positions(), plane = g.input_positions();
     const std::int64_t in = g.in_channels, out = g.out_channels;
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
-    const ThreadScratch ts(g, scratch.data());
+    const ThreadScratch ts(g, scratch.data(), token.size());
     float *const row_sums = ts.row_sums, *const partials = ts.partials;
     const Conv2dGeometry t = g.transposed();
     const Winograd wg(g.rows.kernel);
@@ -350,31 +356,30 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
     const std::int64_t samples = g.winograd_block_samples(), blocks = g.winograd_blocks();
     const std::int64_t per_group = g.winograd_group_blocks(), groups = g.winograd_groups();
     const std::int64_t size = g.winograd_partial_size(), transformed = t.winograd_block_samples();
-    parallel_for("tessera::kernels::conv2d_backward_winograd",
-                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, groups),
-                 winograd_backward_work<X, DY, DX>(g, wg.t, groups, with_dx, with_db),
-                 [=](const std::int64_t group) {
-                   const int id = token.acquire();
-                   float* const work = ts.slot(id);
-                   const std::int64_t last =
-                       (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
-                   for (std::int64_t block = group * per_group; block < last; ++block) {
-                     const std::int64_t first = block * samples;
-                     const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
-                     winograd_weight_block(gemm, wg, g, x.data() + first * in * plane,
-                                           dy.data() + first * out * positions, end - first,
-                                           block == group * per_group ? 0.0f : 1.0f,
-                                           partials + group * size,
-                                           with_db ? row_sums + first * out : nullptr, work);
-                     if (!with_dx) continue;
-                     for (std::int64_t from = first; from < end; from += transformed)
-                       winograd_block(gemm, wg, t, dy.data() + from * out * positions,
-                                      end - from < transformed ? end - from : transformed, u,
-                                      nullptr, dx.data() + from * in * plane, true, work);
-                   }
-                   token.release(id);
-                 });
-    winograd_weight_gradient(exec, wg, g, partials, groups, dw);
+    const Work work = winograd_backward_work<X, DY, DX>(g, wg.t, groups, with_dx, with_db);
+    const PartialWaves waves(groups, token.size());
+    const auto group_body = [=](std::int64_t slot, std::int64_t group, int id) {
+      float* const work_slot = ts.slot(id);
+      const std::int64_t last = (group + 1) * per_group < blocks ? (group + 1) * per_group : blocks;
+      for (std::int64_t block = group * per_group; block < last; ++block) {
+        const std::int64_t first = block * samples;
+        const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
+        winograd_weight_block(gemm, wg, g, x.data() + first * in * plane,
+                              dy.data() + first * out * positions, end - first,
+                              block == group * per_group ? 0.0f : 1.0f, partials + slot * size,
+                              with_db ? row_sums + first * out : nullptr, work_slot);
+        if (!with_dx) continue;
+        for (std::int64_t from = first; from < end; from += transformed)
+          winograd_block(gemm, wg, t, dy.data() + from * out * positions,
+                         end - from < transformed ? end - from : transformed, u, nullptr,
+                         dx.data() + from * in * plane, true, work_slot);
+      }
+    };
+    // Each wave's partials added into partial 0, in group order.
+    run_waves(
+        exec, "tessera::kernels::conv2d_backward_winograd", waves, token, work, group_body,
+        [&](std::int64_t wave) { add_winograd_partials(exec, g, partials, waves.end_slot(wave)); });
+    winograd_weight_gradient(exec, wg, g, partials, dw);
     if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
   } else {
     check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);

@@ -23,6 +23,15 @@ namespace tessera::kernels::impl {
 template <class ExecSpace>
 constexpr bool runs_on_host = host_fast_paths_v<ExecSpace>;
 
+// Whether a kernel adding element i of `src` (or a function of it) into
+// element i of `dst` has them in one memory: a layer's input gradient
+// placed over its output gradient (Layer::backward_in_place). The kernel
+// then writes 0 + what it would add, the bits of adding into a zeroed dst.
+template <class Src, class Dst>
+bool same_memory(const Src& src, const Dst& dst) {
+  return static_cast<const void*>(src.data()) == static_cast<const void*>(dst.data());
+}
+
 // Elements per host span: 32 KiB of floats per buffer, enough to hide the
 // loop set-up, small enough to balance a few hundred thousand elements
 // over the threads.
