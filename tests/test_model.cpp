@@ -1029,12 +1029,15 @@ TEST(Model, MemoryReportMatchesTheAllocationsKokkosToolsSees) {
 
 // Under BufferPlan::shared an element-wise layer's input gradient takes
 // its output gradient's memory (Layer::backward_in_place): dense, ReLU,
-// dense holds no more for its nodes than dense, dense; and with ReLU,
-// Dropout and Flatten in place, a backward step gives the separate plan's
-// bits, signed zeros included (a ReLU's dy * 0 is -0 for a negative dy;
-// added into a zeroed gradient it is +0), for the ReLU's input gradient
-// and the parameters' gradients, in fp32 and bf16.
+// dense holds no more for its nodes than dense, dense. A backward step
+// gives the separate plan's bits, signed zeros included (a ReLU's dy * 0 is
+// -0 for a negative dy; added into a zeroed gradient it is +0), in fp32 and
+// bf16, for the ReLU's input gradient and the parameters' gradients: with
+// ReLU, Dropout and Flatten in place, and with a residual Add whose second
+// input only it reads (that input's gradient in place, written after the
+// first input's has read dy).
 TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
+  using Names = std::vector<std::string>;
   const std::int64_t batch = 8, inputs = 6, width = 24, classes = 3;
   const auto mlp = [&](bool relu) {
     auto model = std::make_unique<Model>(Shape{inputs});
@@ -1053,42 +1056,65 @@ TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
     std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
     return b;
   };
+  const auto chain = [&] {
+    auto model = std::make_unique<Model>(Shape{2, 3, 3});
+    model->add<Conv2D>("conv", 4, 3, 1, 1)
+        .add<ReLU>("relu")
+        .add<Dropout>("drop", 0.25f)
+        .add<Flatten>("flat")
+        .add<Dense>("fc", classes);
+    return model;
+  };
+  const auto residual = [&] {
+    auto model = std::make_unique<Model>(Shape{inputs});
+    model->add<Dense>("fc1", width)
+        .add<ReLU>("relu")
+        .add<Dense>("fc2", width)
+        .add<Add>("sum", Names{"relu", "fc2"})
+        .add<Dense>("fc3", classes);
+    return model;
+  };
+  // One backward step of build() under `plan`: the parameters' gradients,
+  // and in fp32 the first layer's output gradient into `dx`, as bits.
+  const auto step = [&](const std::function<std::unique_ptr<Model>()>& build, FloatFormat format,
+                        BufferPlan plan, std::vector<std::uint32_t>& dx) {
+    auto model = build();
+    model->set_compute(format).set_buffer_plan(plan);
+    model->compile(batch, 5);
+    test::from_host(model->input(batch).flat(),
+                    test::random_values(model->input(batch).numel(), 41));
+    test::from_host(model->output_gradient(batch).flat(),
+                    test::random_values(model->output_gradient(batch).numel(), 42));
+    StepContext ctx;
+    ctx.step = 3;
+    ctx.seed = 7;
+    model->forward(batch, ctx);
+    model->zero_gradients();
+    model->backward(batch, ctx);
+    Kokkos::fence();
+    if (format == FloatFormat::fp32)
+      dx = bits(test::to_host(model->activation_gradient(0, batch).flat()));
+    return bits(test::to_host(model->parameters().gradients()));
+  };
   for (const FloatFormat format : {FloatFormat::fp32, FloatFormat::bf16}) {
-    std::vector<std::uint32_t> input_gradient[2], gradients[2];
-    for (const BufferPlan plan : {BufferPlan::separate, BufferPlan::shared}) {
-      auto model = std::make_unique<Model>(Shape{2, 3, 3});
-      model->add<Conv2D>("conv", 4, 3, 1, 1)
-          .add<ReLU>("relu")
-          .add<Dropout>("drop", 0.25f)
-          .add<Flatten>("flat")
-          .add<Dense>("fc", classes);
-      model->set_compute(format).set_buffer_plan(plan);
-      model->compile(batch, 5);
-      test::from_host(model->input(batch).flat(),
-                      test::random_values(model->input(batch).numel(), 41));
-      test::from_host(model->output_gradient(batch).flat(),
-                      test::random_values(model->output_gradient(batch).numel(), 42));
-      StepContext ctx;
-      ctx.step = 3;
-      ctx.seed = 7;
-      model->forward(batch, ctx);
-      model->zero_gradients();
-      model->backward(batch, ctx);
-      Kokkos::fence();
-      const int p = plan == BufferPlan::shared;
-      if (format == FloatFormat::fp32)
-        input_gradient[p] = bits(test::to_host(model->activation_gradient(0, batch).flat()));
-      gradients[p] = bits(test::to_host(model->parameters().gradients()));
-    }
     const std::string what = float_format_name(format);
-    EXPECT_EQ(input_gradient[1], input_gradient[0]) << what;
-    EXPECT_EQ(gradients[1], gradients[0]) << what;
+    std::vector<std::uint32_t> dx[2], residual_dx[2];
+    EXPECT_EQ(step(chain, format, BufferPlan::shared, dx[1]),
+              step(chain, format, BufferPlan::separate, dx[0]))
+        << "chain, " << what;
+    EXPECT_EQ(dx[1], dx[0]) << "chain, " << what;
+    EXPECT_EQ(step(residual, format, BufferPlan::shared, residual_dx[1]),
+              step(residual, format, BufferPlan::separate, residual_dx[0]))
+        << "residual, " << what;
+    EXPECT_EQ(residual_dx[1], residual_dx[0]) << "residual, " << what;
     if (format == FloatFormat::fp32) {
-      // Zeros are there (where the ReLU's output is 0 and where dropout
-      // dropped), the elements a sign would tell apart.
-      std::int64_t zeros = 0;
-      for (auto b : input_gradient[0]) zeros += (b & 0x7fffffffu) == 0;
-      EXPECT_GT(zeros, 0);
+      // Zeros are there (where the ReLU's output is 0, and in the chain
+      // where dropout dropped), the elements a sign would tell apart.
+      for (const auto* gradient : {&dx[0], &residual_dx[0]}) {
+        std::int64_t zeros = 0;
+        for (auto b : *gradient) zeros += (b & 0x7fffffffu) == 0;
+        EXPECT_GT(zeros, 0);
+      }
     }
   }
 }

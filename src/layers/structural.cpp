@@ -74,8 +74,12 @@ template <class T>
 void Add::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const Tensor<T>& dy,
                       const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Add::backward");
-  for (const auto& g : dx)
-    if (g.numel() > 0) kernels::copy_into(ctx.exec, dy.flat(), g.flat(), true);
+  // An input gradient in dy's memory (Layer::backward_in_place) last, once
+  // the others have read dy.
+  for (const bool in_place : {false, true})
+    for (const auto& g : dx)
+      if (g.numel() > 0 && (g.data() == dy.data()) == in_place)
+        kernels::copy_into(ctx.exec, dy.flat(), g.flat(), true);
 }
 
 Shape Concat::output_shape(const Shapes& inputs) const {

@@ -502,10 +502,11 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange 
         layer_forward(*layers_[j], gather(n.values, j, batch), token_ids<T>(j, batch),
                       n.values[j + 1].leading(batch), again);
     }
-    // A gradient in its layer's output gradient's place
-    // (Model::gradient_places) is written, not added to: not zeroed.
+    // A gradient in this layer's output gradient's place
+    // (Model::gradient_places) is written, not added to: not zeroed. (The
+    // output gradient itself is zeroed here when nothing reads the output.)
     for (auto k : zero_before_[i])
-      if (n.grads[k].numel() > 0 && n.grads[k].data() != n.grads[k + 1].data())
+      if (n.grads[k].numel() > 0 && (k == i + 1 || n.grads[k].data() != n.grads[i + 1].data()))
         Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),

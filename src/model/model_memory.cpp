@@ -106,14 +106,17 @@ std::vector<std::size_t> Model::gradient_places(const std::vector<bool>& keep,
     return k == 0 || k == last || k == layers.first || k == layers.last;
   };
   std::vector<std::size_t> place(last + 1);
-  for (std::size_t k = last + 1; k-- > 0;) {
-    place[k] = k;
-    // Layer k reads node k and writes node k + 1.
-    if (k < layers.first || k >= layers.last || boundary(k) || boundary(k + 1)) continue;
-    if (keep[k] && keep[k + 1] && readers[k] == 1 && layer_inputs_[k].size() == 1 &&
-        layer_inputs_[k][0] == k && sample_shapes_[k].numel() == sample_shapes_[k + 1].numel() &&
-        layers_[k]->backward_in_place())
-      place[k] = place[k + 1];
+  for (std::size_t k = 0; k <= last; ++k) place[k] = k;
+  // From the last layer, so that its output's place is known.
+  for (std::size_t i = layers.last; i-- > layers.first;) {
+    const std::size_t out = i + 1;
+    if (boundary(out) || !keep[out] || !layers_[i]->backward_in_place()) continue;
+    for (auto k : layer_inputs_[i])
+      if (!boundary(k) && keep[k] && readers[k] == 1 &&
+          sample_shapes_[k].numel() == sample_shapes_[out].numel()) {
+        place[k] = place[out];
+        break;
+      }
   }
   return place;
 }
@@ -173,11 +176,12 @@ std::vector<LiveBuffer> Model::node_lives(const std::vector<bool>& keep, LayerRa
                             : LiveBuffer{elements(k), {{back[last_consumer_[k]], back[k - 1]}}};
   }
   // A gradient in its layer's output gradient's place extends that life
-  // (to the producer's backward of the last in a chain of such layers).
+  // (to the producer's backward of the first in a chain of such layers).
   const std::vector<std::size_t> place = gradient_places(keep, layers);
   for (std::size_t k = last; k-- > 1;)
     if (place[k] != k) {
-      live[2 * place[k] + 1].spans.back().last = live[2 * k + 1].spans.back().last;
+      std::int64_t& end = live[2 * place[k] + 1].spans.back().last;
+      end = std::max(end, live[2 * k + 1].spans.back().last);
       live[2 * k + 1] = LiveBuffer{};
     }
   return live;

@@ -118,12 +118,13 @@ class Layer {
   // value no backward reads once the forward passes are done with it.
   virtual bool backward_reads_inputs() const { return true; }
   virtual bool backward_reads_output() const { return true; }
-  // Whether backward may find its input's gradient in the memory of its
-  // output gradient: one input with as many elements as the output, and
-  // element i of dx computed from element i of dy alone, read before it is
-  // written. Given one memory for both, backward writes 0 + what it would
-  // add (the bits of adding into a zeroed dx), and a model that places
-  // them so (BufferPlan::shared) does not zero dx first.
+  // Whether backward may find one input's gradient (of as many elements as
+  // the output) in the memory of its output gradient: element i of every
+  // input gradient is computed from element i of dy alone, and that input's
+  // is written after dy's element is read wherever else it is needed.
+  // Given one memory for both, backward writes 0 + what it would add there
+  // (the bits of adding into a zeroed dx), and a model that places them so
+  // (BufferPlan::shared) does not zero that gradient first.
   virtual bool backward_in_place() const { return false; }
   // Float elements of the temporaries forward and backward use within one
   // call (nothing in them is read in a later call), for the inputs

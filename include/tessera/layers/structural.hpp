@@ -32,6 +32,7 @@ class Add final : public GenericLayer<Add> {
   const char* type() const override { return "Add"; }
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
+  bool backward_in_place() const override { return true; }
   int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;

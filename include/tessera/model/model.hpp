@@ -225,8 +225,8 @@ class Model {
   // For each node, the node whose gradient memory its gradient takes under
   // BufferPlan::shared: its own, or (Layer::backward_in_place) that of the
   // output gradient of the layer reading it, where that layer alone reads
-  // it and neither node is a boundary of the model or of the workspace for
-  // `layers`.
+  // it, it is that layer's first such input, and neither node is a
+  // boundary of the model or of the workspace for `layers`.
   std::vector<std::size_t> gradient_places(const std::vector<bool>& keep, LayerRange layers) const;
   // The nodes a format keeps: `held`, and in a 16-bit model's float nodes
   // (boundary_only) only the model's and the workspace's input and output.
