@@ -24,6 +24,7 @@
 namespace tessera {
 
 using impl::agree;
+using impl::mib;
 using json = nlohmann::json;
 
 namespace {
@@ -161,14 +162,12 @@ Run::Run(Deck deck, MPI_Comm comm) : deck_(std::move(deck)), outputs_(std::make_
     if (cap <= 0 || fits(m.total())) return;
     std::ostringstream os;
     os << std::fixed << std::setprecision(1) << deck_.location("memory.cap_mb")
-       << ": memory.cap_mb: the run needs " << static_cast<double>(m.total()) / (1 << 20)
-       << " MiB on rank " << world.rank() << ", above the cap of " << cap << " MiB ("
-       << memory_description(m) << "); ";
+       << ": memory.cap_mb: the run needs " << mib(m.total()) << " MiB on rank " << world.rank()
+       << ", above the cap of " << cap << " MiB (" << memory_description(m) << "); ";
     if (m.activations.plan == BufferPlan::separate && fits(m.total(BufferPlan::shared)))
       os << "memory.buffers = \"shared\" fits; ";
     if (fits(m.total_blocks()) && m.total_blocks() < m.total())
-      os << "training.recompute = \"blocks\" fits ("
-         << static_cast<double>(m.total_blocks()) / (1 << 20) << " MiB); ";
+      os << "training.recompute = \"blocks\" fits (" << mib(m.total_blocks()) << " MiB); ";
     os << "lower training.batch_size, raise training.accumulation_steps (smaller micro-batches), "
           "use precision.compute = \"bf16\", shard the optimizer state "
           "(parallel.shard_optimizer) or raise memory.cap_mb";
@@ -194,9 +193,8 @@ std::string Run::description() const {
     os << ", " << t.accumulation_steps << " micro-batches of gradients per step";
   if (t.compute != FloatFormat::fp32)
     os << ", activations and their gradients in " << float_format_name(t.compute) << " ("
-       << std::fixed << std::setprecision(1)
-       << static_cast<double>(model_->activation_bytes()) / (1 << 20) << " MiB), weights in fp32"
-       << std::defaultfloat;
+       << std::fixed << std::setprecision(1) << mib(model_->activation_bytes())
+       << " MiB), weights in fp32" << std::defaultfloat;
   if (t.loss_scaling.dynamic)
     os << ", dynamic loss scaling from " << t.loss_scaling.initial << " (doubling after "
        << t.loss_scaling.growth_interval << " finite steps)";
@@ -227,7 +225,6 @@ std::string Run::description() const {
        << static_cast<double>(s - 1) / static_cast<double>(m + s - 1) << std::defaultfloat
        << "): " << describe_pipeline(*model_, pipeline_->plan()) << "\n";
     // Each stage holds its layers' activations once per micro-batch in flight.
-    const auto mib = [](std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
     os << std::fixed << std::setprecision(1) << "activations and their gradients per rank: ";
     for (int k = 0; k < s; ++k)
       os << (k ? ", " : "") << "stage " << k + 1 << " "
@@ -376,8 +373,7 @@ std::string Run::data_description() const {
   std::ostringstream os;
   os << "data: " << train_.size() << " training, " << validation_.size() << " validation and "
      << test_.size() << " test samples of shape " << train_.sample_shape << "; " << std::fixed
-     << std::setprecision(1) << static_cast<double>(data_bytes_) / (1 << 20)
-     << " MiB held in device memory";
+     << std::setprecision(1) << mib(data_bytes_) << " MiB held in device memory";
   if (deck_.streaming) os << " (streamed: the files are read batch by batch)";
   return os.str();
 }

@@ -3,6 +3,8 @@
 #include <tessera/parallel/optimizer_sharding.hpp>
 #include <tessera/parallel/pipeline.hpp>
 
+#include "run_state.hpp"
+
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
@@ -37,7 +39,7 @@ Run::Memory Run::memory() const {
 std::string Run::memory_description() const { return memory_description(memory()); }
 
 std::string Run::memory_description(const Memory& m) const {
-  const auto mib = [](std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  using impl::mib;
   const ActivationMemory& a = m.activations;
   const BufferPlan other = a.plan == BufferPlan::shared ? BufferPlan::separate : BufferPlan::shared;
   std::ostringstream os;

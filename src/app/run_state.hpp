@@ -1,6 +1,6 @@
-// What tessera::Run's two source files share: the run's outputs (metrics
-// file and history, checkpoint directory and clock) and the collective
-// verdict of a stage. Internal to src/app.
+// What tessera::Run's source files share: the run's outputs (metrics file
+// and history, checkpoint directory and clock), the collective verdict of a
+// stage, and bytes as the MiB its lines print. Internal to src/app.
 #pragma once
 
 #include <tessera/app/run.hpp>
@@ -36,6 +36,9 @@ inline void agree(const Communicator& comm, const std::function<void()>& stage) 
   }
   comm.agree(failure);
 }
+
+// Bytes in MiB, for the run's description and memory lines.
+inline double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 }  // namespace impl
 }  // namespace tessera

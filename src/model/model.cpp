@@ -245,7 +245,16 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
                       << ") frees memory only when the values share it; "
                          "set_buffer_plan(BufferPlan::shared)");
   segment_start_ = segments(workspace, recompute_);
-  if (plan_ == BufferPlan::shared) share_layer_memory(workspace);
+  if (plan_ == BufferPlan::shared) {
+    share_layer_memory(workspace);
+    // A gradient in its reader's output gradient's place (gradient_places)
+    // is written, not added to, by that reader's backward: not zeroed.
+    const std::vector<std::size_t> place = gradient_places(held_nodes(workspace), workspace);
+    for (auto& nodes : zero_before_)
+      nodes.erase(
+          std::remove_if(nodes.begin(), nodes.end(), [&](std::size_t k) { return place[k] != k; }),
+          nodes.end());
+  }
   for (std::size_t i = 0; i < n_layers; ++i) {
     Tensors values, grads, state;
     for (auto slot : param_slots_[i]) {
@@ -502,11 +511,8 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange 
         layer_forward(*layers_[j], gather(n.values, j, batch), token_ids<T>(j, batch),
                       n.values[j + 1].leading(batch), again);
     }
-    // A gradient in this layer's output gradient's place
-    // (Model::gradient_places) is written, not added to: not zeroed. (The
-    // output gradient itself is zeroed here when nothing reads the output.)
     for (auto k : zero_before_[i])
-      if (n.grads[k].numel() > 0 && (k == i + 1 || n.grads[k].data() != n.grads[i + 1].data()))
+      if (n.grads[k].numel() > 0)
         Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),

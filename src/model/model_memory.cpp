@@ -122,7 +122,8 @@ std::vector<std::size_t> Model::gradient_places(const std::vector<bool>& keep,
 }
 
 std::vector<LiveBuffer> Model::node_lives(const std::vector<bool>& keep, LayerRange layers,
-                                          const Recompute& recompute) const {
+                                          const Recompute& recompute,
+                                          const std::vector<std::size_t>& place) const {
   const std::size_t last = sample_shapes_.size() - 1;
   const auto elements = [&](std::size_t k) {
     return keep[k] ? max_batch_ * sample_shapes_[k].numel() : std::int64_t{0};
@@ -177,7 +178,6 @@ std::vector<LiveBuffer> Model::node_lives(const std::vector<bool>& keep, LayerRa
   }
   // A gradient in its layer's output gradient's place extends that life
   // (to the producer's backward of the first in a chain of such layers).
-  const std::vector<std::size_t> place = gradient_places(keep, layers);
   for (std::size_t k = last; k-- > 1;)
     if (place[k] != k) {
       std::int64_t& end = live[2 * place[k] + 1].spans.back().last;
@@ -205,10 +205,10 @@ Model::NodeLayout Model::node_layout(const std::vector<bool>& keep, BufferPlan p
       }
     return g;
   }
-  const std::vector<LiveBuffer> live = node_lives(keep, layers, recompute);
+  const std::vector<std::size_t> place = gradient_places(keep, layers);
+  const std::vector<LiveBuffer> live = node_lives(keep, layers, recompute, place);
   std::int64_t pool = 0;
   const std::vector<std::int64_t> offsets = place_buffers(live, align, pool);
-  const std::vector<std::size_t> place = gradient_places(keep, layers);
   for (std::size_t k = 0; k < last; ++k) {
     if (!keep[k]) continue;
     g.value[k] = offsets[2 * k];

@@ -219,9 +219,11 @@ class Model {
   NodeLayout node_layout(const std::vector<bool>& keep, BufferPlan plan, LayerRange layers,
                          std::int64_t align, const Recompute& recompute) const;
   // The liveness of the nodes `keep`: node k's value at 2 k, its gradient
-  // at 2 k + 1 (the model output's left out).
+  // at 2 k + 1 (the model output's left out; a gradient in another's place,
+  // gradient_places' `place`, empty and that one's life extended).
   std::vector<LiveBuffer> node_lives(const std::vector<bool>& keep, LayerRange layers,
-                                     const Recompute& recompute) const;
+                                     const Recompute& recompute,
+                                     const std::vector<std::size_t>& place) const;
   // For each node, the node whose gradient memory its gradient takes under
   // BufferPlan::shared: its own, or (Layer::backward_in_place) that of the
   // output gradient of the layer reading it, where that layer alone reads
@@ -288,7 +290,9 @@ class Model {
   // Node 0 is the input, node i + 1 the output of layer i.
   std::vector<Shape> sample_shapes_;
   std::vector<std::vector<std::size_t>> layer_inputs_;  // node indices per layer
-  // Per layer: the nodes whose gradient backward zeroes just before it.
+  // Per layer: the nodes whose gradient backward zeroes just before it
+  // (after compile() under BufferPlan::shared, not those whose gradient
+  // takes its output gradient's place: gradient_places).
   std::vector<std::vector<std::size_t>> zero_before_;
   // Per node: the last layer that reads it (node k's producer, k - 1, when
   // none does); node 0's is unused.
