@@ -115,11 +115,19 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
       exec, "tessera::kernels::activation_backward", x.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const Op f = op;
-        const T *in = x.data(), *out = y.data(), *grad_out = dy.data();
+        const T *in = x.data(), *out = y.data();
         T* grad_in = dx.data();
-        for (std::int64_t i = begin; i < end; ++i)
-          grad_in[i] = narrow<T>((in_place ? 0.0f : widen(grad_in[i])) +
-                                 widen(grad_out[i]) * f.derivative(widen(in[i]), widen(out[i])));
+        // In place through one pointer: with two to the same memory the
+        // compiler's overlap check sends the loop down its scalar version
+        // (GELU's backward ran 10 times slower).
+        if (in_place)
+          for (std::int64_t i = begin; i < end; ++i)
+            grad_in[i] =
+                narrow<T>(0.0f + widen(grad_in[i]) * f.derivative(widen(in[i]), widen(out[i])));
+        else
+          for (std::int64_t i = begin; i < end; ++i)
+            grad_in[i] = narrow<T>(widen(grad_in[i]) +
+                                   widen(dy.data()[i]) * f.derivative(widen(in[i]), widen(out[i])));
       });
 }
 

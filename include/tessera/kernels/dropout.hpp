@@ -41,17 +41,24 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
   const Work work{bytes_of<typename Src::value_type>(src.size()) +
                       bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
                   (accumulate ? 3.0 : 2.0) * double(src.size())};
-  const bool in_place = impl::same_memory(src, dst);
+  const bool in_place = accumulate && impl::same_memory(src, dst);
   impl::for_each_span(
       exec, "tessera::kernels::dropout_apply", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-        const auto* in = src.data();
         T* out = dst.data();
-        for (std::int64_t i = begin; i < end; ++i) {
-          const bool keep = counter_uniform(seed, stream, first_counter + i) >= rate;
-          const float value = keep ? widen(in[i]) * scale : 0.0f;
-          out[i] = narrow<T>(accumulate ? (in_place ? 0.0f : widen(out[i])) + value : value);
-        }
+        const auto value = [&](std::int64_t i, float v) {
+          return counter_uniform(seed, stream, first_counter + i) >= rate ? v * scale : 0.0f;
+        };
+        // In place through one pointer (see activation_backward).
+        if (in_place)
+          for (std::int64_t i = begin; i < end; ++i)
+            out[i] = narrow<T>(0.0f + value(i, widen(out[i])));
+        else if (accumulate)
+          for (std::int64_t i = begin; i < end; ++i)
+            out[i] = narrow<T>(widen(out[i]) + value(i, widen(src.data()[i])));
+        else
+          for (std::int64_t i = begin; i < end; ++i)
+            out[i] = narrow<T>(value(i, widen(src.data()[i])));
       });
 }
 

@@ -34,9 +34,12 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const auto* in = src.data();
         auto* out = dst.data();
-        if (accumulate)
+        // In place through one pointer (see activation_backward).
+        if (accumulate && in_place)
+          for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(0.0f + widen(out[i]));
+        else if (accumulate)
           for (std::int64_t i = begin; i < end; ++i)
-            out[i] = narrow<T>((in_place ? 0.0f : widen(out[i])) + widen(in[i]));
+            out[i] = narrow<T>(widen(out[i]) + widen(in[i]));
         else
           for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(widen(in[i]));
       });
