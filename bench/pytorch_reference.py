@@ -14,9 +14,11 @@ interleaved rounds of the benchmark protocol compile once. --parameters
 prints the model's parameter count as tessera-train --check does and exits
 (tests/app/pytorch_twin.sh compares the two).
 
---device cuda runs the twin on the GPU (scripts/gpu-validate.sh): in fp32
-throughout, with TF32 off for matrix products and cuDNN as Tessera computes
-in fp32, and attention through scaled_dot_product_attention where torch has it.
+Attention goes through torch's fused scaled_dot_product_attention where
+torch has it (2.x, on the CPU as on the GPU), else through the explicit
+T x T matrix (1.13). --device cuda runs the twin on the GPU
+(scripts/gpu-validate.sh): in fp32 throughout, with TF32 off for matrix
+products and cuDNN as Tessera computes in fp32.
 """
 import argparse
 import ctypes
@@ -38,7 +40,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 VARIANTS = ("eager", "compiled", "eager+channels_last", "compiled+channels_last")
-# Set in main(): attention through torch's fused kernel (--device cuda on torch 2.x).
+# Set in main(): attention through torch's fused kernel (torch 2.x).
 FUSED_ATTENTION = False
 
 
@@ -381,7 +383,9 @@ def main():
         # Both sides in fp32: no TF32 in matrix products or convolutions.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        FUSED_ATTENTION = hasattr(nn.functional, "scaled_dot_product_attention")
+    # Attention through torch's fused kernel wherever it has one (2.x: flash
+    # attention on the GPU and on the CPU; 1.13 builds the T x T matrix).
+    FUSED_ATTENTION = hasattr(nn.functional, "scaled_dot_product_attention")
     batch = args.batch or deck.get("training", {}).get("batch_size", 128)
     clip_norm = deck.get("training", {}).get("clip_norm", 0.0)
 

@@ -12,7 +12,7 @@
 #                              [--no-pytorch] [--compile-timeout S]
 #
 #   --cases LIST          comma-separated names from bench/cases.txt (default: all of them:
-#                         mlp, mlp-512-256, cnn, resnet, gpt)
+#                         mlp, mlp-512-256, cnn, resnet, gpt, gpt-512)
 #   --pairs N             interleaved rounds (default 5; a verdict needs at least 5)
 #   --cores N             every process runs on CPUs 0 to N-1 (default: all)
 #   --batch B             batch size of the cases without their own (default 128)

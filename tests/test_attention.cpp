@@ -31,8 +31,10 @@ using V2 = Kokkos::View<float**, Kokkos::LayoutRight, typename E::memory_space>;
 // a float sum's rounding). A term of dQ or dK holds dS = scale P (dP - dot),
 // whose float rounding scales with |dP| and the sum of |P dP| behind dot
 // rather than with |dS|: its magnitude counts those.
+// Also each query row's largest score and the sum of its exponentials
+// (the statistics forward keeps), [N H, T].
 struct Reference {
-  std::vector<double> y, dqkv, dqkv_magnitude;
+  std::vector<double> y, dqkv, dqkv_magnitude, max, sum;
 };
 
 Reference reference(const std::vector<float>& qkv, const std::vector<float>& dy,
@@ -41,7 +43,8 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dy,
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   Reference r{std::vector<double>(l.batch * T * C, 0.0),
               std::vector<double>(l.batch * T * 3 * C, 0.0),
-              std::vector<double>(l.batch * T * 3 * C, 0.0)};
+              std::vector<double>(l.batch * T * 3 * C, 0.0),
+              std::vector<double>(l.batch * H * T, 0.0), std::vector<double>(l.batch * H * T, 0.0)};
   const auto at = [&](std::int64_t n, std::int64_t t, std::int64_t col) {
     return double(qkv[(n * T + t) * 3 * C + col]);
   };
@@ -66,6 +69,8 @@ Reference reference(const std::vector<float>& qkv, const std::vector<float>& dy,
           if (dropout.rate > 0) keep[j] = dropout.scale(((n * H + h) * T + t) * T + j);
         }
         for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(p[j] - max);
+        r.max[(n * H + h) * T + t] = max;
+        r.sum[(n * H + h) * T + t] = sum;
         double dot = 0, dot_magnitude = 0;  // sum over j of P dP, and of |P dP|
         for (std::int64_t j = 0; j <= t; ++j) {
           p[j] = std::exp(p[j] - max) / sum;
@@ -121,9 +126,9 @@ Problem problem(const kernels::AttentionLayout& l, float rate) {
   return pr;
 }
 
-// Heads, probabilities and dqkv of a kernel pair, on the host.
+// Heads, row statistics and dqkv of a kernel pair, on the host.
 struct Results {
-  std::vector<float> heads, probs, dqkv;
+  std::vector<float> heads, stats, dqkv;
 };
 
 // Runs forward then backward; Forward and Backward take the views.
@@ -134,17 +139,19 @@ Results run(const Problem& pr, std::int64_t scratch_rows, const Forward& forward
   const std::int64_t rows = l.batch * l.positions, C = l.channels();
   V2<E> qkv("qkv", rows, 3 * C), heads("heads", rows, C), dheads("dheads", rows, C),
       dqkv("dqkv", rows, 3 * C);
-  kernels::AttentionScores probs("p", l.batch * l.heads, l.positions, l.positions),
+  kernels::AttentionScores stats("stats", l.batch * l.heads, kernels::attention_stat_rows,
+                                 l.positions),
       scratch("s", l.batch * l.heads, scratch_rows, l.positions);
   test::from_host(qkv, pr.qkv);
   test::from_host(dheads, pr.dy);
   // Poisoned outputs: every element must be written.
   Kokkos::deep_copy(heads, std::nanf(""));
   Kokkos::deep_copy(dqkv, std::nanf(""));
-  Kokkos::deep_copy(probs, std::nanf(""));
-  forward(qkv, probs, scratch, heads);
-  backward(qkv, probs, scratch, dheads, dqkv);
-  return Results{test::to_host(heads), test::to_host(probs), test::to_host(dqkv)};
+  Kokkos::deep_copy(stats, std::nanf(""));
+  Kokkos::deep_copy(scratch, std::nanf(""));
+  forward(qkv, stats, scratch, heads);
+  backward(qkv, stats, scratch, dheads, dqkv);
+  return Results{test::to_host(heads), test::to_host(stats), test::to_host(dqkv)};
 }
 
 void expect_matches_reference(const Problem& pr, const Results& got) {
@@ -155,18 +162,16 @@ void expect_matches_reference(const Problem& pr, const Results& got) {
   for (std::size_t i = 0; i < got.dqkv.size(); ++i)
     EXPECT_NEAR(got.dqkv[i], expected.dqkv[i], 1e-5 * (1.0 + expected.dqkv_magnitude[i]))
         << "dqkv " << i;
-  // Probabilities: rows sum to 1, nothing above the diagonal.
+  // Statistics: each row's largest score and the inverse of the sum of
+  // its exponentials (the sum's terms are at most 1, one of them 1).
+  const std::int64_t T = l.positions;
   for (std::int64_t b = 0; b < l.batch * l.heads; ++b)
-    for (std::int64_t t = 0; t < l.positions; ++t) {
-      double sum = 0;
-      for (std::int64_t j = 0; j < l.positions; ++j) {
-        const float v = got.probs[(b * l.positions + t) * l.positions + j];
-        if (j > t) {
-          EXPECT_EQ(v, 0.0f);
-        }
-        sum += v;
-      }
-      EXPECT_NEAR(sum, 1.0, 1e-6);
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::int64_t i = b * T + t;
+      const float max = got.stats[(b * kernels::attention_stat_rows + 0) * T + t];
+      const float inverse = got.stats[(b * kernels::attention_stat_rows + 1) * T + t];
+      EXPECT_NEAR(max, expected.max[i], 1e-5 * (1.0 + std::abs(expected.max[i]))) << "max " << i;
+      EXPECT_NEAR(inverse * expected.sum[i], 1.0, 1e-5 * double(t + 1)) << "inverse " << i;
     }
 }
 
@@ -176,11 +181,11 @@ Results run_build_path(const Problem& pr) {
   const kernels::AttentionLayout& l = pr.l;
   return run<E>(
       pr, kernels::attention_scratch_rows<E>(l),
-      [&](auto qkv, auto probs, auto scratch, auto heads) {
-        kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads);
+      [&](auto qkv, auto stats, auto scratch, auto heads) {
+        kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, stats, scratch, heads);
       },
-      [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
-        kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, dheads,
+      [&](auto qkv, auto stats, auto scratch, auto dheads, auto dqkv) {
+        kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, stats, scratch, dheads,
                                     dqkv);
       });
 }
@@ -216,12 +221,12 @@ TYPED_TEST(AttentionKernels, DevicePathMatchesReferenceWithTheSameBitsForEveryTe
       const auto device = [&](kernels::TeamShape shape) {
         return run<E>(
             pr, kernels::impl::attention_device_scratch_rows(l),
-            [&](auto qkv, auto probs, auto scratch, auto heads) {
-              kernels::impl::attention_forward_device(E(), l, pr.scale, pr.dropout, qkv, probs,
+            [&](auto qkv, auto stats, auto scratch, auto heads) {
+              kernels::impl::attention_forward_device(E(), l, pr.scale, pr.dropout, qkv, stats,
                                                       scratch, heads, shape);
             },
-            [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
-              kernels::impl::attention_backward_device(E(), l, pr.scale, pr.dropout, qkv, probs,
+            [&](auto qkv, auto stats, auto scratch, auto dheads, auto dqkv) {
+              kernels::impl::attention_backward_device(E(), l, pr.scale, pr.dropout, qkv, stats,
                                                        scratch, dheads, dqkv, shape);
             });
       };
@@ -231,7 +236,7 @@ TYPED_TEST(AttentionKernels, DevicePathMatchesReferenceWithTheSameBitsForEveryTe
         SCOPED_TRACE("team size " + std::to_string(shape.size));
         const Results fixed = device(shape);
         EXPECT_EQ(fixed.heads, automatic.heads);
-        EXPECT_EQ(fixed.probs, automatic.probs);
+        EXPECT_EQ(fixed.stats, automatic.stats);
         EXPECT_EQ(fixed.dqkv, automatic.dqkv);
       }
     }
@@ -273,20 +278,20 @@ TYPED_TEST(AttentionKernels, OutputBiasAndItsGradientBesideTheKernels) {
         pr,
         shape.size < 0 ? kernels::attention_scratch_rows<E>(l)
                        : impl::attention_device_scratch_rows(l),
-        [&](auto qkv, auto probs, auto scratch, auto heads) {
+        [&](auto qkv, auto stats, auto scratch, auto heads) {
           if (shape.size < 0)
-            kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads, y,
+            kernels::attention_forward(E(), l, pr.scale, pr.dropout, qkv, stats, scratch, heads, y,
                                        bias);
           else
-            impl::attention_forward_device(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, heads,
+            impl::attention_forward_device(E(), l, pr.scale, pr.dropout, qkv, stats, scratch, heads,
                                            shape, impl::broadcast_rows_part(y, bias));
         },
-        [&](auto qkv, auto probs, auto scratch, auto dheads, auto dqkv) {
+        [&](auto qkv, auto stats, auto scratch, auto dheads, auto dqkv) {
           if (shape.size < 0)
-            kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, probs, scratch, dheads,
+            kernels::attention_backward(E(), l, pr.scale, pr.dropout, qkv, stats, scratch, dheads,
                                         dqkv, dy, db);
           else
-            impl::attention_backward_device(E(), l, pr.scale, pr.dropout, qkv, probs, scratch,
+            impl::attention_backward_device(E(), l, pr.scale, pr.dropout, qkv, stats, scratch,
                                             dheads, dqkv, shape,
                                             impl::dense_bias_gradient_part(dy, db));
         });
@@ -319,14 +324,33 @@ TYPED_TEST(AttentionKernels, ScratchOfTheOtherPathIsRejected) {
   using E = TypeParam;
   const kernels::AttentionLayout l{1, 6, 1, 4};
   V2<E> qkv("qkv", 6, 12), heads("heads", 6, 4);
-  kernels::AttentionScores probs("p", 1, 6, 6), scratch("s", 1, 4 + 8, 6);
+  // The host path's scratch: 2 D + 12 rows.
+  kernels::AttentionScores stats("stats", 1, 2, 6), scratch("s", 1, 2 * 4 + 12, 6);
   test::expect_error(
       [&] {
-        kernels::impl::attention_forward_device(E(), l, 1.0f, {}, qkv, probs, scratch, heads);
+        kernels::impl::attention_forward_device(E(), l, 1.0f, {}, qkv, stats, scratch, heads);
       },
-      "tessera::kernels::attention_forward: qkv [6, 12], scores [1, 6, 6], scratch [1, 12, 6], "
-      "heads [6, 4] for batch 1, 6 positions, 1 heads of 4; expected qkv [N T, 3 C], scores "
-      "[N H, T, T], scratch [N H, 6, T]");
+      "tessera::kernels::attention_forward: qkv [6, 12], stats [1, 2, 6], scratch [1, 20, 6], "
+      "heads [6, 4] for batch 1, 6 positions, 1 heads of 4; expected qkv [N T, 3 C], stats "
+      "[N H, 2, T], scratch [N H, 1, T]");
+}
+
+// What the layer keeps from forward to backward and its temporaries grow
+// as T, not T^2: no [T, T] scores or probabilities exist whole, on either
+// path (the host path holds blocks of 4 rows of T, the device path chunks
+// of attention_column_chunk positions per team).
+TEST(CausalSelfAttention, MemoryGrowsLinearlyWithTheContext) {
+  CausalSelfAttention::Options o;
+  o.heads = 4;
+  const CausalSelfAttention layer("attn", o);
+  const auto elements = [&](std::int64_t t) {
+    const Shapes in{Shape{2, t, 64}};
+    return layer.recomputed_elements(in) + layer.temporary_elements(in);
+  };
+  EXPECT_EQ(elements(2048), 4 * elements(512));
+  EXPECT_EQ(elements(512), 4 * elements(128));
+  // At 2048 positions the [N H, T, T] probabilities alone would be 32 M floats.
+  EXPECT_LT(elements(2048), 2 * 4 * 2048 * 2048 / 8);
 }
 
 CausalSelfAttention::Options attention_options(std::int64_t heads, float dropout, bool bias) {

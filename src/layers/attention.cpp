@@ -94,14 +94,14 @@ struct AttentionTemporaries : FloatLayout {
         dheads(take(rows * c)),
         scratch(take(l.batch * l.heads * kernels::attention_scratch_rows(l) * l.positions)) {}
 };
-// Where qkv, heads and the probabilities (what forward keeps for backward,
-// and writes whole) lie.
+// Where qkv, heads and each query's softmax statistics (what forward keeps
+// for backward, and writes whole) lie: O(T) per head, no [T, T] block.
 struct AttentionKept : FloatLayout {
-  std::int64_t qkv, heads, probs;
+  std::int64_t qkv, heads, stats;
   AttentionKept(const kernels::AttentionLayout& l, std::int64_t rows, std::int64_t c)
       : qkv(take(rows * 3 * c)),
         heads(take(rows * c)),
-        probs(take(l.batch * l.heads * l.positions * l.positions)) {}
+        stats(take(l.batch * l.heads * kernels::attention_stat_rows * l.positions)) {}
 };
 }  // namespace
 
@@ -125,7 +125,8 @@ void CausalSelfAttention::allocate(const Shapes& inputs) {
   float* const keep = recomputed(inputs);
   qkv_ = Matrix<float>(keep + kept.qkv, rows, 3 * c);
   heads_ = Matrix<float>(keep + kept.heads, rows, c);
-  probs_ = kernels::AttentionScores(keep + kept.probs, l.batch * l.heads, l.positions, l.positions);
+  stats_ = kernels::AttentionScores(keep + kept.stats, l.batch * l.heads,
+                                    kernels::attention_stat_rows, l.positions);
   // Backward's gradients of qkv and heads, and the kernels' scratch: every
   // call writes them before it reads them (16 bits: the widened input and
   // output in forward, dy and dx in backward, in dqkv's and dheads' room).
@@ -168,10 +169,13 @@ LayerCost CausalSelfAttention::cost(const Shapes& inputs, bool input_gradient) c
   cost.backward.flops = projections + 2 * n * t * c * c +
                         (input_gradient ? 2 * n * t * 3 * c * c : 0) + 2 * products + softmax +
                         bias;
-  // Probabilities written and read forward, read backward; keys (forward)
-  // and values (backward) copied transposed into scratch and read.
-  cost.forward.bytes += sizeof(float) * (2 * n * h * t * t + 2 * n * t * 4 * c + 2 * n * t * c);
-  cost.backward.bytes += sizeof(float) * (n * h * t * t + 4 * n * t * 4 * c + 2 * n * t * c);
+  // Backward computes the scores and probabilities again from the
+  // statistics forward kept (2 per query). Forward writes and reads the
+  // scores a block of rows at a time (their causal half); keys (forward),
+  // keys and values (backward) copied transposed into scratch and read.
+  cost.backward.flops += products / 2 + softmax;
+  cost.forward.bytes += sizeof(float) * (n * h * t * t + 2 * n * t * 4 * c + 2 * n * t * c);
+  cost.backward.bytes += sizeof(float) * (2 * n * h * t * t + 4 * n * t * 5 * c + 2 * n * t * c);
   return cost;
 }
 
@@ -212,7 +216,7 @@ void CausalSelfAttention::forward_rows(const Rows& x, const Tensor<float>& qkv_w
   // kernel), and the projection's product is added onto it.
   kernels::attention_forward(
       exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
-      Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
+      Kokkos::subview(stats_, scores, Kokkos::ALL(), Kokkos::ALL()),
       Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), heads, y, proj_bias_.flat());
   kernels::dense_accumulate(exec, heads, proj_weight.matrix(), y);
 }
@@ -234,7 +238,7 @@ void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>
   if (dy_in_dqkv) kernels::dense_bias_gradient(exec, dy, proj_bias_grad_.flat());
   kernels::attention_backward(
       exec, l, 1.0f / std::sqrt(static_cast<float>(l.head_dim)), dropout(in, ctx), qkv,
-      Kokkos::subview(probs_, scores, Kokkos::ALL(), Kokkos::ALL()),
+      Kokkos::subview(stats_, scores, Kokkos::ALL(), Kokkos::ALL()),
       Kokkos::subview(scratch_, scores, Kokkos::ALL(), Kokkos::ALL()), dheads, dqkv, dy,
       dy_in_dqkv ? decltype(proj_bias_grad_.flat())() : proj_bias_grad_.flat());
 }

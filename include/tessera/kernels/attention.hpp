@@ -6,12 +6,17 @@
 // layout of PyTorch's qkv.split(C, dim=2) then view(N, T, H, D)):
 //   S = scale Q K^T, P = softmax over j <= t of S(t, j) (0 for j > t),
 //   P' = P with dropout (mask / (1 - rate)), Y = P' V,
-// Y written to columns h D.. of heads [N * T, C]. P is kept for backward;
-// the dropout mask is drawn again from counters rather than stored.
+// Y written to columns h D.. of heads [N * T, C]. Neither path holds the
+// [T, T] scores or probabilities whole (flash-attention style): forward
+// keeps each query's largest score and the inverse of its exponentials'
+// sum (stats, 2 floats per query), and backward recomputes S and
+// P = exp(S - max) inverse from them, a block of rows at a time; the
+// dropout mask is drawn again from counters rather than stored. The
+// memory is O(T) per (sample, head), not O(T^2).
 //
 // Two paths, chosen by host_fast_paths_v. The device path (what CUDA and
-// HIP run, and the host in device-path builds) takes one team per row of
-// the score block: impl/attention_device.hpp.
+// HIP run, and the host in device-path builds) takes one team per query
+// row and one per key row: impl/attention_device.hpp.
 //
 // The host path: each (sample, head) is one work item that reads its
 // columns of qkv in place (no copies into [N, H, T, D]) and takes its
@@ -19,17 +24,23 @@
 // dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed in
 // register tiles of 4 x 8 outputs (impl::tile_product), and a block visits
 // only the positions j < t0 + 4 its rows may see; the masked half costs
-// nothing beyond the diagonal tiles. The head's keys (forward) and values
-// (backward) are first copied transposed into the item's scratch, [D, T],
-// so that every product reads 8 contiguous values of one operand per step
-// and one value of the other for each of 4 rows: 4 vector multiply-adds
-// per load. Each output sums its terms in order of k, one accumulator
-// each, so the results have the same bits for any thread count. On the
-// tiny GPT (N 32, T 128, 4 heads of 32, 2 threads, AVX2) the tiles take
-// 5.8 ms forward and 11 to 12.5 backward per layer, where rows of dot
-// products over D took 13 and 19. KokkosBatched's serial blocked GEMMs
-// over the full T x T block on the same strided views had taken 1.9 and
-// 2.3 times as long as those dot products.
+// nothing beyond the diagonal tiles. A block's scores are a [4, T] row
+// block of the item's scratch, so each row's softmax sees the whole row at
+// once (no running maximum to rescale by) and backward's recomputed
+// probabilities have the bits forward used. The head's keys (and in
+// backward its values) are first copied transposed into the item's
+// scratch, [D, T], so that every product reads 8 contiguous values of one
+// operand per step and one value of the other for each of 4 rows: 4
+// vector multiply-adds per load. Each output sums its terms in order of k,
+// one accumulator each, so the results have the same bits for any thread
+// count. On the tiny GPT (N 32, T 128, 4 heads of 32, 2 threads, AVX2) the
+// tiles took 5.8 ms forward and 11 to 12.5 backward per layer (with the
+// probabilities kept whole), where rows of dot products over D took 13 and
+// 19. Computing the scores and probabilities again costs backward about
+// 15 % (AVX-512, same machine, interleaved: 6.0 to 6.9 ms; forward 2.6 and
+// 2.5 ms). KokkosBatched's serial blocked GEMMs over the full T x T block on the
+// same strided views had taken 1.9 and 2.3 times as long as those dot
+// products.
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
@@ -122,60 +133,95 @@ KOKKOS_INLINE_FUNCTION void tiled_product(const float* a, std::int64_t a_row, st
   }
 }
 
-// Row t of the probabilities from its scores (columns 0..t): the row
-// maximum first, so exp never overflows; the exponentials without library
-// calls (so the loop vectorises), summed in lane_sum's fixed order; exact
-// zeros after t.
-KOKKOS_INLINE_FUNCTION void causal_softmax_row(float* row, std::int64_t t, std::int64_t T) {
+// Row t of the probabilities from its scores (columns 0..t), and the row's
+// statistics: the row maximum first, so exp never overflows; the
+// exponentials without library calls (so the loop vectorises), summed in
+// lane_sum's fixed order; exact zeros from t + 1 to end.
+KOKKOS_INLINE_FUNCTION void causal_softmax_row(float* row, std::int64_t t, std::int64_t end,
+                                               float& max_out, float& inverse_out) {
   float max = row[0];
   for (std::int64_t j = 1; j <= t; ++j) max = row[j] > max ? row[j] : max;
   for (std::int64_t j = 0; j <= t; ++j) row[j] = exp_nonpositive(row[j] - max);
   const float inverse = 1.0f / lane_sum(row, t + 1);
   for (std::int64_t j = 0; j <= t; ++j) row[j] *= inverse;
-  for (std::int64_t j = t + 1; j < T; ++j) row[j] = 0.0f;
+  for (std::int64_t j = t + 1; j < end; ++j) row[j] = 0.0f;
+  max_out = max;
+  inverse_out = inverse;
+}
+
+// Row t of the probabilities again, from its scores and its statistics.
+KOKKOS_INLINE_FUNCTION void causal_probability_row(float* row, std::int64_t t, std::int64_t end,
+                                                   float max, float inverse) {
+  for (std::int64_t j = 0; j <= t; ++j) row[j] = attention_probability(row[j], max, inverse);
+  for (std::int64_t j = t + 1; j < end; ++j) row[j] = 0.0f;
+}
+
+// The item's scratch rows: its keys transposed, [D, T]; its values
+// transposed (backward only); and three blocks of tile_rows rows of T.
+struct AttentionHostScratch {
+  float *keys, *values, *p, *ds, *kept;
+  KOKKOS_INLINE_FUNCTION AttentionHostScratch(const AttentionScores& scratch, std::int64_t nh,
+                                              std::int64_t D, std::int64_t T)
+      : keys(&scratch(nh, 0, 0)),
+        values(&scratch(nh, D, 0)),
+        p(&scratch(nh, 2 * D, 0)),
+        ds(p + tile_rows * T),
+        kept(ds + tile_rows * T) {}
+};
+
+// Rows t0.. (rows of them) of the block's scores, S = scale Q K^T over the
+// positions j < end, into s's rows of T.
+template <class QKV>
+KOKKOS_INLINE_FUNCTION void attention_block_scores(const QKV& qkv, std::int64_t ld,
+                                                   std::int64_t row0, std::int64_t col0,
+                                                   const float* keys, std::int64_t T,
+                                                   std::int64_t D, std::int64_t rows,
+                                                   std::int64_t end, float scale, float* s) {
+  tiled_product(&qkv(row0, col0), ld, 1, keys, T, D, rows, end,
+                [&](std::int64_t r, std::int64_t j, float v) { s[r * T + j] = scale * v; });
 }
 
 template <class ExecSpace, class QKV, class Heads>
 void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, float scale,
                             const AttentionDropout& dropout, const QKV& qkv,
-                            const AttentionScores& probs, const AttentionScores& scratch,
+                            const AttentionScores& stats, const AttentionScores& scratch,
                             const Heads& heads) {
-  impl::check_attention("tessera::kernels::attention_forward", l, qkv, probs, scratch,
+  impl::check_attention("tessera::kernels::attention_forward", l, qkv, stats, scratch,
                         attention_host_scratch_rows(l), heads);
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0);
-  // qkv read, probs written in full, scratch (the keys transposed and, with
-  // dropout, a block of P') written, heads written.
+  // qkv read; the keys transposed into scratch, read per block of rows;
+  // the blocks of scores (and with dropout of P') written and read within
+  // the item, about the causal half; stats and heads written.
   const std::int64_t heads_size = attention_head_elements(l);
   const Work work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
-                      bytes_of<float>(l.batch * H * T * T) +
-                      bytes_of<float>(l.batch * H * (D + (drop ? tile_rows : 0)) * T) +
+                      bytes_of<float>(l.batch * H * D * T) +
+                      bytes_of<float>((drop ? 4 : 2) * attention_pairs(l)) +
+                      bytes_of<float>(l.batch * H * attention_stat_rows * T) +
                       bytes_of<typename Heads::non_const_value_type>(heads_size),
                   attention_forward_flops(l, drop), attention_host_narrow};
   parallel_for(
       "tessera::kernels::attention_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
       work, KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
-        float* keys = &scratch(nh, 0, 0);
-        float* kept = &scratch(nh, D, 0);
-        impl::transpose_head(qkv, n * T, C + h * D, T, D, keys);
+        const AttentionHostScratch at(scratch, nh, D, T);
+        impl::transpose_head(qkv, n * T, C + h * D, T, D, at.keys);
         for (std::int64_t t0 = 0; t0 < T; t0 += impl::tile_rows) {
           // Rows t0.. of the block see the positions j < end.
           const std::int64_t rows = impl::at_most(impl::tile_rows, T - t0), end = t0 + rows;
-          // S = scale Q K^T, then each row's softmax.
-          impl::tiled_product(
-              &qkv(n * T + t0, h * D), ld, 1, keys, T, D, rows, end,
-              [&](std::int64_t r, std::int64_t j, float v) { probs(nh, t0 + r, j) = scale * v; });
+          // S = scale Q K^T, then each row's softmax and statistics.
+          attention_block_scores(qkv, ld, n * T + t0, h * D, at.keys, T, D, rows, end, scale, at.p);
           for (std::int64_t r = 0; r < rows; ++r)
-            impl::causal_softmax_row(&probs(nh, t0 + r, 0), t0 + r, T);
+            impl::causal_softmax_row(at.p + r * T, t0 + r, end, stats(nh, 0, t0 + r),
+                                     stats(nh, 1, t0 + r));
           // Y = P' V over j < end (P' is 0 after each row's t).
-          const float* p = &probs(nh, t0, 0);
+          const float* p = at.p;
           if (drop) {
             for (std::int64_t r = 0; r < rows; ++r)
               for (std::int64_t j = 0; j < end; ++j)
-                kept[r * T + j] = probs(nh, t0 + r, j) * dropout.scale((nh * T + t0 + r) * T + j);
-            p = kept;
+                at.kept[r * T + j] = at.p[r * T + j] * dropout.scale((nh * T + t0 + r) * T + j);
+            p = at.kept;
           }
           impl::tiled_product(p, T, 1, &qkv(n * T, 2 * C + h * D), ld, end, rows, D,
                               [&](std::int64_t r, std::int64_t d, float v) {
@@ -185,33 +231,42 @@ void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, flo
       });
 }
 
+// What the host path's backward moves and computes.
+template <class QKV, class DHeads, class DQKV>
+Work attention_backward_host_work(const AttentionLayout& l, bool drop) {
+  // qkv, stats and dheads read, the keys and values transposed into
+  // scratch and read per block, the blocks of P, dS and with dropout P'
+  // written and read within the item (about the causal half each), dqkv
+  // written (zeroed first: the adds to dK and dV re-read what this launch
+  // wrote). Per pair: S again (2 D + 1) and P from it (3), dP's dot product
+  // (2 D), the multiply-adds of dV, dQ and dK (2 D each) and the adds of
+  // dV's and dK's blocks into dqkv (D / tile_rows each), P dP's
+  // multiply-add into the dot (2), dS (3), and with dropout the decision
+  // and its products with P and dP (5).
+  const std::int64_t heads_size = attention_head_elements(l), T = l.positions, H = l.heads,
+                     D = l.head_dim;
+  return Work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
+                  bytes_of<typename DHeads::non_const_value_type>(heads_size) +
+                  bytes_of<float>(l.batch * H * (attention_stat_rows + 2 * D) * T) +
+                  bytes_of<float>((drop ? 6 : 4) * attention_pairs(l)) +
+                  bytes_of<typename DQKV::non_const_value_type>(3 * heads_size),
+              double(attention_pairs(l)) *
+                  (10.0 * D + 2.0 * D / tile_rows + 9 + (drop ? attention_dropout_flops + 1 : 0)),
+              attention_host_narrow};
+}
+
 template <class ExecSpace, class QKV, class DHeads, class DQKV>
 void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, float scale,
                              const AttentionDropout& dropout, const QKV& qkv,
-                             const AttentionScores& probs, const AttentionScores& scratch,
+                             const AttentionScores& stats, const AttentionScores& scratch,
                              const DHeads& dheads, const DQKV& dqkv) {
   const char* fn = "tessera::kernels::attention_backward";
-  impl::check_attention(fn, l, qkv, probs, scratch, attention_host_scratch_rows(l), dheads);
-  impl::check_attention(fn, l, dqkv, probs, scratch, attention_host_scratch_rows(l), dheads);
+  impl::check_attention(fn, l, qkv, stats, scratch, attention_host_scratch_rows(l), dheads);
+  impl::check_attention(fn, l, dqkv, stats, scratch, attention_host_scratch_rows(l), dheads);
   const std::int64_t T = l.positions, H = l.heads, D = l.head_dim, C = l.channels();
   const bool drop = dropout.rate > 0;
   const std::int64_t ld = qkv.stride(0), ldh = dheads.stride(0);
-  // qkv and dheads read, P's causal half read, scratch (the values
-  // transposed, a block of dS and with dropout one of P') written, dqkv
-  // written (zeroed first: the adds to dK and dV re-read what this launch
-  // wrote). Per pair: dP's dot product (2 D), the multiply-adds of dV, dQ
-  // and dK (2 D each) and the adds of dV's and dK's blocks into dqkv
-  // (D / tile_rows each), P dP's multiply-add into the dot (2), dS (3), and
-  // with dropout the decision and its products with P and dP (5).
-  const std::int64_t heads_size = attention_head_elements(l);
-  const Work work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
-                      bytes_of<typename DHeads::non_const_value_type>(heads_size) +
-                      bytes_of<float>(attention_pairs(l)) +
-                      bytes_of<float>(l.batch * H * (D + (drop ? 2 : 1) * tile_rows) * T) +
-                      bytes_of<typename DQKV::non_const_value_type>(3 * heads_size),
-                  double(attention_pairs(l)) * (8.0 * D + 2.0 * D / tile_rows + 5 +
-                                                (drop ? attention_dropout_flops + 1 : 0)),
-                  attention_host_narrow};
+  const Work work = attention_backward_host_work<QKV, DHeads, DQKV>(l, drop);
   parallel_for(
       "tessera::kernels::attention_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
       work, KOKKOS_LAMBDA(const std::int64_t nh) {
@@ -222,24 +277,29 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
             dqkv(n * T + t, C + h * D + d) = 0.0f;
             dqkv(n * T + t, 2 * C + h * D + d) = 0.0f;
           }
-        float* values = &scratch(nh, 0, 0);
-        float* ds = &scratch(nh, D, 0);
-        float* kept = &scratch(nh, D + impl::tile_rows, 0);
-        impl::transpose_head(qkv, n * T, 2 * C + h * D, T, D, values);
+        const AttentionHostScratch at(scratch, nh, D, T);
+        float* const ds = at.ds;
+        impl::transpose_head(qkv, n * T, C + h * D, T, D, at.keys);
+        impl::transpose_head(qkv, n * T, 2 * C + h * D, T, D, at.values);
         for (std::int64_t t0 = 0; t0 < T; t0 += impl::tile_rows) {
           const std::int64_t rows = impl::at_most(impl::tile_rows, T - t0), end = t0 + rows;
+          // P again: forward's scores and probabilities, bit for bit.
+          attention_block_scores(qkv, ld, n * T + t0, h * D, at.keys, T, D, rows, end, scale, at.p);
+          for (std::int64_t r = 0; r < rows; ++r)
+            impl::causal_probability_row(at.p + r * T, t0 + r, end, stats(nh, 0, t0 + r),
+                                         stats(nh, 1, t0 + r));
           // dP' = dY V^T over j < end; dP = dP' .* mask.
-          impl::tiled_product(&dheads(n * T + t0, h * D), ldh, 1, values, T, D, rows, end,
+          impl::tiled_product(&dheads(n * T + t0, h * D), ldh, 1, at.values, T, D, rows, end,
                               [&](std::int64_t r, std::int64_t j, float v) { ds[r * T + j] = v; });
-          const float* p = &probs(nh, t0, 0);
+          const float* p = at.p;
           if (drop) {
             for (std::int64_t r = 0; r < rows; ++r)
               for (std::int64_t j = 0; j < end; ++j) {
                 const float keep = dropout.scale((nh * T + t0 + r) * T + j);
-                kept[r * T + j] = probs(nh, t0 + r, j) * keep;
+                at.kept[r * T + j] = at.p[r * T + j] * keep;
                 ds[r * T + j] *= keep;
               }
-            p = kept;
+            p = at.kept;
           }
           // dV(j) += sum over the block's t of P'(t, j) dY(t), for j < end.
           impl::tiled_product(p, 1, T, &dheads(n * T + t0, h * D), ldh, rows, end, D,
@@ -249,7 +309,7 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
           // dS(t, j) = scale P (dP - sum_j P dP), 0 after t.
           for (std::int64_t r = 0; r < rows; ++r) {
             const std::int64_t t = t0 + r;
-            const float* pt = &probs(nh, t, 0);
+            const float* pt = at.p + r * T;
             float* dst = ds + r * T;
             const float dot = lane_dot(pt, dst, t + 1);
             for (std::int64_t j = 0; j <= t; ++j) dst[j] = scale * pt[j] * (dst[j] - dot);
@@ -271,31 +331,32 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
 
 }  // namespace impl
 
-// Y = P' V into heads [N T, C], P into probs; scratch is overwritten.
+// Y = P' V into heads [N T, C], each query's statistics into stats
+// [N H, attention_stat_rows, T]; scratch is overwritten.
 template <class ExecSpace, class QKV, class Heads>
 void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float scale,
                        const AttentionDropout& dropout, const QKV& qkv,
-                       const AttentionScores& probs, const AttentionScores& scratch,
+                       const AttentionScores& stats, const AttentionScores& scratch,
                        const Heads& heads) {
   ScopedRegion region("tessera::kernels::attention_forward");
   if constexpr (host_fast_paths_v<ExecSpace>)
-    impl::attention_forward_host(exec, l, scale, dropout, qkv, probs, scratch, heads);
+    impl::attention_forward_host(exec, l, scale, dropout, qkv, stats, scratch, heads);
   else
-    impl::attention_forward_device(exec, l, scale, dropout, qkv, probs, scratch, heads);
+    impl::attention_forward_device(exec, l, scale, dropout, qkv, stats, scratch, heads);
 }
 
 // dqkv (written, not accumulated) from dheads [N T, C], the qkv and
-// probabilities of forward and the same dropout; scratch is overwritten.
+// statistics of forward and the same dropout; scratch is overwritten.
 template <class ExecSpace, class QKV, class DHeads, class DQKV>
 void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float scale,
                         const AttentionDropout& dropout, const QKV& qkv,
-                        const AttentionScores& probs, const AttentionScores& scratch,
+                        const AttentionScores& stats, const AttentionScores& scratch,
                         const DHeads& dheads, const DQKV& dqkv) {
   ScopedRegion region("tessera::kernels::attention_backward");
   if constexpr (host_fast_paths_v<ExecSpace>)
-    impl::attention_backward_host(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
+    impl::attention_backward_host(exec, l, scale, dropout, qkv, stats, scratch, dheads, dqkv);
   else
-    impl::attention_backward_device(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
+    impl::attention_backward_device(exec, l, scale, dropout, qkv, stats, scratch, dheads, dqkv);
 }
 
 // attention_forward, and y [N T, out] = the output projection's bias b
@@ -304,14 +365,14 @@ void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float s
 template <class ExecSpace, class QKV, class Heads, class Y, class B>
 void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float scale,
                        const AttentionDropout& dropout, const QKV& qkv,
-                       const AttentionScores& probs, const AttentionScores& scratch,
+                       const AttentionScores& stats, const AttentionScores& scratch,
                        const Heads& heads, const Y& y, const B& b) {
   ScopedRegion region("tessera::kernels::attention_forward");
   if constexpr (host_fast_paths_v<ExecSpace>) {
-    impl::attention_forward_host(exec, l, scale, dropout, qkv, probs, scratch, heads);
+    impl::attention_forward_host(exec, l, scale, dropout, qkv, stats, scratch, heads);
     impl::broadcast_rows(exec, y, b);
   } else {
-    impl::attention_forward_device(exec, l, scale, dropout, qkv, probs, scratch, heads, TeamShape{},
+    impl::attention_forward_device(exec, l, scale, dropout, qkv, stats, scratch, heads, TeamShape{},
                                    impl::broadcast_rows_part(y, b));
   }
 }
@@ -323,14 +384,14 @@ void attention_forward(const ExecSpace& exec, const AttentionLayout& l, float sc
 template <class ExecSpace, class QKV, class DHeads, class DQKV, class DY, class DB>
 void attention_backward(const ExecSpace& exec, const AttentionLayout& l, float scale,
                         const AttentionDropout& dropout, const QKV& qkv,
-                        const AttentionScores& probs, const AttentionScores& scratch,
+                        const AttentionScores& stats, const AttentionScores& scratch,
                         const DHeads& dheads, const DQKV& dqkv, const DY& dy, const DB& db) {
   ScopedRegion region("tessera::kernels::attention_backward");
   if constexpr (host_fast_paths_v<ExecSpace>) {
-    impl::attention_backward_host(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv);
+    impl::attention_backward_host(exec, l, scale, dropout, qkv, stats, scratch, dheads, dqkv);
     if (db.extent(0) > 0) impl::dense_bias_gradient(exec, dy, db);
   } else {
-    impl::attention_backward_device(exec, l, scale, dropout, qkv, probs, scratch, dheads, dqkv,
+    impl::attention_backward_device(exec, l, scale, dropout, qkv, stats, scratch, dheads, dqkv,
                                     TeamShape{}, impl::dense_bias_gradient_part(dy, db));
   }
 }

@@ -1,5 +1,5 @@
 // The shapes of causal multi-head attention (AttentionLayout), its dropout
-// (AttentionDropout), the probabilities and scratch buffers a layer
+// (AttentionDropout), the row statistics and scratch buffers a layer
 // allocates, and their checks. The kernels are in attention.hpp (interface
 // and host path) and impl/attention_device.hpp (device path); this header
 // is what a layer needs to size its buffers.
@@ -32,22 +32,30 @@ struct AttentionDropout {
   }
 };
 
+// Per (sample, head) rows of T floats: the row statistics forward keeps
+// for backward, [N H, attention_stat_rows, T] (row 0 each query's largest
+// score, row 1 the inverse of its exponentials' sum: P(t, j) =
+// exp(S(t, j) - max_t) inverse_t, recomputed from S in backward), and the
+// kernels' scratch, [N H, attention_scratch_rows(l), T]. Neither holds the
+// [T, T] scores whole: the memory is O(T) per head for any T.
 using AttentionScores = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
+constexpr std::int64_t attention_stat_rows = 2;
 
 namespace impl {
 // Register tiles of the host path's products: 4 rows by 8 columns.
 constexpr int tile_rows = 4, tile_cols = 8;
 
-// Scratch rows of T floats per (sample, head) of the host path: its keys or
-// values transposed (D rows), and two blocks of tile_rows rows (dP, then
-// dS; the probabilities with dropout applied).
+// Scratch rows of T floats per (sample, head) of the host path: its keys
+// and values transposed (D rows each), and three blocks of tile_rows rows
+// (the block's scores, then probabilities; dP, then dS; the probabilities
+// with dropout applied).
 inline std::int64_t attention_host_scratch_rows(const AttentionLayout& l) {
-  return l.head_dim + 2 * tile_rows;
+  return 2 * l.head_dim + 3 * tile_rows;
 }
 
-// Of the device path: a [T, T] block per (sample, head), the probabilities
-// with dropout applied forward and dS backward.
-inline std::int64_t attention_device_scratch_rows(const AttentionLayout& l) { return l.positions; }
+// Of the device path: one row, each query's sum over j of P dP (written by
+// backward's query rows, read by its key rows).
+inline std::int64_t attention_device_scratch_rows(const AttentionLayout&) { return 1; }
 }  // namespace impl
 
 // Rows of T floats of scratch each (sample, head) needs on ExecSpace's
@@ -62,7 +70,7 @@ std::int64_t attention_scratch_rows(const AttentionLayout& l) {
 
 namespace impl {
 template <class QKV, class Scores, class Heads>
-void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, const Scores& probs,
+void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, const Scores& stats,
                      const Scores& scratch, std::int64_t scratch_rows, const Heads& heads) {
   const std::int64_t rows = l.batch * l.positions, c = l.channels();
   const auto fits = [&](const Scores& s, std::int64_t rows_per_item) {
@@ -74,15 +82,16 @@ void check_attention(const char* fn, const AttentionLayout& l, const QKV& qkv, c
       l.heads > 0 && l.head_dim > 0 && static_cast<std::int64_t>(qkv.extent(0)) == rows &&
           static_cast<std::int64_t>(qkv.extent(1)) == 3 * c &&
           static_cast<std::int64_t>(heads.extent(0)) == rows &&
-          static_cast<std::int64_t>(heads.extent(1)) == c && fits(probs, l.positions) &&
+          static_cast<std::int64_t>(heads.extent(1)) == c && fits(stats, attention_stat_rows) &&
           fits(scratch, scratch_rows) &&
           (rows == 0 || (qkv.stride(1) == 1 && heads.stride(1) == 1)),
-      fn << ": qkv [" << qkv.extent(0) << ", " << qkv.extent(1) << "], scores [" << probs.extent(0)
-         << ", " << probs.extent(1) << ", " << probs.extent(2) << "], scratch ["
+      fn << ": qkv [" << qkv.extent(0) << ", " << qkv.extent(1) << "], stats [" << stats.extent(0)
+         << ", " << stats.extent(1) << ", " << stats.extent(2) << "], scratch ["
          << scratch.extent(0) << ", " << scratch.extent(1) << ", " << scratch.extent(2)
          << "], heads [" << heads.extent(0) << ", " << heads.extent(1) << "] for batch " << l.batch
          << ", " << l.positions << " positions, " << l.heads << " heads of " << l.head_dim
-         << "; expected qkv [N T, 3 C], scores [N H, T, T], scratch [N H, " << scratch_rows
+         << "; expected qkv [N T, 3 C], stats [N H, " << attention_stat_rows
+         << ", T], scratch [N H, " << scratch_rows
          << ", T] (attention_scratch_rows on this path), heads [N T, C], rows of qkv and heads "
          << "contiguous");
 }

@@ -71,7 +71,7 @@ class CausalSelfAttention final : public GenericLayer<CausalSelfAttention> {
   Tensor<float> qkv_weight_grad_, qkv_bias_grad_, proj_weight_grad_, proj_bias_grad_;
   Tensor<float> qkv_weight_rounded_, proj_weight_rounded_;  // in 16 bits
   Matrix<float> qkv_, heads_, dqkv_, dheads_;
-  kernels::AttentionScores probs_, scratch_;
+  kernels::AttentionScores stats_, scratch_;
   std::int64_t max_batch_ = 0;
 };
 
