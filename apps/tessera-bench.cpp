@@ -453,14 +453,15 @@ int run(const Options& opt) {
   options.accumulation_steps = 1;
   options.epochs = 2 * opt.repetitions + 1;
   options.log_every = 0;
-  // What Kokkos Tools sees the model allocate when it compiles, beside
-  // the plan it reports.
+  // What Kokkos Tools sees the model allocate in its memory space when it
+  // compiles, beside the plan it reports.
   std::unique_ptr<tessera::Model> model;
   std::int64_t compiled_bytes = 0;
   {
     tessera::MemoryEventCounter counter;
     model = tessera::build_model(deck, batch);
-    compiled_bytes = static_cast<std::int64_t>(counter.bytes_allocated());
+    compiled_bytes =
+        static_cast<std::int64_t>(counter.bytes_allocated_in(tessera::MemSpace::name()));
   }
   const tessera::Shape sample = tessera::drop_batch(model->input(batch).shape());
   const tessera::Shape out = model->output_shape();

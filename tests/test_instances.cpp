@@ -38,6 +38,10 @@ void record_instance(const char* label, std::uint32_t, std::uint64_t*) {
 struct InstanceListener {
   InstanceListener() {
     launches_by_instance.clear();
+    // A launch noted before the listener (an earlier test's, in a suite
+    // built as one program) is not this test's: without this, the first
+    // Kokkos event (a View's initialisation) would take its record.
+    kernels::impl::last_launch().fresh = false;
     namespace tools = Kokkos::Tools::Experimental;
     tools::set_begin_parallel_for_callback(&record_instance);
     tools::set_begin_parallel_reduce_callback(&record_instance);

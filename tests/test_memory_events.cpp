@@ -20,7 +20,14 @@ TEST(MemoryEventCounter, SeesAllocationsAndCopies) {
   Kokkos::deep_copy(a, host);
   EXPECT_EQ(counter.allocations(), 2);
   EXPECT_EQ(counter.bytes_allocated(), 2 * 100 * sizeof(float));
-  EXPECT_EQ(counter.allocation_labels().at(0), "tessera_test::a (400 bytes)");
+  EXPECT_EQ(counter.allocation_labels().at(0),
+            std::string("tessera_test::a (400 bytes, ") + MemSpace::name() + ")");
+  // By memory space: the device's and the host's apart (one space on host
+  // backends).
+  const bool one_space = std::is_same<MemSpace, Kokkos::HostSpace>::value;
+  EXPECT_EQ(counter.bytes_allocated_in(MemSpace::name()), (one_space ? 2 : 1) * 400u);
+  EXPECT_EQ(counter.bytes_allocated_in(Kokkos::HostSpace::name()), (one_space ? 2 : 1) * 400u);
+  EXPECT_EQ(counter.bytes_allocated_in("NoSuchSpace"), 0u);
   ASSERT_EQ(counter.deep_copies().size(), 1u);
   EXPECT_EQ(counter.deep_copies()[0].destination_label, "tessera_test::a");
   EXPECT_EQ(counter.deep_copies()[0].bytes, 100 * sizeof(float));

@@ -17,6 +17,7 @@ struct Events {
   std::uint64_t bytes = 0;
   std::vector<std::string> labels;
   std::vector<std::uint64_t> sizes;  // of each allocation in `labels`
+  std::vector<std::string> spaces;   // and its memory space
   std::vector<DeepCopyEvent> copies;
 };
 
@@ -36,7 +37,8 @@ bool is_fill(const std::string& source_label) {
   return source_label == "Scalar" || source_label == "(none)";
 }
 
-void on_allocate(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+void on_allocate(Kokkos::Tools::SpaceHandle space, const char* label, const void*,
+                 std::uint64_t size) {
   if (size == 0) return;  // holds no memory (see memory_events.hpp)
   Events& e = events();
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -44,6 +46,7 @@ void on_allocate(Kokkos::Tools::SpaceHandle, const char* label, const void*, std
   e.bytes += size;
   e.labels.emplace_back(label);
   e.sizes.push_back(size);
+  e.spaces.emplace_back(space.name);
 }
 
 void on_deep_copy(Kokkos::Tools::SpaceHandle dst_space, const char* dst_label, const void*,
@@ -84,11 +87,18 @@ std::uint64_t MemoryEventCounter::bytes_allocated(const std::string& prefix) con
     if (e.labels[i].rfind(prefix, 0) == 0) bytes += e.sizes[i];
   return bytes;
 }
+std::uint64_t MemoryEventCounter::bytes_allocated_in(const std::string& space) const {
+  const Events& e = events();
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < e.spaces.size(); ++i)
+    if (e.spaces[i] == space) bytes += e.sizes[i];
+  return bytes;
+}
 std::vector<std::string> MemoryEventCounter::allocation_labels() const {
   const Events& e = events();
   std::vector<std::string> out;
   for (std::size_t i = 0; i < e.labels.size(); ++i)
-    out.push_back(e.labels[i] + " (" + std::to_string(e.sizes[i]) + " bytes)");
+    out.push_back(e.labels[i] + " (" + std::to_string(e.sizes[i]) + " bytes, " + e.spaces[i] + ")");
   return out;
 }
 const std::vector<DeepCopyEvent>& MemoryEventCounter::deep_copies() const {
@@ -111,6 +121,7 @@ void MemoryEventCounter::reset() {
   e.bytes = 0;
   e.labels.clear();
   e.sizes.clear();
+  e.spaces.clear();
   e.copies.clear();
 }
 

@@ -31,8 +31,12 @@ class MemoryEventCounter {
   std::uint64_t bytes_allocated() const;
   // Bytes of the allocations whose label starts with `prefix`.
   std::uint64_t bytes_allocated(const std::string& prefix) const;
-  // Labels of the allocations counted, in order, each with its bytes
-  // ("label (N bytes)"), for failure messages.
+  // Bytes of the allocations in the memory space named `space` (Kokkos'
+  // name, e.g. MemSpace::name()): on a GPU what lives on the device,
+  // without the host mirrors a caller makes to read it.
+  std::uint64_t bytes_allocated_in(const std::string& space) const;
+  // Labels of the allocations counted, in order, each with its bytes and
+  // memory space ("label (N bytes, Host)"), for failure messages.
   std::vector<std::string> allocation_labels() const;
   const std::vector<DeepCopyEvent>& deep_copies() const;
   // Copies whose source is host memory and destination is not. A fill with
