@@ -37,10 +37,10 @@
 // tiles took 5.8 ms forward and 11 to 12.5 backward per layer (with the
 // probabilities kept whole), where rows of dot products over D took 13 and
 // 19. Computing the scores and probabilities again costs backward about
-// 15 % (AVX-512, same machine, interleaved: 6.0 to 6.9 ms; forward 2.6 and
-// 2.5 ms). KokkosBatched's serial blocked GEMMs over the full T x T block on the
-// same strided views had taken 1.9 and 2.3 times as long as those dot
-// products.
+// 16 % (AVX-512, medians of 5 interleaved runs: 6.0 to 7.0 ms a layer;
+// forward 2.6 ms either way). KokkosBatched's serial blocked GEMMs over the
+// full T x T block on the same strided views had taken 1.9 and 2.3 times
+// as long as those dot products.
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
