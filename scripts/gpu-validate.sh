@@ -202,16 +202,17 @@ if [ "$backend" = cuda ]; then
 fi
 
 # The decks, each bounded: the benchmark cases of bench/cases.txt (name,
-# deck file, --set overrides), the token deck reading the token files of
-# TESSERA_TOKEN_DIR.
+# deck file, --set overrides, and the case's batch where it gives one), the
+# token decks reading the token files of TESSERA_TOKEN_DIR.
 tokens="${TESSERA_TOKEN_DIR}"
 deck_names=()
 declare -A deck_file=() deck_sets=()
-while IFS='|' read -r name file sets _; do
+while IFS='|' read -r name file sets _ batch; do
   case "$name" in '' | '#'*) continue ;; esac
   deck_names+=("$name")
   deck_file[$name]="$file"
   deck_sets[$name]="$sets"
+  [ -z "$batch" ] || deck_sets[$name]+=" training.batch_size=${batch}"
   if [ "$file" = inputs/tiny_gpt.toml ]; then
     deck_sets[$name]+=" data.train_tokens=${tokens}/devil.train.bin data.test_tokens=${tokens}/devil.val.bin"
   fi
