@@ -1,7 +1,8 @@
 // Dropout: the mask against its definition from the counter-based
 // generator, kept fraction and scaling, dependence on seed, step and layer
 // name, identity in inference and at rate 0, identical masks on every
-// execution space, finite-difference gradients, and argument errors.
+// execution space, the integer keep test against the float one at the
+// rates' edges, finite-difference gradients, and argument errors.
 #include <tessera/kernels/dropout.hpp>
 #include <tessera/layers/dropout.hpp>
 
@@ -51,6 +52,37 @@ TYPED_TEST(DropoutKernels, MaskMatchesDefinitionAndDefaultSpace) {
   EXPECT_EQ(y, (dropped_ones<Kokkos::DefaultExecutionSpace>(n, rate, 17, 23, 1000)));
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_EQ(y[i] != 0.0f, counter_uniform(17, 23, 1000 + i) >= rate) << "element " << i;
+}
+
+// The mask's integer test is counter_uniform(...) >= rate for every rate:
+// its threshold u is the first 24-bit value with u / 2^24 >= rate, rates on
+// and between the steps of 2^-24 included, and it agrees with the float
+// test on every index drawn (a wrapping first counter included).
+TEST(Dropout, IntegerKeepTestIsTheFloatTestAtEveryRate) {
+  const float step = 1.0f / 16777216.0f;
+  const std::vector<float> rates = {0.0f,
+                                    step,
+                                    std::nextafter(step, 1.0f),
+                                    0.3f,
+                                    std::nextafter(0.5f, 0.0f),
+                                    0.5f,
+                                    std::nextafter(0.5f, 1.0f),
+                                    std::nextafter(1.0f, 0.0f),
+                                    1.0f};
+  for (const float rate : rates) {
+    const UniformAtLeast kept(5, 7, 0, rate);
+    const std::uint64_t u = kept.threshold;
+    ASSERT_LE(u, std::uint64_t{1} << 24) << "rate " << rate;
+    EXPECT_GE(static_cast<float>(u) * step, rate) << "rate " << rate;
+    if (u > 0) EXPECT_LT(static_cast<float>(u - 1) * step, rate) << "rate " << rate;
+    for (const std::uint64_t first : {std::uint64_t{0}, ~std::uint64_t{0} - 500}) {
+      const UniformAtLeast from(5, 7, first, rate);
+      for (std::uint64_t i = 0; i < 1000; ++i)
+        ASSERT_EQ(from(i), counter_uniform(5, 7, first + i) >= rate)
+            << "rate " << rate << ", counter " << first + i;
+    }
+  }
+  EXPECT_EQ(UniformAtLeast(5, 7, 0, 0.3f).threshold, 5033165u);  // ceil(0.3f * 2^24)
 }
 
 TYPED_TEST(DropoutKernels, AccumulatesAndRejectsBadRates) {

@@ -42,23 +42,26 @@ void dropout_apply(const ExecSpace& exec, const Src& src, const Dst& dst, float 
                       bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
                   (accumulate ? 3.0 : 2.0) * double(src.size())};
   const bool in_place = accumulate && impl::same_memory(src, dst);
+  const UniformAtLeast kept(seed, stream, first_counter, rate);
   impl::for_each_span(
       exec, "tessera::kernels::dropout_apply", src.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        // Locals, not the closure's members, which the stores could alias
+        // (GCC then keeps the loops scalar, an order of magnitude slower).
         T* out = dst.data();
-        const auto value = [&](std::int64_t i, float v) {
-          return counter_uniform(seed, stream, first_counter + i) >= rate ? v * scale : 0.0f;
-        };
+        const auto* in = src.data();
+        const UniformAtLeast keep = kept;
+        const float s = scale;
+        const auto value = [=](std::int64_t i, float v) { return keep(i) ? v * s : 0.0f; };
         // In place through one pointer (see activation_backward).
         if (in_place)
           for (std::int64_t i = begin; i < end; ++i)
             out[i] = narrow<T>(0.0f + value(i, widen(out[i])));
         else if (accumulate)
           for (std::int64_t i = begin; i < end; ++i)
-            out[i] = narrow<T>(widen(out[i]) + value(i, widen(src.data()[i])));
+            out[i] = narrow<T>(widen(out[i]) + value(i, widen(in[i])));
         else
-          for (std::int64_t i = begin; i < end; ++i)
-            out[i] = narrow<T>(value(i, widen(src.data()[i])));
+          for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(value(i, widen(in[i])));
       });
 }
 
