@@ -117,12 +117,29 @@ class LayerHarness {
     std::vector<std::vector<float>> analytic_params;
     for (std::size_t i = 0; i < params_.entries().size(); ++i)
       analytic_params.push_back(to_host(params_.gradient(i).flat()));
+    if (layer_.writes_input_gradients()) expect_written_gradients(ctx, analytic_inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i)
       expect_gradient(("d" + layer_.name() + "/dx" + std::to_string(i)).c_str(), inputs[i].flat(),
                       analytic_inputs[i], loss, eps, rtol, atol);
     for (std::size_t i = 0; i < params_.entries().size(); ++i)
       expect_gradient(("d" + layer_.name() + "/d" + params_.entries()[i].spec.name).c_str(),
                       params_.value(i).flat(), analytic_params[i], loss, eps, rtol, atol);
+  }
+
+  // A layer that writes_input_gradients(), run with
+  // StepContext::write_input_gradients over input gradients full of NaN,
+  // leaves the bits `added` holds (backward into zeroed gradients).
+  void expect_written_gradients(const StepContext& ctx,
+                                const std::vector<std::vector<float>>& added) {
+    StepContext write = ctx;
+    write.write_input_gradients = true;
+    params_.zero_gradients(ExecSpace());
+    for (auto& g : input_grads) Kokkos::deep_copy(g.flat(), std::nanf(""));
+    layer_.backward(inputs, output, output_grad, input_grads, write);
+    for (std::size_t i = 0; i < input_grads.size(); ++i)
+      EXPECT_EQ(float_bits(to_host(input_grads[i].flat())), float_bits(added[i]))
+          << layer_.name() << ": input gradient " << i
+          << " written whole differs from the one added into zeros";
   }
 
   Tensors inputs, input_grads;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -87,6 +88,14 @@ inline void expect_error(const std::function<void()>& f, const std::string& expe
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
+}
+
+// The bit patterns of v: compares floats bit for bit (NaNs alike, -0 and
+// +0 apart).
+inline std::vector<std::uint32_t> float_bits(const std::vector<float>& v) {
+  std::vector<std::uint32_t> b(v.size());
+  if (!v.empty()) std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
 }
 
 // Seeded values in [lo, hi).

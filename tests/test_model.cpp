@@ -1054,11 +1054,6 @@ TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
   EXPECT_EQ(mlp(true)->activation_memory().nodes_shared,
             mlp(false)->activation_memory().nodes_shared);
 
-  const auto bits = [](const std::vector<float>& v) {
-    std::vector<std::uint32_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
-    return b;
-  };
   const auto chain = [&] {
     auto model = std::make_unique<Model>(Shape{2, 3, 3});
     model->add<Conv2D>("conv", 4, 3, 1, 1)
@@ -1096,8 +1091,8 @@ TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
     model->backward(batch, ctx);
     Kokkos::fence();
     if (format == FloatFormat::fp32)
-      dx = bits(test::to_host(model->activation_gradient(0, batch).flat()));
-    return bits(test::to_host(model->parameters().gradients()));
+      dx = test::float_bits(test::to_host(model->activation_gradient(0, batch).flat()));
+    return test::float_bits(test::to_host(model->parameters().gradients()));
   };
   for (const FloatFormat format : {FloatFormat::fp32, FloatFormat::bf16}) {
     const std::string what = float_format_name(format);
@@ -1120,6 +1115,45 @@ TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
       }
     }
   }
+}
+
+// A layer that can write its input gradients whole does so where its
+// backward is the first to reach them, and the model does not zero them:
+// in conv -> BatchNorm -> ReLU -> conv -> residual Add -> pooling ->
+// flatten -> dense, only the gradient the dense layer (which adds)
+// reaches first is zeroed.
+TEST(Model, FirstBackwardWritesGradientsWholeInsteadOfZeroing) {
+  const std::int64_t batch = 4;
+  Model model(Shape{1, 8, 8});
+  model.add<Conv2D>("conv", 4, 3, 1, 1)
+      .add<BatchNorm>("bn")
+      .add<ReLU>("relu")
+      .add<Conv2D>("conv2", 4, 3, 1, 1)
+      .add<Add>("sum", std::vector<std::string>{"relu", "conv2"})
+      .add<MaxPool2D>("pool", 2)
+      .add<Flatten>("flat")
+      .add<Dense>("fc", 2);
+  model.compile(batch, 5);
+  test::from_host(model.input(batch).flat(), test::random_values(model.input(batch).numel(), 41));
+  test::from_host(model.output_gradient(batch).flat(),
+                  test::random_values(model.output_gradient(batch).numel(), 42));
+  StepContext ctx;
+  model.forward(batch, ctx);
+  model.zero_gradients();
+  Kokkos::fence();
+  std::vector<std::uint64_t> zeroed;
+  {
+    MemoryEventCounter counter;
+    model.backward(batch, ctx);
+    Kokkos::fence();
+    for (const auto& c : counter.deep_copies())
+      if (c.destination_label.find("tessera::activation") == 0) zeroed.push_back(c.bytes);
+  }
+  // Only flat's output gradient is zeroed (64 floats a sample): fc, a
+  // Dense layer, adds to it. sum writes both its inputs' gradients, relu's
+  // too, which conv2's backward then adds to.
+  EXPECT_EQ(zeroed, (std::vector<std::uint64_t>{batch * 64 * sizeof(float)}))
+      << "bytes of each activation gradient zeroed in backward";
 }
 
 }  // namespace

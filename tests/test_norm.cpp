@@ -338,9 +338,9 @@ std::vector<double> run_norm_kernels(const kernels::GroupLayout& layout, kernels
   kernels::group_gradient_sums(exec, layout, affine, x, dy, mean, invstd, gamma, gradient_sums,
                                partials, path);
   kernels::group_input_gradient(exec, layout, affine, x, dy, mean, invstd, gamma, true,
-                                gradient_sums, layout.group_size(), dx, path);
+                                gradient_sums, layout.group_size(), dx, true, path);
   kernels::group_input_gradient(exec, layout, affine, x, dy, mean, invstd, gamma, false,
-                                gradient_sums, layout.group_size(), dx_running, path);
+                                gradient_sums, layout.group_size(), dx_running, true, path);
   kernels::affine_gradients(exec, layout, affine, x, dy, mean, invstd, dgamma, dbeta, partials,
                             path);
   if (per_group) kernels::affine_gradients_from_sums(exec, gradient_sums, dgamma2, dbeta2);
@@ -355,6 +355,42 @@ std::vector<double> run_norm_kernels(const kernels::GroupLayout& layout, kernels
     out.insert(out.end(), h.begin(), h.end());
   }
   return out;
+}
+
+// group_input_gradient that writes dx (add false) leaves the bits of
+// adding into a zeroed dx, whatever dx held: on both paths, with batch and
+// with running statistics, per-group and per-position affine parameters.
+TYPED_TEST(NormKernels, WrittenInputGradientIsTheOneAddedIntoZeros) {
+  using E = TypeParam;
+  const E exec;
+  for (const kernels::NormPath path : paths<E>())
+    for (const auto affine : {kernels::Affine::per_group, kernels::Affine::per_position}) {
+      const bool per_group = affine == kernels::Affine::per_group;
+      const kernels::GroupLayout l =
+          per_group ? kernels::GroupLayout{16, 5, 37} : kernels::GroupLayout{1, 9, 70};
+      const std::size_t size = l.size(), params = per_group ? l.groups : l.group_size();
+      V<E> x("x", size), dy("dy", size), added("added", size), written("written", size),
+          gamma("gamma", params), mean("mean", l.groups), invstd("invstd", l.groups);
+      D<E> sums("sums", 2 * l.groups),
+          partials("partials", kernels::group_partials_size(l, affine));
+      test::from_host(x, test::random_values(size, 71, -1.0f, 3.0f));
+      test::from_host(dy, test::random_values(size, 72));
+      test::from_host(gamma, test::random_values(params, 73, 0.5f, 1.5f));
+      kernels::group_sums(exec, l, x, sums, partials, path);
+      kernels::moments_from_sums(exec, sums, l.group_size(), 1e-5f, mean, invstd);
+      kernels::group_gradient_sums(exec, l, affine, x, dy, mean, invstd, gamma, sums, partials,
+                                   path);
+      for (const bool batch_statistics : {true, false}) {
+        Kokkos::deep_copy(added, 0.0f);
+        Kokkos::deep_copy(written, std::nanf(""));
+        kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, batch_statistics,
+                                      sums, l.group_size(), added, true, path);
+        kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, batch_statistics,
+                                      sums, l.group_size(), written, false, path);
+        EXPECT_EQ(test::float_bits(test::to_host(written)), test::float_bits(test::to_host(added)))
+            << describe(l, path) << (batch_statistics ? ", batch" : ", running") << " statistics";
+      }
+    }
 }
 
 // Layouts of one chunk per group ({9, 70, 3}) and layouts whose groups
@@ -581,11 +617,11 @@ void expect_backward_matches_naive_loops(kernels::Affine affine, const kernels::
   kernels::moments_from_sums(exec, sums, l.group_size(), 1e-5f, mean, invstd);
   kernels::group_normalize(exec, l, affine, x, mean, invstd, gamma, beta, y, path);
   kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, false, sums,
-                                l.group_size(), dx_running, path);
+                                l.group_size(), dx_running, true, path);
   kernels::affine_gradients(exec, l, affine, x, dy, mean, invstd, dgamma, dbeta, partials, path);
   kernels::group_gradient_sums(exec, l, affine, x, dy, mean, invstd, gamma, sums, partials, path);
   kernels::group_input_gradient(exec, l, affine, x, dy, mean, invstd, gamma, true, sums,
-                                l.group_size(), dx, path);
+                                l.group_size(), dx, true, path);
   if (per_group) kernels::affine_gradients_from_sums(exec, sums, dgamma2, dbeta2);
 
   const std::string where = describe(l, path);

@@ -58,6 +58,7 @@ const PoolCase pool_cases[] = {
     {2, 6, 5, 2, 3, 1, 2, 1, 0},   // non-square window, stride 1 rows
     {2, 5, 5, 3, 3, 1, 1, 1, 1},   // every input in up to nine windows
     {4, 7, 7, 2, 2, 2, 2, 0, 0},   // odd size: the last row and column are dropped
+    {2, 8, 9, 2, 2, 3, 3, 1, 0},   // gaps between windows (stride > kernel), padding
     {3, 4, 34, 2, 2, 2, 2, 0, 0},  // 17 windows a row: whole vectors of them and a rest
     {37, 4, 4, 4, 4, 4, 4, 0, 0},  // whole planes (global pooling), blocks of planes
     {19, 3, 5, 3, 5, 1, 1, 0, 0},  // whole planes of an odd size
@@ -100,6 +101,39 @@ TYPED_TEST(PoolKernels, MaxMatchesNaiveLoops) {
     EXPECT_EQ(test::to_host(y), y_ref) << "kernel " << c.kernel_h << "x" << c.kernel_w;
     const auto dxh = test::to_host(dx);
     for (std::size_t i = 0; i < dxh.size(); ++i) EXPECT_NEAR(dxh[i], dx_ref[i], 1e-5) << "dx " << i;
+  }
+}
+
+// Backward that writes dx whole (add false) leaves the bits of adding into
+// a zeroed dx, whatever dx held: rows and columns no window reaches, gaps
+// between windows and whole planes included.
+TYPED_TEST(PoolKernels, WrittenGradientsAreTheOnesAddedIntoZeros) {
+  using E = TypeParam;
+  for (const auto& c : pool_cases) {
+    const auto g = c.geometry();
+    V<E> x("x", g.input_size()), y("y", g.output_size()), dy("dy", g.output_size()),
+        added("added", g.input_size()), written("written", g.input_size());
+    Index<E> argmax("argmax", g.output_size());
+    test::from_host(x, test::random_values(x.size(), 1));
+    test::from_host(dy, test::random_values(dy.size(), 2));
+    kernels::max_pool2d_forward(E(), g, x, y, argmax);
+    const std::string where = "kernel " + std::to_string(c.kernel_h) + "x" +
+                              std::to_string(c.kernel_w) + ", stride " +
+                              std::to_string(c.stride_h) + ", input " + std::to_string(c.height) +
+                              "x" + std::to_string(c.width);
+    for (const bool max : {true, false}) {
+      Kokkos::deep_copy(added, 0.0f);
+      Kokkos::deep_copy(written, std::nanf(""));
+      if (max) {
+        kernels::max_pool2d_backward(E(), g, argmax, dy, added);
+        kernels::max_pool2d_backward(E(), g, argmax, dy, written, false);
+      } else {
+        kernels::avg_pool2d_backward(E(), g, dy, added);
+        kernels::avg_pool2d_backward(E(), g, dy, written, false);
+      }
+      EXPECT_EQ(test::float_bits(test::to_host(written)), test::float_bits(test::to_host(added)))
+          << (max ? "max" : "average") << " pooling, " << where;
+    }
   }
 }
 

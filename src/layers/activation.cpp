@@ -24,7 +24,8 @@ void Activation<Op>::backward_as(const TensorsOf<T>& x, const Tensor<T>& y, cons
                                  const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region(backward_region_);
   if (dx[0].numel() == 0) return;
-  kernels::activation_backward(ctx.exec, op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat());
+  kernels::activation_backward(ctx.exec, op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat(),
+                               !ctx.write_input_gradients);
 }
 
 LayerType relu_layer_type() {

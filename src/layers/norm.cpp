@@ -71,7 +71,8 @@ void GroupNormalizer::normalize(const ExecSpace& exec, const kernels::GroupLayou
 template <class T>
 void GroupNormalizer::backward(const ExecSpace& exec, const kernels::GroupLayout& layout,
                                const Tensor<T>& x, const Tensor<T>& dy, const Tensor<T>& dx,
-                               bool batch_statistics, std::int64_t count, const BatchSync* sync) {
+                               bool batch_statistics, std::int64_t count, const BatchSync* sync,
+                               bool add_to_dx) {
   const Vector<float> m = mean(layout.groups), s = invstd(layout.groups);
   const Vector<double> gradient_sums = sums(layout.groups);
   // Per group, the sums the input gradient needs are (before the factor
@@ -89,7 +90,7 @@ void GroupNormalizer::backward(const ExecSpace& exec, const kernels::GroupLayout
   if (!input_gradient) return;
   if (batch_statistics && sync != nullptr) sync->sum(gradient_sums);
   kernels::group_input_gradient(exec, layout, affine_, x.flat(), dy.flat(), m, s, gamma_.flat(),
-                                batch_statistics, gradient_sums, count, dx.flat());
+                                batch_statistics, gradient_sums, count, dx.flat(), add_to_dx);
 }
 
 }  // namespace impl
@@ -212,7 +213,7 @@ void BatchNorm::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const
   ScopedRegion region("tessera::BatchNorm::backward");
   const kernels::GroupLayout l = layout(x[0].shape());
   normalizer_.backward(ctx.exec, l, x[0], dy, dx[0], ctx.training, statistics_count(l, ctx),
-                       ctx.training ? ctx.sync : nullptr);
+                       ctx.training ? ctx.sync : nullptr, !ctx.write_input_gradients);
 }
 
 LayerNorm::LayerNorm(std::string name, const Options& options, std::vector<std::string> inputs)
@@ -268,7 +269,8 @@ void LayerNorm::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const
                             const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::LayerNorm::backward");
   const kernels::GroupLayout l = layout(x[0].shape());
-  normalizer_.backward(ctx.exec, l, x[0], dy, dx[0], true, l.group_size());
+  normalizer_.backward(ctx.exec, l, x[0], dy, dx[0], true, l.group_size(), nullptr,
+                       !ctx.write_input_gradients);
 }
 
 template class GenericLayer<BatchNorm>;

@@ -128,7 +128,7 @@ void MaxPool2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const
   ScopedRegion region("tessera::MaxPool2D::backward");
   if (dx[0].numel() == 0) return;
   kernels::max_pool2d_backward(ctx.exec, pool_geometry(x[0].shape(), kernel(), stride(), padding()),
-                               argmax_, dy.flat(), dx[0].flat());
+                               argmax_, dy.flat(), dx[0].flat(), !ctx.write_input_gradients);
 }
 
 template <class T>
@@ -144,7 +144,7 @@ void AvgPool2D::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const
   ScopedRegion region("tessera::AvgPool2D::backward");
   if (dx[0].numel() == 0) return;
   kernels::avg_pool2d_backward(ctx.exec, pool_geometry(x[0].shape(), kernel(), stride(), padding()),
-                               dy.flat(), dx[0].flat());
+                               dy.flat(), dx[0].flat(), !ctx.write_input_gradients);
 }
 
 Shape GlobalAvgPool::output_shape(const Shapes& inputs) const {
@@ -164,7 +164,8 @@ void GlobalAvgPool::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, c
                                 const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::GlobalAvgPool::backward");
   if (dx[0].numel() == 0) return;
-  kernels::avg_pool2d_backward(ctx.exec, global_geometry(x[0].shape()), dy.flat(), dx[0].flat());
+  kernels::avg_pool2d_backward(ctx.exec, global_geometry(x[0].shape()), dy.flat(), dx[0].flat(),
+                               !ctx.write_input_gradients);
 }
 
 template class GenericLayer<MaxPool2D, Pool2D>;

@@ -49,7 +49,8 @@ template <class T>
 void Flatten::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const Tensor<T>& dy,
                           const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region("tessera::Flatten::backward");
-  if (dx[0].numel() > 0) kernels::copy_into(ctx.exec, dy.flat(), dx[0].flat(), true);
+  if (dx[0].numel() > 0)
+    kernels::copy_into(ctx.exec, dy.flat(), dx[0].flat(), true, ctx.write_input_gradients);
 }
 
 Shape Add::output_shape(const Shapes& inputs) const {
@@ -79,7 +80,7 @@ void Add::backward_as(const TensorsOf<T>& /*x*/, const Tensor<T>& /*y*/, const T
   for (const bool in_place : {false, true})
     for (const auto& g : dx)
       if (g.numel() > 0 && (g.data() == dy.data()) == in_place)
-        kernels::copy_into(ctx.exec, dy.flat(), g.flat(), true);
+        kernels::copy_into(ctx.exec, dy.flat(), g.flat(), true, ctx.write_input_gradients);
 }
 
 Shape Concat::output_shape(const Shapes& inputs) const {

@@ -119,6 +119,33 @@ std::vector<std::vector<std::size_t>> gradient_zeroing(
   for (std::size_t k = 1; k + 1 < nodes; ++k) zero_before[last_consumer[k]].push_back(k);
   return zero_before;
 }
+
+// Per layer, whether its backward writes its input gradients whole
+// (StepContext::write_input_gradients): the layer can, and it is the first
+// backward to reach every one of them (each is zeroed just before it, none
+// read twice). Those gradients are then left out of zero_before.
+std::vector<char> gradient_writers(const std::vector<std::unique_ptr<Layer>>& layers,
+                                   const std::vector<std::vector<std::size_t>>& layer_inputs,
+                                   std::vector<std::vector<std::size_t>>& zero_before) {
+  std::vector<char> writes(layers.size(), 0);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (!layers[i]->writes_input_gradients()) continue;
+    const auto& inputs = layer_inputs[i];
+    auto& zeroed = zero_before[i];
+    const auto first_reached = [&](std::size_t k) {
+      return std::count(inputs.begin(), inputs.end(), k) == 1 &&
+             std::find(zeroed.begin(), zeroed.end(), k) != zeroed.end();
+    };
+    if (inputs.empty() || !std::all_of(inputs.begin(), inputs.end(), first_reached)) continue;
+    writes[i] = 1;
+    zeroed.erase(std::remove_if(zeroed.begin(), zeroed.end(),
+                                [&](std::size_t k) {
+                                  return std::find(inputs.begin(), inputs.end(), k) != inputs.end();
+                                }),
+                 zeroed.end());
+  }
+  return writes;
+}
 }  // namespace
 
 void Model::infer(std::int64_t max_batch) {
@@ -255,6 +282,7 @@ void Model::compile_layers(std::int64_t max_batch, const Model* weights, std::ui
           std::remove_if(nodes.begin(), nodes.end(), [&](std::size_t k) { return place[k] != k; }),
           nodes.end());
   }
+  writes_gradients_ = gradient_writers(layers_, layer_inputs_, zero_before_);
   for (std::size_t i = 0; i < n_layers; ++i) {
     Tensors values, grads, state;
     for (auto slot : param_slots_[i]) {
@@ -514,9 +542,11 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange 
     for (auto k : zero_before_[i])
       if (n.grads[k].numel() > 0)
         Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
+    StepContext layer_ctx = ctx;
+    layer_ctx.write_input_gradients = writes_gradients_[i] != 0;
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),
-                   gather(n.grads, i, batch), ctx);
+                   gather(n.grads, i, batch), layer_ctx);
     call_hooks(&LayerHooks::after_backward, i);
   }
   // A stage's input gradient, widened for the stage before it.

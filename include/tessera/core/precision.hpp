@@ -181,6 +181,16 @@ KOKKOS_INLINE_FUNCTION void add_rounded(T& dst, accumulator_t<T> v) {
   dst = narrow<T>(widen(dst) + v);
 }
 
+// add_rounded (add) or dst = 0 + v, rounded once: the bits of adding into
+// a zeroed dst, without reading it.
+template <class T>
+KOKKOS_INLINE_FUNCTION void put_rounded(T& dst, accumulator_t<T> v, bool add) {
+  if (add)
+    dst = narrow<T>(widen(dst) + v);
+  else
+    dst = narrow<T>(accumulator_t<T>(0) + v);
+}
+
 // True for bf16 and fp16.
 template <class T>
 struct is_storage16 : std::false_type {};

@@ -95,27 +95,29 @@ void activation_forward(const ExecSpace& exec, const Op& op, const X& x, const Y
 }
 
 // dx += dy * f'(x); dx = 0 + dy * f'(x) when dx is dy's memory
-// (impl::same_memory).
+// (impl::same_memory) or add is false (dx then not read).
 template <class Op, class ExecSpace, class X, class Y, class DY, class DX>
 void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const Y& y, const DY& dy,
-                         const DX& dx) {
+                         const DX& dx, bool add = true) {
   ScopedRegion region("tessera::kernels::activation_backward");
   using T = typename DX::non_const_value_type;
   TESSERA_REQUIRE(x.size() == y.size() && x.size() == dy.size() && x.size() == dx.size(),
                   "tessera::kernels::activation_backward<"
                       << Op::name << ">: sizes x " << x.size() << ", y " << y.size() << ", dy "
                       << dy.size() << ", dx " << dx.size() << " must agree");
-  // x, y and dy read, dx read and written; a multiply-add beside f'.
-  const Work work{bytes_of<typename X::value_type>(x.size()) +
-                      bytes_of<typename Y::value_type>(y.size()) +
-                      bytes_of<typename DY::value_type>(dy.size()) + 2 * bytes_of<T>(dx.size()),
-                  (Op::derivative_flops + 2) * double(x.size())};
+  // x, y and dy read, dx read (when added to) and written; a multiply-add
+  // beside f'.
+  const Work work{
+      bytes_of<typename X::value_type>(x.size()) + bytes_of<typename Y::value_type>(y.size()) +
+          bytes_of<typename DY::value_type>(dy.size()) + (add ? 2 : 1) * bytes_of<T>(dx.size()),
+      (Op::derivative_flops + 2) * double(x.size())};
   const bool in_place = impl::same_memory(dy, dx);
   impl::for_each_span(
       exec, "tessera::kernels::activation_backward", x.size(), work,
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
         const Op f = op;
         const T *in = x.data(), *out = y.data();
+        const auto* grad_out = dy.data();
         T* grad_in = dx.data();
         // In place through one pointer: with two to the same memory the
         // compiler's overlap check sends the loop down its scalar version
@@ -124,10 +126,14 @@ void activation_backward(const ExecSpace& exec, const Op& op, const X& x, const 
           for (std::int64_t i = begin; i < end; ++i)
             grad_in[i] =
                 narrow<T>(0.0f + widen(grad_in[i]) * f.derivative(widen(in[i]), widen(out[i])));
+        else if (!add)
+          for (std::int64_t i = begin; i < end; ++i)
+            grad_in[i] =
+                narrow<T>(0.0f + widen(grad_out[i]) * f.derivative(widen(in[i]), widen(out[i])));
         else
           for (std::int64_t i = begin; i < end; ++i)
             grad_in[i] = narrow<T>(widen(grad_in[i]) +
-                                   widen(dy.data()[i]) * f.derivative(widen(in[i]), widen(out[i])));
+                                   widen(grad_out[i]) * f.derivative(widen(in[i]), widen(out[i])));
       });
 }
 

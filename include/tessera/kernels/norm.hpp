@@ -394,13 +394,13 @@ void affine_gradients_from_sums(const ExecSpace& exec, const Sums& sums, const D
 // with dxhat = dy * gamma and batch statistics (sums from
 // group_gradient_sums over `count` elements), or dx += invstd * dxhat when
 // mean and invstd were constants (running statistics; sums and count are
-// then unused).
+// then unused). With add false, dx = 0 + that instead, dx not read.
 template <class ExecSpace, class X, class DY, class Mean, class InvStd, class Gamma, class Sums,
           class DX>
 void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affine affine,
                           const X& x, const DY& dy, const Mean& mean, const InvStd& invstd,
                           const Gamma& gamma, bool batch_statistics, const Sums& sums,
-                          std::int64_t count, const DX& dx,
+                          std::int64_t count, const DX& dx, bool add,
                           NormPath path = default_norm_path<ExecSpace>()) {
   ScopedRegion region("tessera::kernels::group_input_gradient");
   constexpr const char* fn = "tessera::kernels::group_input_gradient";
@@ -415,12 +415,11 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
   const double n = static_cast<double>(count);
   const bool per_group = affine == Affine::per_group;
   const std::int64_t size = layout.size();
-  // dy read, dx read and written, invstd and gamma read; with batch
-  // statistics also x, mean and the sums. An element's dy * gamma, the
-  // input gradient (batch_input_gradient: 6 operations, or one multiply)
-  // and the add to dx.
+  // dy, invstd, gamma (batch statistics: x, mean, sums) read, dx written (read to add); dy * gamma,
+  // the gradient (6 operations, or 1), the add. Host rows: the mean either way, 4 operations each.
   const double mean_bytes = bytes_of<typename Mean::value_type>(groups);
-  Work work{bytes_of<typename DY::value_type>(size) + 2 * bytes_of<typename DX::value_type>(size) +
+  Work work{bytes_of<typename DY::value_type>(size) +
+                (add ? 2 : 1) * bytes_of<typename DX::value_type>(size) +
                 bytes_of<typename InvStd::value_type>(groups) +
                 bytes_of<typename Gamma::value_type>(impl::affine_size(layout, affine)),
             (batch_statistics ? 8.0 : 3.0) * size};
@@ -429,8 +428,6 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
                   bytes_of<typename Sums::value_type>(2 * groups);
   if constexpr (host_fast_paths_v<ExecSpace>) {
     if (!path.device) {
-      // Each row reads its group's mean either way and takes the two means
-      // of its sums once (4 operations).
       Work host = work;
       if (!batch_statistics) host.bytes += mean_bytes;
       if (batch_statistics) host.flops += 4.0 * layout.outer * groups;
@@ -439,6 +436,7 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
           KOKKOS_LAMBDA(const std::int64_t g, const std::int64_t k0, const std::int64_t begin,
                         const std::int64_t end) {
             const float m = mean(g), s = invstd(g);
+            const bool adding = add;  // a local: no store can change it
             const auto* in = x.data();
             const auto* grad = dy.data();
             auto* out = dx.data();
@@ -447,7 +445,7 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
             const std::int64_t step = per_group ? 0 : 1;
             if (!batch_statistics) {
               for (std::int64_t j = 0; j < end - begin; ++j)
-                add_rounded(out[begin + j], s * (widen(grad[begin + j]) * scale[j * step]));
+                put_rounded(out[begin + j], s * (widen(grad[begin + j]) * scale[j * step]), adding);
               return;
             }
             // Means of dxhat and dxhat * xhat; per_group sums lack the factor gamma.
@@ -456,9 +454,10 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
             const double mean_projected = factor * sums(groups + g) / n;
             for (std::int64_t j = 0; j < end - begin; ++j) {
               const float dxhat = widen(grad[begin + j]) * scale[j * step];
-              add_rounded(out[begin + j],
+              put_rounded(out[begin + j],
                           impl::batch_input_gradient(widen(in[begin + j]), dxhat, m, s, mean_dxhat,
-                                                     mean_projected));
+                                                     mean_projected),
+                          adding);
             }
           });
       return;
@@ -472,13 +471,14 @@ void group_input_gradient(const ExecSpace& exec, const GroupLayout& layout, Affi
         const float s = invstd(g);
         const float dxhat = widen(dy(i)) * gamma(per_group ? g : k);
         if (!batch_statistics) {
-          add_rounded(dx(i), s * dxhat);
+          put_rounded(dx(i), s * dxhat, add);
           return;
         }
         const double factor = per_group ? static_cast<double>(gamma(g)) : 1.0;
-        add_rounded(dx(i),
+        put_rounded(dx(i),
                     impl::batch_input_gradient(widen(x(i)), dxhat, mean(g), s, factor * sums(g) / n,
-                                               factor * sums(groups + g) / n));
+                                               factor * sums(groups + g) / n),
+                    add);
       });
 }
 

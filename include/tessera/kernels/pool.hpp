@@ -338,18 +338,23 @@ Work pool_forward_work(const Pool2dGeometry& g, const Op& op, const char* narrow
 // GPU): dy read; a maximum reads its argmax and adds each window's gradient
 // to one input gradient (read and written, counted once a window), an
 // average scales each window's gradient once and adds it to every tap
-// inside the input (each covered input gradient read and written).
+// inside the input (each covered input gradient read and written). Without
+// `add`, every input gradient is written once instead (zeroed in cache,
+// then added to).
 template <class DY, class DX, class Op>
-Work pool_backward_work(const Pool2dGeometry& g, const Op& op, const char* narrow = nullptr) {
+Work pool_backward_work(const Pool2dGeometry& g, const Op& op, bool add,
+                        const char* narrow = nullptr) {
   const std::int64_t outputs = g.output_size();
   const bool average = std::is_same<Op, AvgWindow>::value;
   const std::int64_t touched = average ? g.planes * g.rows.covered() * g.cols.covered() : outputs;
   const double flops =
       average ? double(g.planes) * double(g.rows.taps()) * double(g.cols.taps()) + double(outputs)
               : double(outputs);
-  return Work{bytes_of<typename DY::non_const_value_type>(outputs) + argmax_bytes(op, outputs) +
-                  2 * bytes_of<typename DX::non_const_value_type>(touched),
-              flops, narrow};
+  const double dx_bytes = add ? 2 * bytes_of<typename DX::non_const_value_type>(touched)
+                              : bytes_of<typename DX::non_const_value_type>(g.input_size());
+  return Work{
+      bytes_of<typename DY::non_const_value_type>(outputs) + argmax_bytes(op, outputs) + dx_bytes,
+      flops, narrow};
 }
 
 // Why a host thread takes a block of planes of global pooling.
@@ -450,24 +455,28 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
 // (op.backward_planes; on a GPU, average pooling's one element to a thread). Windows that do not
 // overlap vertically (stride >= kernel) reach disjoint bands of input rows, so each output row is a
 // task of its own; otherwise each plane is. Within a task the windows go in output order; a host
-// thread takes a span of consecutive tasks.
+// thread takes a span of consecutive tasks. Without `add` a span first
+// zeroes the input gradients its tasks own (their planes, or their bands of
+// rows: the rows a task's windows reach and those before the next task's),
+// so dx is written whole, the bits of adding into a zeroed dx.
 template <class ExecSpace, class Op, class DY, class DX>
 void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g, const Op& op,
-                   const DY& dy, const DX& dx) {
+                   const DY& dy, const DX& dx, bool add) {
   check_pool2d(fn, g, dx, dy);
+  using T = typename DX::non_const_value_type;
   const WindowAxis rows = g.rows, cols = g.cols;
   if constexpr (!runs_on_host<ExecSpace> && std::is_same<Op, AvgWindow>::value) {
     if (whole_planes(g)) {  // on a GPU a thread per input element: the same sums
       const std::int64_t plane_size = rows.in * cols.in;
-      // dy read, dx read and written; a product and an add an element.
+      // dy read, dx read (when added to) and written; a product and an add an element.
       const std::int64_t n = g.input_size();
       const Work work{bytes_of<typename DY::non_const_value_type>(g.output_size()) +
-                          2 * bytes_of<typename DX::non_const_value_type>(n),
+                          (add ? 2 : 1) * bytes_of<T>(n),
                       2.0 * double(n)};
       for_each_span(
           exec, fn, n, work, KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
             for (std::int64_t i = begin; i < end; ++i)
-              add_rounded(dx.data()[i], widen(dy.data()[i / plane_size]) * op.scale);
+              put_rounded(dx.data()[i], widen(dy.data()[i / plane_size]) * op.scale, add);
           });
       return;
     }
@@ -476,8 +485,10 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
     const int plane_size = rows.in * cols.in;
     for_each_plane_block(
         exec, fn, g.planes,
-        pool_backward_work<DY, DX>(g, op, runs_on_host<ExecSpace> ? pool_planes_narrow : nullptr),
+        pool_backward_work<DY, DX>(g, op, add,
+                                   runs_on_host<ExecSpace> ? pool_planes_narrow : nullptr),
         KOKKOS_LAMBDA(const std::int64_t p0, const int count) {
+          if (!add) zero_elements(dx.data() + p0 * plane_size, std::int64_t(count) * plane_size);
           op.template backward_planes<plane_block<ExecSpace>>(
               dy.data() + p0, dx.data() + p0 * plane_size, plane_size, p0, count);
         });
@@ -490,10 +501,19 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
       outputs_per_task < pool_outputs_per_task ? pool_outputs_per_task / outputs_per_task : 1;
   for_each_span(
       exec, fn, g.planes * tasks_per_plane,
-      pool_backward_work<DY, DX>(g, op,
+      pool_backward_work<DY, DX>(g, op, add,
                                  "one thread per band of input rows: each input gradient's terms "
                                  "are added by one thread in output order, without atomics"),
       KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        // Consecutive tasks own one run of dx (owned rows, plane after plane).
+        const auto owned = [&](std::int64_t t, bool last) {
+          int lo, hi;
+          rows.owned(static_cast<int>(t % tasks_per_plane) * rows_per_task, rows_per_task, lo, hi);
+          return (t / tasks_per_plane * rows.in + (last ? hi : lo)) * std::int64_t(cols.in);
+        };
+        if (!add)
+          zero_elements<T>(dx.data() + owned(begin, false),
+                           owned(end - 1, true) - owned(begin, false));
         for (std::int64_t t = begin; t < end; ++t) {
           const std::int64_t plane = t / tasks_per_plane;
           const int first = static_cast<int>(t % tasks_per_plane) * rows_per_task;
@@ -529,16 +549,17 @@ void max_pool2d_forward(const ExecSpace& exec, const Pool2dGeometry& g, const X&
                      y);
 }
 
-// dx += dy routed to each window's argmax.
+// dx += dy routed to each window's argmax (add false: dx written whole,
+// as if zeroed first).
 template <class ExecSpace, class Index, class DY, class DX>
 void max_pool2d_backward(const ExecSpace& exec, const Pool2dGeometry& g, const Index& argmax,
-                         const DY& dy, const DX& dx) {
+                         const DY& dy, const DX& dx, bool add = true) {
   ScopedRegion region("tessera::kernels::max_pool2d_backward");
   TESSERA_REQUIRE(static_cast<std::int64_t>(argmax.size()) >= g.output_size(),
                   "tessera::kernels::max_pool2d_backward: argmax holds "
                       << argmax.size() << " entries, the output " << g.output_size());
   impl::pool_backward(exec, "tessera::kernels::max_pool2d_backward", g, MaxWindow<Index>{argmax},
-                      dy, dx);
+                      dy, dx, add);
 }
 
 template <class ExecSpace, class X, class Y>
@@ -548,13 +569,14 @@ void avg_pool2d_forward(const ExecSpace& exec, const Pool2dGeometry& g, const X&
                      AvgWindow{1.0f / (g.rows.kernel * g.cols.kernel)}, x, y);
 }
 
-// dx += dy / (kernel_h * kernel_w) over each window.
+// dx += dy / (kernel_h * kernel_w) over each window (add false: dx
+// written whole, as if zeroed first).
 template <class ExecSpace, class DY, class DX>
-void avg_pool2d_backward(const ExecSpace& exec, const Pool2dGeometry& g, const DY& dy,
-                         const DX& dx) {
+void avg_pool2d_backward(const ExecSpace& exec, const Pool2dGeometry& g, const DY& dy, const DX& dx,
+                         bool add = true) {
   ScopedRegion region("tessera::kernels::avg_pool2d_backward");
   impl::pool_backward(exec, "tessera::kernels::avg_pool2d_backward", g,
-                      AvgWindow{1.0f / (g.rows.kernel * g.cols.kernel)}, dy, dx);
+                      AvgWindow{1.0f / (g.rows.kernel * g.cols.kernel)}, dy, dx, add);
 }
 
 template <class X, class Y, class Index>

@@ -17,16 +17,19 @@ namespace tessera::kernels {
 // dst = src (accumulate = false) or dst += src, for float, bf16 and fp16
 // elements of either side: computed in float, each result rounded once to
 // dst's type (a copy between formats converts). Accumulating into src's
-// own memory writes 0 + src (impl::same_memory).
+// own memory, or with dst_zero (dst taken as zero, not read), writes
+// 0 + src (impl::same_memory): the bits of adding into a zeroed dst.
 template <class ExecSpace, class Src, class Dst>
-void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accumulate) {
+void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accumulate,
+               bool dst_zero = false) {
   using T = typename Dst::non_const_value_type;
   ScopedRegion region("tessera::kernels::copy_into");
   TESSERA_REQUIRE(src.size() == dst.size(), "tessera::kernels::copy_into: source has "
                                                 << src.size() << " elements, destination "
                                                 << dst.size());
+  const bool reads_dst = accumulate && !dst_zero;
   const Work work{bytes_of<typename Src::value_type>(src.size()) +
-                      bytes_of<T>(dst.size()) * (accumulate ? 2 : 1),
+                      bytes_of<T>(dst.size()) * (reads_dst ? 2 : 1),
                   accumulate ? double(src.size()) : 0.0};
   const bool in_place = impl::same_memory(src, dst);
   impl::for_each_span(
@@ -37,6 +40,8 @@ void copy_into(const ExecSpace& exec, const Src& src, const Dst& dst, bool accum
         // In place through one pointer (see activation_backward).
         if (accumulate && in_place)
           for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(0.0f + widen(out[i]));
+        else if (accumulate && dst_zero)
+          for (std::int64_t i = begin; i < end; ++i) out[i] = narrow<T>(0.0f + widen(in[i]));
         else if (accumulate)
           for (std::int64_t i = begin; i < end; ++i)
             out[i] = narrow<T>(widen(out[i]) + widen(in[i]));

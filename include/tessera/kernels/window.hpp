@@ -34,6 +34,16 @@ struct WindowAxis {
     hi = start(o) + kernel > in ? in : start(o) + kernel;
   }
 
+  // Input positions [lo, hi) that windows [first, first + count) own when
+  // each run of windows writes its input gradients whole: those they reach
+  // and those before the next run's (with stride >= kernel, or count =
+  // out), so that the runs of an axis cover [0, in) once.
+  KOKKOS_INLINE_FUNCTION void owned(int first, int count, int& lo, int& hi) const {
+    const int a = start(first), b = start(first + count);
+    lo = first == 0 ? 0 : (a < 0 ? 0 : (a > in ? in : a));
+    hi = first + count >= out ? in : (b < 0 ? 0 : (b > in ? in : b));
+  }
+
   // Windows [lo, hi) that contain input position i.
   KOKKOS_INLINE_FUNCTION void covering(int i, int& lo, int& hi) const {
     const int first = i + pad - kernel + 1;  // o * stride >= first

@@ -21,6 +21,7 @@ class Activation final : public GenericLayer<Activation<Op>> {
   bool backward_reads_inputs() const override { return Op::reads_x; }
   bool backward_reads_output() const override { return Op::reads_y; }
   bool backward_in_place() const override { return true; }
+  bool writes_input_gradients() const override { return true; }
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
   template <class T>

@@ -7,7 +7,11 @@
 // - backward() ACCUMULATES into dx[i] and into parameter gradients; the model
 //   zeroes both before each backward pass, so an output consumed by several
 //   layers (residual connections) receives the sum of their gradients.
-//   dx[i] is empty (numel() == 0) when input i needs no gradient.
+//   dx[i] is empty (numel() == 0) when input i needs no gradient. A layer
+//   that writes_input_gradients() writes every dx[i] whole instead when
+//   StepContext::write_input_gradients is set (the model sets it where the
+//   layer's backward is the first to reach all of its inputs' gradients,
+//   and then does not zero them).
 // - Scratch that depends on the batch size is allocated in allocate(), once,
 //   for the largest batch; forward/backward allocate no device memory.
 // - Inputs, output and their gradients are float, or with set_compute() bf16
@@ -51,6 +55,10 @@ struct StepContext {
   // model's (Model::set_execution_space; Model sets it, as it sets
   // scratch). Layers never make one of their own.
   ExecSpace exec;
+  // backward() writes each non-empty dx[i] whole, 0 + what it would add
+  // there (the bits of adding into a zeroed dx), instead of adding to it;
+  // set only for a layer that writes_input_gradients().
+  bool write_input_gradients = false;
   // A forward pass run again just before backward (Model's recomputation):
   // the outputs must be those of the first pass bit for bit, and nothing is
   // counted twice (BatchNorm normalises with the statistics it kept, and
@@ -126,6 +134,11 @@ class Layer {
   // (the bits of adding into a zeroed dx), and a model that places them so
   // (BufferPlan::shared) does not zero that gradient first.
   virtual bool backward_in_place() const { return false; }
+  // Whether backward honours StepContext::write_input_gradients: it then
+  // sets every element of each non-empty dx[i], whatever dx held, so a
+  // model that reaches those gradients first with this layer need not
+  // zero them (one pass over their memory less).
+  virtual bool writes_input_gradients() const { return false; }
   // Float elements of the temporaries forward and backward use within one
   // call (nothing in them is read in a later call), for the inputs
   // allocate() is given: a model may give all its layers the same memory

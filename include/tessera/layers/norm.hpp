@@ -44,14 +44,15 @@ class GroupNormalizer {
   template <class T>
   void normalize(const ExecSpace& exec, const kernels::GroupLayout& layout, const Tensor<T>& x,
                  const Tensor<T>& y);
-  // Accumulates into dx (when not empty), dgamma and dbeta. batch_statistics:
-  // whether forward used the batch's own statistics (which then depend on x),
-  // taken over `count` elements per group; `sync` (optional) sums the
-  // gradient statistics over the ranks as forward summed the moments.
+  // Accumulates into dx (when not empty; written whole instead without
+  // add_to_dx), dgamma and dbeta. batch_statistics: whether forward used
+  // the batch's own statistics (which then depend on x), taken over
+  // `count` elements per group; `sync` (optional) sums the gradient
+  // statistics over the ranks as forward summed the moments.
   template <class T>
   void backward(const ExecSpace& exec, const kernels::GroupLayout& layout, const Tensor<T>& x,
                 const Tensor<T>& dy, const Tensor<T>& dx, bool batch_statistics, std::int64_t count,
-                const BatchSync* sync = nullptr);
+                const BatchSync* sync = nullptr, bool add_to_dx = true);
 
  private:
   Vector<float> mean(std::int64_t groups) const;
@@ -85,6 +86,7 @@ class BatchNorm final : public GenericLayer<BatchNorm> {
 
   const char* type() const override { return "BatchNorm"; }
   bool backward_reads_output() const override { return false; }
+  bool writes_input_gradients() const override { return true; }
   float momentum() const { return momentum_; }
   float eps() const { return eps_; }
   Shape output_shape(const Shapes& inputs) const override;
@@ -131,6 +133,7 @@ class LayerNorm final : public GenericLayer<LayerNorm> {
 
   const char* type() const override { return "LayerNorm"; }
   bool backward_reads_output() const override { return false; }
+  bool writes_input_gradients() const override { return true; }
   float eps() const { return eps_; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;

@@ -26,6 +26,7 @@ class Pool2D : public Layer {
   // pooling's none: neither reads a value.
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
+  bool writes_input_gradients() const override { return true; }
 
   Extent2 kernel() const { return kernel_; }
   Extent2 stride() const { return stride_; }
@@ -85,6 +86,7 @@ class GlobalAvgPool final : public GenericLayer<GlobalAvgPool> {
   const char* type() const override { return "GlobalAvgPool"; }
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
+  bool writes_input_gradients() const override { return true; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();

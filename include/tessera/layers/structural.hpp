@@ -14,6 +14,7 @@ class Flatten final : public GenericLayer<Flatten> {
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
   bool backward_in_place() const override { return true; }
+  bool writes_input_gradients() const override { return true; }
   Shape output_shape(const Shapes& inputs) const override;
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
@@ -33,6 +34,7 @@ class Add final : public GenericLayer<Add> {
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
   bool backward_in_place() const override { return true; }
+  bool writes_input_gradients() const override { return true; }
   int arity() const override { return input_count; }
   Shape output_shape(const Shapes& inputs) const override;
   std::int64_t flops_per_sample(const Shapes& inputs) const override;

@@ -294,6 +294,9 @@ class Model {
   // (after compile() under BufferPlan::shared, not those whose gradient
   // takes its output gradient's place: gradient_places).
   std::vector<std::vector<std::size_t>> zero_before_;
+  // Per layer: whether its backward writes its input gradients whole
+  // (StepContext::write_input_gradients), which zero_before_ then leaves out.
+  std::vector<char> writes_gradients_;
   // Per node: the last layer that reads it (node k's producer, k - 1, when
   // none does); node 0's is unused.
   std::vector<std::size_t> last_consumer_;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
+#include <tessera/core/precision.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 
@@ -30,6 +31,14 @@ constexpr bool runs_on_host = host_fast_paths_v<ExecSpace>;
 template <class Src, class Dst>
 bool same_memory(const Src& src, const Dst& dst) {
   return static_cast<const void*>(src.data()) == static_cast<const void*>(dst.data());
+}
+
+// Sets n elements from p on to zero: the part of a gradient a task owns,
+// zeroed in cache just before the task adds to it when its kernel writes
+// the gradient whole (Layer::writes_input_gradients).
+template <class T>
+KOKKOS_INLINE_FUNCTION void zero_elements(T* p, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) p[i] = narrow<T>(0.0f);
 }
 
 // Elements per host span: 32 KiB of floats per buffer, enough to hide the
