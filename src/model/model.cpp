@@ -526,6 +526,7 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange 
   if (narrow)
     kernels::copy_into(exec, f32_.grads[range.last].leading(batch).flat(),
                        n.grads[range.last].leading(batch).flat(), false);
+  StepContext layer_ctx = ctx;  // ctx, with each layer's write_input_gradients
   for (std::size_t i = range.last; i-- > range.first;) {
     call_hooks(&LayerHooks::before_backward, i);
     // A segment's inner values again, before its last layer's backward
@@ -542,7 +543,6 @@ void Model::run_backward(std::int64_t batch, const StepContext& ctx, LayerRange 
     for (auto k : zero_before_[i])
       if (n.grads[k].numel() > 0)
         Kokkos::deep_copy(exec, n.grads[k].leading(batch).flat(), T(0.0f));
-    StepContext layer_ctx = ctx;
     layer_ctx.write_input_gradients = writes_gradients_[i] != 0;
     layer_backward(*layers_[i], gather(n.values, i, batch), token_ids<T>(i, batch),
                    n.values[i + 1].leading(batch), n.grads[i + 1].leading(batch),

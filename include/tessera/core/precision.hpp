@@ -186,7 +186,7 @@ KOKKOS_INLINE_FUNCTION void add_rounded(T& dst, accumulator_t<T> v) {
 template <class T>
 KOKKOS_INLINE_FUNCTION void put_rounded(T& dst, accumulator_t<T> v, bool add) {
   if (add)
-    dst = narrow<T>(widen(dst) + v);
+    add_rounded(dst, v);
   else
     dst = narrow<T>(accumulator_t<T>(0) + v);
 }

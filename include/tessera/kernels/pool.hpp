@@ -511,9 +511,10 @@ void pool_backward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& 
           rows.owned(static_cast<int>(t % tasks_per_plane) * rows_per_task, rows_per_task, lo, hi);
           return (t / tasks_per_plane * rows.in + (last ? hi : lo)) * std::int64_t(cols.in);
         };
-        if (!add)
-          zero_elements<T>(dx.data() + owned(begin, false),
-                           owned(end - 1, true) - owned(begin, false));
+        if (!add) {
+          const std::int64_t from = owned(begin, false);
+          zero_elements<T>(dx.data() + from, owned(end - 1, true) - from);
+        }
         for (std::int64_t t = begin; t < end; ++t) {
           const std::int64_t plane = t / tasks_per_plane;
           const int first = static_cast<int>(t % tasks_per_plane) * rows_per_task;
