@@ -18,6 +18,7 @@
 #include <tessera/core/version.hpp>
 #include <tessera/deck/build.hpp>
 #include <tessera/kernels/mixed_gemm.hpp>
+#include <tessera/model/kernels.hpp>
 #include <tessera/train/trainer.hpp>
 
 #include <unistd.h>
@@ -379,7 +380,19 @@ void add_totals(json& report, const StepSamples& step_samples, const LayerTotals
 void measure(const Options& opt, const tessera::Deck& deck, std::int64_t batch,
              const tessera::TrainOptions& options, const std::unique_ptr<tessera::Model>& model,
              const tessera::Shape& sample, const tessera::Shape& out, json& report) {
-  std::cout << tessera::build_description() << "\n" << model->summary() << std::flush;
+  std::cout << tessera::build_description() << "\n" << model->summary();
+  // The layers' kernels as tessera-train chooses them for the deck.
+  const tessera::KernelChoice kernels =
+      tessera::choose_kernels(*model, deck.kernels, model->execution_space());
+  model->set_kernels(kernels.table);
+  if (!kernels.table.empty())
+    std::cout << tessera::kernel_description(deck.kernels, kernels) << "\n";
+  json chosen = json::object();
+  for (const auto& [layer, option] : kernels.table) chosen[layer] = option;
+  report["kernels"] = {{"conv2d", deck.kernels.conv2d}, {"layers", chosen},
+                       {"measured", kernels.measured},  {"cached", kernels.cached},
+                       {"seconds", kernels.seconds},    {"cache", kernels.cache_file}};
+  std::cout << std::flush;
   const Peaks peaks = measure_peaks(opt);
 
   // One dataset of `steps` batches: a repetition is one epoch over it.

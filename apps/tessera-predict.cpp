@@ -13,6 +13,7 @@
 #include <tessera/io/checkpoint.hpp>
 #include <tessera/io/impl/hdf5.hpp>
 #include <tessera/io/impl/publish.hpp>
+#include <tessera/model/kernels.hpp>
 #include <tessera/model/loss.hpp>
 #include <tessera/optim/optimizer.hpp>
 
@@ -277,7 +278,13 @@ int predict(const Options& o) {
   const std::int64_t batch = o.batch > 0 ? o.batch : deck.training.batch_size;
   auto model = tessera::build_model(deck, batch);
   const auto optimizer = tessera::make_optimizer(deck.optimizer);
-  tessera::load_checkpoint(checkpoint, *model, *optimizer);
+  const tessera::CheckpointInfo info = tessera::load_checkpoint(checkpoint, *model, *optimizer);
+  // The checkpoint's kernels where this build runs them, else the fixed
+  // rule's: nothing is measured for a forward pass.
+  tessera::KernelSettings fixed;
+  fixed.conv2d = "fixed";
+  model->set_kernels(
+      tessera::choose_kernels(*model, fixed, model->execution_space(), info.kernels).table);
   if (!o.describe.empty()) {
     std::ofstream out(o.describe);
     const std::string absolute = std::filesystem::absolute(checkpoint).lexically_normal().string();

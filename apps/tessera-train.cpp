@@ -143,6 +143,7 @@ std::optional<int> start_run(const CommandLine& cl, const tessera::Communicator&
       std::cout << run->data_description() << "\nmetrics: " << run->metrics_path()
                 << "\ncallbacks, in order on every rank: " << run->callbacks() << "\n";
       if (!run->resumed_from().empty()) std::cout << run->resumed_from() << "\n";
+      if (!run->kernels().empty()) std::cout << run->kernels() << "\n";
       if (run->first_epoch() >= run->deck().training.epochs)
         std::cout << "the checkpoint has finished all " << run->deck().training.epochs
                   << " epochs of the deck; raise training.epochs to train further\n";

@@ -22,6 +22,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include "layer_check.hpp"
@@ -109,13 +110,14 @@ template <class E>
 std::vector<kernels::ConvSchedule> schedules() {
   if (kernels::conv2d_schedule(E()) == kernels::ConvSchedule::winograd)
     return {kernels::ConvSchedule::blocks, kernels::ConvSchedule::threads,
-            kernels::ConvSchedule::winograd};
+            kernels::ConvSchedule::winograd, kernels::ConvSchedule::direct};
   return {kernels::ConvSchedule::blocks};
 }
 
 const char* schedule_name(kernels::ConvSchedule s) {
   return s == kernels::ConvSchedule::threads    ? "threads"
          : s == kernels::ConvSchedule::winograd ? "winograd"
+         : s == kernels::ConvSchedule::direct   ? "direct"
                                                 : "blocks";
 }
 
@@ -139,12 +141,21 @@ std::string im2col_label() {
   return host_fast_paths_v<E> ? "tessera::kernels::im2col" : "tessera::kernels::im2col_device";
 }
 
-// The labels a run of `schedule` on E must launch (ConvSchedule::winograd
-// runs the threads schedule's products where the geometry has no Winograd form).
+// Whether `schedule` computes g's products itself: ConvSchedule::winograd
+// and ::direct run the threads schedule's where g has no Winograd or
+// direct form.
+bool schedule_applies(kernels::ConvSchedule schedule, const kernels::Conv2dGeometry& g) {
+  if (schedule == kernels::ConvSchedule::winograd) return g.winograd();
+  if (schedule == kernels::ConvSchedule::direct) return g.direct();
+  return true;
+}
+
+// The labels a run of `schedule` on E must launch (the threads schedule's
+// where `applies` is false: schedule_applies).
 template <class E>
-std::vector<std::string> schedule_labels(kernels::ConvSchedule schedule, bool winograd_geometry) {
+std::vector<std::string> schedule_labels(kernels::ConvSchedule schedule, bool applies) {
   if (schedule == kernels::ConvSchedule::blocks) return {im2col_label<E>()};
-  const std::string ran = winograd_geometry ? schedule_name(schedule) : "threads";
+  const std::string ran = applies ? schedule_name(schedule) : "threads";
   return {"tessera::kernels::conv2d_forward_" + ran, "tessera::kernels::conv2d_backward_" + ran};
 }
 
@@ -353,10 +364,18 @@ TYPED_TEST(ConvKernels, SpaceScheduleGivesTheSameBitsOnEverySpace) {
   for (const auto& [c, host_schedule] :
        {std::pair{ConvCase{40, 3, 2, 4, 4, 3, 3, 1, 1, 1, 1}, ConvSchedule::threads},
         std::pair{ConvCase{35, 2, 3, 16, 16, 3, 3, 1, 1, 1, 1}, ConvSchedule::threads},
-        std::pair{ConvCase{35, 16, 32, 7, 7, 5, 5, 1, 1, 2, 2}, ConvSchedule::winograd}}) {
+        std::pair{ConvCase{35, 16, 32, 7, 7, 5, 5, 1, 1, 2, 2}, ConvSchedule::winograd},
+        std::pair{ConvCase{35, 20, 70, 9, 9, 3, 3, 2, 2, 1, 1}, ConvSchedule::direct}}) {
     const auto g = c.geometry();
     ASSERT_GT(g.thread_blocks(), 1);
-    if (c.height == 4) {
+    if (host_schedule == ConvSchedule::direct) {
+      // 3 samples a block (12 blocks, the last of 2), each its own group
+      // of the weight gradient's partials.
+      ASSERT_TRUE(g.direct());
+      EXPECT_EQ(g.direct_block_samples(), 3);
+      EXPECT_EQ(g.direct_blocks(), 12);
+      EXPECT_EQ(g.direct_groups(), 12);
+    } else if (c.height == 4) {
       EXPECT_EQ(g.thread_block_samples(), 16);
       EXPECT_EQ(g.thread_blocks(), 3);
     } else if (c.height == 16) {
@@ -379,7 +398,7 @@ TYPED_TEST(ConvKernels, SpaceScheduleGivesTheSameBitsOnEverySpace) {
     {
       const test::LaunchedKernels kernels;
       got = run_threads_schedule<E>(c, schedule);
-      for (const auto& label : schedule_labels<E>(schedule, g.winograd()))
+      for (const auto& label : schedule_labels<E>(schedule, schedule_applies(schedule, g)))
         EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
     }
     const NaiveConv ref{c};
@@ -486,9 +505,10 @@ TYPED_TEST(ConvKernels, ScratchForABatchHoldsEverySmallerBatch) {
     kernels::conv2d_forward(E(), g, x, w, b, y, s, schedule);
     kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, s, schedule);
     // Two and three channels keep the threads schedule's products under
-    // ConvSchedule::winograd.
+    // ConvSchedule::winograd; ConvSchedule::direct runs its own.
     ASSERT_FALSE(g.winograd());
-    for (const auto& ran : schedule_labels<E>(schedule, g.winograd()))
+    ASSERT_TRUE(g.direct());
+    for (const auto& ran : schedule_labels<E>(schedule, schedule_applies(schedule, g)))
       EXPECT_TRUE(kernels.launched(ran)) << ran << " not launched; ran " << kernels.list();
     std::vector<float> out;
     for (const auto& v : {y, dx, V<E>(dw.data(), dw.size()), db}) {
@@ -521,6 +541,70 @@ TYPED_TEST(ConvKernels, ScratchForABatchHoldsEverySmallerBatch) {
 constexpr double winograd_rounding = 64;
 constexpr double winograd_weight_rounding = 256;
 
+// Runs forward and backward of `schedule` on c and compares y, dx (added
+// onto a random start), dW and db with the naive loops: each value within
+// the given units of roundoff of the sum of its terms' magnitudes.
+template <class E>
+void expect_naive_within(const ConvCase& c, kernels::ConvSchedule schedule, double y_units,
+                         double dx_units, double dw_units, double db_units) {
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  const auto g = c.geometry();
+  const NaiveConv ref{c};
+  V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size()),
+      dy("dy", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
+  M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
+  const auto xh = test::random_values(x.size(), 41), wh = test::random_values(w.size(), 42),
+             bh = test::random_values(b.size(), 43), dyh = test::random_values(dy.size(), 44),
+             start = test::random_values(dx.size(), 45);
+  test::from_host(x, xh);
+  test::from_host(w, wh);
+  test::from_host(b, bh);
+  test::from_host(dy, dyh);
+  test::from_host(dx, start);
+  const auto scratch = scratch_for<E>(g, schedule);
+  {
+    const test::LaunchedKernels kernels;
+    kernels::conv2d_forward(E(), g, x, w, b, y, scratch, schedule);
+    kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch, schedule);
+    for (const auto& label : schedule_labels<E>(schedule, schedule_applies(schedule, g)))
+      EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
+  }
+  std::vector<double> y_ref(y.size()), y_scale(y.size()), dx_ref(start.begin(), start.end()),
+      dx_scale(dx.size()), dw_ref(dw.size()), dw_scale(dw.size());
+  for (std::size_t i = 0; i < y_ref.size(); ++i) {
+    y_ref[i] = bh[(i / g.positions()) % c.out_channels];
+    y_scale[i] = std::fabs(y_ref[i]);
+  }
+  for (std::size_t i = 0; i < dx_scale.size(); ++i) dx_scale[i] = std::fabs(dx_ref[i]);
+  ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
+    y_ref[yi] += double(xh[xi]) * wh[wi];
+    y_scale[yi] += std::fabs(double(xh[xi]) * wh[wi]);
+    dx_ref[xi] += double(wh[wi]) * dyh[yi];
+    dx_scale[xi] += std::fabs(double(wh[wi]) * dyh[yi]);
+    dw_ref[wi] += double(xh[xi]) * dyh[yi];
+    dw_scale[wi] += std::fabs(double(xh[xi]) * dyh[yi]);
+  });
+  std::vector<double> db_ref(db.size()), db_scale(db.size());
+  for (std::size_t i = 0; i < dyh.size(); ++i) {
+    db_ref[(i / g.positions()) % c.out_channels] += dyh[i];
+    db_scale[(i / g.positions()) % c.out_channels] += std::fabs(dyh[i]);
+  }
+  const auto expect_within = [&](const char* what, const std::vector<float>& got,
+                                 const std::vector<double>& ref, const std::vector<double>& scale,
+                                 double units) {
+    ASSERT_EQ(got.size(), ref.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], units * u * scale[i])
+          << schedule_name(schedule) << ", case " << c.in_channels << " -> " << c.out_channels
+          << " k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << "x" << c.stride_w
+          << " p" << c.pad_h << "x" << c.pad_w << ", " << what << " " << i;
+  };
+  expect_within("y", test::to_host(y), y_ref, y_scale, y_units);
+  expect_within("dx", test::to_host(dx), dx_ref, dx_scale, dx_units);
+  expect_within("dW", test::to_host(V<E>(dw.data(), dw.size())), dw_ref, dw_scale, dw_units);
+  expect_within("db", test::to_host(db), db_ref, db_scale, db_units);
+}
+
 TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
   using E = TypeParam;
   // Geometries that keep the threads schedule's products: channels not
@@ -534,7 +618,6 @@ TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
     EXPECT_FALSE(c.geometry().winograd()) << "k" << c.kernel_h << "x" << c.kernel_w;
   if (host_schedules_missing<E>()) GTEST_SKIP() << "no ConvSchedule::winograd on " << E::name();
   const auto schedule = schedule_here<E>(kernels::ConvSchedule::winograd);
-  const double u = std::numeric_limits<float>::epsilon() / 2;
   for (const ConvCase& c :
        {ConvCase{3, 16, 32, 7, 6, 3, 3, 1, 1, 1, 1}, ConvCase{2, 32, 16, 9, 7, 5, 5, 1, 1, 2, 2},
         ConvCase{2, 16, 16, 6, 7, 3, 3, 1, 1, 0, 0}, ConvCase{2, 16, 16, 5, 6, 5, 5, 1, 1, 4, 3},
@@ -542,60 +625,35 @@ TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
     const auto g = c.geometry();
     ASSERT_TRUE(g.winograd());
     if (c.batch == 40) EXPECT_EQ(g.winograd_group_blocks(), 2);
-    const NaiveConv ref{c};
-    V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size()),
-        dy("dy", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
-    M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
-    const auto xh = test::random_values(x.size(), 41), wh = test::random_values(w.size(), 42),
-               bh = test::random_values(b.size(), 43), dyh = test::random_values(dy.size(), 44),
-               start = test::random_values(dx.size(), 45);
-    test::from_host(x, xh);
-    test::from_host(w, wh);
-    test::from_host(b, bh);
-    test::from_host(dy, dyh);
-    test::from_host(dx, start);
-    const auto scratch = scratch_for<E>(g, schedule);
-    {
-      const test::LaunchedKernels kernels;
-      kernels::conv2d_forward(E(), g, x, w, b, y, scratch, schedule);
-      kernels::conv2d_backward(E(), g, x, w, dy, dx, dw, db, scratch, schedule);
-      for (const auto& label : schedule_labels<E>(schedule, g.winograd()))
-        EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
-    }
-    std::vector<double> y_ref(y.size()), y_scale(y.size()), dx_ref(start.begin(), start.end()),
-        dx_scale(dx.size()), dw_ref(dw.size()), dw_scale(dw.size());
-    for (std::size_t i = 0; i < y_ref.size(); ++i) {
-      y_ref[i] = bh[(i / g.positions()) % c.out_channels];
-      y_scale[i] = std::fabs(y_ref[i]);
-    }
-    for (std::size_t i = 0; i < dx_scale.size(); ++i) dx_scale[i] = std::fabs(dx_ref[i]);
-    ref.taps([&](std::size_t xi, std::size_t wi, std::size_t yi) {
-      y_ref[yi] += double(xh[xi]) * wh[wi];
-      y_scale[yi] += std::fabs(double(xh[xi]) * wh[wi]);
-      dx_ref[xi] += double(wh[wi]) * dyh[yi];
-      dx_scale[xi] += std::fabs(double(wh[wi]) * dyh[yi]);
-      dw_ref[wi] += double(xh[xi]) * dyh[yi];
-      dw_scale[wi] += std::fabs(double(xh[xi]) * dyh[yi]);
-    });
-    std::vector<double> db_ref(db.size()), db_scale(db.size());
-    for (std::size_t i = 0; i < dyh.size(); ++i) {
-      db_ref[(i / g.positions()) % c.out_channels] += dyh[i];
-      db_scale[(i / g.positions()) % c.out_channels] += std::fabs(dyh[i]);
-    }
-    const auto expect_within = [&](const char* what, const std::vector<float>& got,
-                                   const std::vector<double>& ref, const std::vector<double>& scale,
-                                   double units) {
-      ASSERT_EQ(got.size(), ref.size()) << what;
-      for (std::size_t i = 0; i < got.size(); ++i)
-        EXPECT_NEAR(got[i], ref[i], units * u * scale[i])
-            << "case k" << c.kernel_h << " p" << c.pad_h << "x" << c.pad_w << ", " << what << " "
-            << i;
-    };
-    expect_within("y", test::to_host(y), y_ref, y_scale, winograd_rounding);
-    expect_within("dx", test::to_host(dx), dx_ref, dx_scale, winograd_rounding);
-    expect_within("dW", test::to_host(V<E>(dw.data(), dw.size())), dw_ref, dw_scale,
-                  winograd_weight_rounding);
-    expect_within("db", test::to_host(db), db_ref, db_scale, winograd_rounding);
+    expect_naive_within<E>(c, schedule, winograd_rounding, winograd_rounding,
+                           winograd_weight_rounding, winograd_rounding);
+  }
+}
+
+// The direct schedule against the naive loops: a one-channel input (the
+// stem of the ResNet deck), stride 2 (the downsampling 3 x 3 and the 1 x 1
+// projection, whose input's last row and column no window reads), channel
+// counts that are not multiples of a vector (a tile narrower than its
+// registers on both sides), a 5 x 5 kernel, several blocks of samples and
+// groups of blocks. Every value is a sum of its terms in float, so it lies
+// within that many units of roundoff of the sum of their magnitudes (one
+// more for the add into dx, and a group's partials added into dW).
+TYPED_TEST(ConvKernels, DirectGeometriesMatchNaiveLoops) {
+  using E = TypeParam;
+  if (host_schedules_missing<E>()) GTEST_SKIP() << "no ConvSchedule::direct on " << E::name();
+  const auto schedule = schedule_here<E>(kernels::ConvSchedule::direct);
+  for (const ConvCase& c :
+       {ConvCase{12, 1, 32, 28, 28, 3, 3, 1, 1, 1, 1},
+        ConvCase{15, 32, 64, 14, 14, 3, 3, 2, 2, 1, 1},
+        ConvCase{17, 32, 64, 14, 14, 1, 1, 2, 2, 0, 0}, ConvCase{9, 20, 70, 7, 7, 3, 3, 2, 2, 1, 1},
+        ConvCase{3, 16, 8, 9, 7, 5, 5, 1, 1, 2, 2}, ConvCase{40, 2, 5, 64, 63, 3, 2, 1, 2, 1, 0}}) {
+    const auto g = c.geometry();
+    ASSERT_TRUE(g.direct());
+    if (c.batch == 40) EXPECT_GT(g.direct_group_blocks(), 1);
+    if (c.kernel_h == 1) EXPECT_LT(g.direct_rows(), c.height);
+    const double positions = double(c.batch) * g.positions();
+    expect_naive_within<E>(c, schedule, double(g.patch() + 1),
+                           double(g.taps() * c.out_channels + 1), positions + 16, positions + 16);
   }
 }
 
@@ -621,7 +679,8 @@ TEST(Conv2dSchedule, WinogradWhereTheBlasRunsOnItsCallingThread) {
   EXPECT_EQ(chosen == kernels::ConvSchedule::winograd, thread_sgemm() != nullptr);
 }
 
-// The kernel tests above loop over schedules<E>(), which holds only
+// The kernel tests above loop over schedules<E>() (blocks, threads,
+// winograd and direct), which holds only
 // ConvSchedule::blocks where the BLAS has no gemm for each thread alone:
 // such a build tests less, and says so here, once, as a skip that the
 // expected-skip list must name (tests/expected_skips.txt). In device-path
@@ -637,7 +696,7 @@ TEST(Conv2dSchedule, ThreadsAndWinogradAreTestedHere) {
     GTEST_SKIP() << "the BLAS (" << blas_info().library
                  << ") has no sgemm that runs on its calling thread: the kernel tests cover "
                     "ConvSchedule::blocks only";
-  EXPECT_EQ(schedules<Kokkos::DefaultHostExecutionSpace>().size(), 3u);
+  EXPECT_EQ(schedules<Kokkos::DefaultHostExecutionSpace>().size(), 4u);
 }
 
 TYPED_TEST(ConvKernels, ErrorsNameFunctionAndShapes) {
@@ -1021,6 +1080,72 @@ TEST(Conv2D, WinogradGeometryGradientsMatchFiniteDifferences) {
     hw.expect_gradients();
     for (const auto& label : schedule_labels<ExecSpace>(schedule, true))
       EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
+  }
+}
+
+// A convolution's kernel options are the schedules that run its shapes
+// here (Layer::kernel_options): threads, winograd where the geometry has
+// Winograd's form, direct where it has the direct form, on the OpenMP and
+// Serial spaces with a BLAS that runs on each thread; blocks alone in
+// device-path mode (and on CUDA and HIP). The fixed rule takes Winograd's,
+// then the direct products for kernels of several taps over 16 channels or
+// more, then threads; the key names the shapes and whether dx is computed.
+TEST(Conv2D, KernelOptionsAreTheSchedulesThatRunItsShapes) {
+  const Conv2D same("same", 32, 3, 1, 1), strided("strided", 64, 3, 2, 1),
+      stem("stem", 32, 3, 1, 1), projection("projection", 64, 1, 2, 0);
+  const Shape wide{8, 32, 14, 14}, one_channel{8, 1, 28, 28};
+  const auto options = [](const Conv2D& c, const Shape& in) {
+    return c.kernel_options({in}, true);
+  };
+  using Names = std::vector<std::string>;
+  if (!kernels::impl::thread_gemm_space_v<ExecSpace> || thread_sgemm() == nullptr) {
+    for (const auto& [c, in] : {std::pair{&same, wide}, std::pair{&stem, one_channel}}) {
+      EXPECT_EQ(options(*c, in).names, Names{"blocks"}) << c->name();
+      EXPECT_EQ(options(*c, in).fixed, "blocks") << c->name();
+    }
+    return;
+  }
+  EXPECT_EQ(options(same, wide).names, (Names{"threads", "winograd", "direct"}));
+  EXPECT_EQ(options(same, wide).fixed, "winograd");
+  EXPECT_EQ(options(strided, wide).names, (Names{"threads", "direct"}));
+  EXPECT_EQ(options(strided, wide).fixed, "direct");
+  EXPECT_EQ(options(stem, one_channel).fixed, "threads");
+  EXPECT_EQ(options(projection, wide).fixed, "threads");
+  EXPECT_EQ(options(same, wide).family, "conv2d");
+  EXPECT_EQ(options(strided, wide).key,
+            "conv2d [8, 32, 14, 14] -> 64 kernel 3x3 stride 2x2 padding 1x1 with dx");
+  EXPECT_EQ(stem.kernel_options({one_channel}, false).key,
+            "conv2d [8, 1, 28, 28] -> 32 kernel 3x3 stride 1x1 padding 1x1 without dx");
+  // Before allocate() a layer names what set_kernel_option chose; after it,
+  // what it runs: its fixed rule's choice unless one was set.
+  Conv2D chosen("chosen", 64, 3, 2, 1);
+  EXPECT_EQ(chosen.kernel_option(), "");
+  chosen.set_kernel_option("threads");
+  EXPECT_EQ(chosen.kernel_option(), "threads");
+  test::expect_error([&] { chosen.set_kernel_option("fastest"); },
+                     "tessera::Conv2D 'chosen': no kernel option 'fastest'");
+}
+
+// Every kernel option gives the layer's gradients: the finite-difference
+// check under each schedule of a 3 x 3 layer over 16 channels (all three)
+// and of a downsampling one with channel counts that are not multiples of
+// a vector, each launching its own kernels.
+TEST(Conv2D, EveryKernelOptionMatchesFiniteDifferences) {
+  for (const auto& [stride, in, out] : {std::tuple{1, 16, 16}, std::tuple{2, 20, 24}}) {
+    const Shape shape{2, in, 7, 6};
+    const auto names = Conv2D("probe", out, 3, stride, 1).kernel_options({shape}, true).names;
+    for (const std::string& name : names) {
+      SCOPED_TRACE(name + ", stride " + std::to_string(stride));
+      Conv2D conv("conv", out, 3, stride, 1);
+      conv.set_kernel_option(name);
+      const test::LaunchedKernels kernels;
+      test::LayerHarness h(conv, {shape}, 7);
+      EXPECT_EQ(conv.kernel_option(), name);
+      h.expect_gradients();
+      if (name != "blocks")
+        EXPECT_TRUE(kernels.launched("tessera::kernels::conv2d_backward_" + name))
+            << kernels.list();
+    }
   }
 }
 

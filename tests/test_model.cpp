@@ -14,6 +14,7 @@
 #include <tessera/layers/norm.hpp>
 #include <tessera/layers/pool.hpp>
 #include <tessera/layers/structural.hpp>
+#include <tessera/model/kernels.hpp>
 #include <tessera/optim/sgd.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -21,7 +22,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+
+#include <nlohmann/json.hpp>
 
 #include "model_check.hpp"
 
@@ -657,6 +662,117 @@ TEST(Model, TiedHeadSharesTheEmbeddingWeight) {
   test::expect_error([&] { lm("nothing", vocabulary)->compile(batch, 4); },
                      "layer 'head' ties its weight to layer 'nothing', which is not a layer "
                      "declared before it with a parameter 'weight'");
+}
+
+// A CNN whose convolutions have kernel choices here: a one-channel stem,
+// a downsampling 3 x 3 and a 3 x 3 over 16 channels.
+std::unique_ptr<Model> kernel_choice_cnn() {
+  auto model = std::make_unique<Model>(Shape{1, 12, 12});
+  model->add<Conv2D>("stem", 16, 3, 1, 1)
+      .add<ReLU>("relu1")
+      .add<Conv2D>("down", 16, 3, 2, 1)
+      .add<Conv2D>("same", 16, 3, 1, 1)
+      .add<GlobalAvgPool>("gap")
+      .add<Flatten>("flat")
+      .add<Dense>("fc", 3);
+  model->compile(4, 1);
+  return model;
+}
+
+// How a run chooses kernels (model/kernels.hpp): "fixed" takes each
+// layer's fixed option; a name takes that option where the layer has it
+// and notes the others; "measured" times each layer once, writes the cache
+// and a second choice reads it (nothing timed, the same table); an entry
+// another process wrote first decides, lines that do not parse are
+// skipped, an unusable cache directory is noted and the choice still made;
+// choices given to keep stand; the table goes through text unchanged and
+// set_kernels refuses an option a layer lacks. In device-path mode (one
+// option a layer) there is nothing to choose.
+TEST(Model, KernelChoicesAreMeasuredOnceAndKeptInTheCache) {
+  const auto model = kernel_choice_cnn();
+  const auto choices = model->kernel_choices();
+  KernelSettings settings;
+  settings.cache = test::scratch_path("tessera_kernels_", "cache");
+  std::filesystem::remove_all(settings.cache);
+  if (choices.empty()) {
+    EXPECT_TRUE(choose_kernels(*model, settings, model->execution_space()).table.empty());
+    EXPECT_FALSE(std::filesystem::exists(settings.cache));
+    return;
+  }
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_FALSE(model->computes_input_gradient(0));
+  EXPECT_TRUE(model->computes_input_gradient(2));
+  const ExecSpace& exec = model->execution_space();
+  settings.conv2d = "fixed";
+  const KernelTable fixed{{"stem", "threads"}, {"down", "direct"}, {"same", "winograd"}};
+  EXPECT_EQ(choose_kernels(*model, settings, exec).table, fixed);
+  settings.conv2d = "winograd";
+  const KernelChoice named = choose_kernels(*model, settings, exec);
+  EXPECT_EQ(named.table,
+            (KernelTable{{"stem", "threads"}, {"down", "direct"}, {"same", "winograd"}}));
+  EXPECT_NE(named.note.find("does not run layer 'stem'"), std::string::npos) << named.note;
+
+  settings.conv2d = "measured";
+  settings.repetitions = 1;
+  const KernelChoice first = choose_kernels(*model, settings, exec);
+  EXPECT_EQ(first.measured, 3);
+  EXPECT_EQ(first.cached, 0);
+  EXPECT_GT(first.seconds, 0);
+  EXPECT_EQ(first.cache_file, kernel_cache_file(settings.cache));
+  EXPECT_EQ(first.note, "");
+  const KernelChoice second = choose_kernels(*model, settings, exec);
+  EXPECT_EQ(second.table, first.table);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.cached, 3);
+  EXPECT_EQ(second.seconds, 0);
+  for (std::size_t row = 0; row < choices.size(); ++row) {
+    const auto& names = choices[row].second.names;
+    EXPECT_NE(std::find(names.begin(), names.end(), first.table[row].second), names.end());
+  }
+
+  // Another process's entry for "down", written first, and a torn line.
+  std::filesystem::remove_all(settings.cache);
+  std::filesystem::create_directories(settings.cache);
+  const std::string other = first.table[1].second == "threads" ? "direct" : "threads";
+  {
+    std::ofstream cache(kernel_cache_file(settings.cache));
+    cache << nlohmann::json{{"machine", kernel_machine(exec)},
+                            {"key", choices[1].second.key},
+                            {"choice", other}}
+                 .dump()
+          << "\n{\"machine\": \"cut sh\n";
+  }
+  const KernelChoice adopted = choose_kernels(*model, settings, exec);
+  EXPECT_EQ(adopted.table[1].second, other);
+  EXPECT_EQ(adopted.cached, 1);
+  EXPECT_EQ(adopted.measured, 2);
+  // Kept choices stand, and are counted so.
+  const KernelChoice kept =
+      choose_kernels(*model, settings, exec, KernelTable{{"same", "threads"}});
+  EXPECT_EQ(kept.table[2].second, "threads");
+  EXPECT_EQ(kept.kept, 1);
+  // An unusable directory: a file stands where it should be.
+  settings.cache = kernel_cache_file(settings.cache) + "/below";
+  const KernelChoice noted = choose_kernels(*model, settings, exec);
+  EXPECT_NE(noted.note.find("cannot create the cache directory"), std::string::npos) << noted.note;
+  EXPECT_EQ(noted.cache_file, "");
+  EXPECT_EQ(noted.table.size(), 3u);
+  std::filesystem::remove_all(test::scratch_path("tessera_kernels_", "cache"));
+
+  EXPECT_EQ(kernel_table_from_text(kernel_table_text(first.table)), first.table);
+  model->set_kernels(KernelTable{{"down", "threads"}});
+  EXPECT_EQ(model->kernels()[1], (std::pair<std::string, std::string>{"down", "threads"}));
+  test::expect_error(
+      [&] {
+        model->set_kernels(KernelTable{{"down", "winograd"}});
+      },
+      "layer 'down' has no kernel option 'winograd' on this build; its options: "
+      "threads, direct");
+  test::expect_error(
+      [&] {
+        model->set_kernels(KernelTable{{"fc", "threads"}});
+      },
+      "no layer 'fc' with kernel options");
 }
 
 TEST(Shuffle, SeededPermutation) {

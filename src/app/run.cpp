@@ -290,6 +290,7 @@ void Run::prepare(const std::string& restart, const RunCallbacks& callbacks, Dat
   if (deck_.run.early_stop_patience > 0)
     early_stop_ = std::make_unique<EarlyStopping>(deck_.run.early_stop_patience,
                                                   deck_.run.early_stop_min_delta);
+  if (restart.empty()) choose_layer_kernels({}, false);
   const Restart resumed = restart.empty() ? Restart{} : resume(restart);
   open_outputs(earlier, resumed);
   out.last_checkpoint = cursor_.step;

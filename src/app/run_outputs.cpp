@@ -3,6 +3,7 @@
 // their cadence, and resuming from one.
 #include <tessera/app/run.hpp>
 #include <tessera/core/machine.hpp>
+#include <tessera/model/kernels.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,15 @@ namespace tessera {
 
 using impl::agree;
 using json = nlohmann::json;
+
+namespace {
+// {"stem": "threads", ...}: the layers' kernel options for the run record.
+json kernels_json(const KernelTable& table) {
+  json kernels = json::object();
+  for (const auto& [layer, option] : table) kernels[layer] = option;
+  return kernels;
+}
+}  // namespace
 
 // The files of an earlier run in this run's output folder: its metrics and
 // its checkpoints. A new run refuses them, or with EarlierRun::replace
@@ -42,6 +52,28 @@ std::vector<std::string> Run::earlier_run(EarlierRun policy) const {
   throw DeckError(os.str());
 }
 
+void Run::choose_layer_kernels(const KernelTable& kept, bool restart) {
+  const Communicator& comm = *comm_;
+  std::string table;
+  agree(comm, [&] {
+    if (comm.rank() != 0) return;
+    const KernelChoice choice =
+        choose_kernels(*model_, deck_.kernels, model_->execution_space(), kept);
+    table = kernel_table_text(choice.table);
+    kernels_ = kernel_description(deck_.kernels, choice);
+    if (restart && kept.empty() && !choice.table.empty())
+      kernels_ +=
+          "\nnote: the checkpoint records no kernel options (an earlier Tessera wrote it): chosen "
+          "as for a new run";
+  });
+  comm.broadcast(table);
+  agree(comm, [&] {
+    const KernelTable chosen = kernel_table_from_text(table);
+    model_->set_kernels(chosen);
+    for (const auto& replica : replicas_) replica->set_kernels(chosen);
+  });
+}
+
 // Resume: every rank loads the same file, so the replicas stay equal.
 Run::Restart Run::resume(const std::string& restart) {
   const Communicator& comm = *comm_;
@@ -51,6 +83,7 @@ Run::Restart Run::resume(const std::string& restart) {
   resumed.requested = true;
   std::string& from = resumed.from;
   std::string saved_schedule;
+  KernelTable saved_kernels;
   agree(comm, [&] {
     from = restart == "latest" ? out.checkpoints->resolve("latest") : resolve_checkpoint(restart);
     const CheckpointInfo saved = read_checkpoint_info(from);
@@ -79,9 +112,12 @@ Run::Restart Run::resume(const std::string& restart) {
       trainer_->set_loss_scale(LossScaleState{saved.loss_scale, saved.loss_scale_good_steps});
     cursor_ = saved.cursor;
     saved_schedule = saved.schedule;
+    saved_kernels = saved.kernels;
     resumed.lr_before = saved.lr;
     if (root) out.history = saved.metrics;
   });
+  // The checkpoint's kernels again, for the bits of a run never interrupted.
+  choose_layer_kernels(saved_kernels, true);
   replay_evaluations();
   require_same_weights_on_every_rank(comm, model_->parameters().values(),
                                      "the weights loaded with --restart",
@@ -141,7 +177,8 @@ void Run::open_outputs(const std::vector<std::string>& earlier, const Restart& r
               {"epochs", deck_.training.epochs},
               {"batch_size", deck_.training.batch_size},
               {"accumulation_steps", deck_.training.accumulation_steps},
-              {"seed", deck_.training.seed}}
+              {"seed", deck_.training.seed},
+              {"kernels", kernels_json(model_->kernels())}}
              .dump());
   if (resumed.requested) {
     json line{{"type", "restart"},

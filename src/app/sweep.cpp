@@ -81,6 +81,7 @@ void open_trial_log(std::ofstream& log, const std::string& dir, const Run& run) 
   log.open(dir + "/train.log", std::ios::app);
   log << build_description() << "\n" << run.description() << run.data_description() << "\n";
   if (!run.resumed_from().empty()) log << run.resumed_from() << "\n";
+  if (!run.kernels().empty()) log << run.kernels() << "\n";
   log.flush();
 }
 

@@ -125,6 +125,30 @@ VectorIsa compiled_isa() {
 #endif
 }
 
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model, stepping;
+  const auto value = [&line] {
+    const auto colon = line.find(':');
+    const auto start =
+        colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
+  while (std::getline(in, line)) {
+    const std::string key = line.substr(0, line.find_first_of("\t:"));
+    if (key == "processor" && !name.empty()) break;  // the second processor's entries
+    if (key == "model name") name = value();
+    if (key == "cpu family") family = value();
+    if (key == "model") model = value();
+    if (key == "stepping") stepping = value();
+  }
+  if (name.empty()) return "unknown CPU";
+  std::string identity = name;
+  if (!family.empty())
+    identity += ", family " + family + " model " + model + " stepping " + stepping;
+  return identity;
+}
+
 const char* host_arch() {
 #ifdef TESSERA_HOST_ARCH
   return TESSERA_HOST_ARCH;

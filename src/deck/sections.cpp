@@ -10,6 +10,12 @@
 
 namespace tessera {
 
+namespace impl {
+// resource_sections.cpp: [memory] and [kernels].
+Section<Deck> memory_section();
+Section<Deck> kernels_section();
+}  // namespace impl
+
 namespace {
 
 constexpr Range non_negative = Range::at_least(0);
@@ -401,23 +407,6 @@ Section<Deck> training_section() {
       });
 }
 
-Section<Deck> memory_section() {
-  return SectionBuilder<Deck>("memory")
-      .named(
-          "buffers", [](auto& d) -> auto& { return d.memory.buffers; }, buffer_plans,
-          "how layer outputs, their gradients and the layers' temporaries share memory")
-      .number(
-          "cap_mb", [](auto& d) -> auto& { return d.memory.cap_mb; }, Range::closed(0, 1e9),
-          "device memory (MiB) a rank may plan for; 0: no limit")
-      .finish([](Deck& d, const KeyFailure& f) {
-        if (d.memory.recompute.mode != RecomputeMode::none &&
-            d.memory.buffers != BufferPlan::shared)
-          f.fail("buffers",
-                 "training.recompute frees memory only when the values share it; it needs "
-                 "memory.buffers = \"shared\" (the default)");
-      });
-}
-
 Section<Deck> precision_section() {
   return SectionBuilder<Deck>("precision")
       .named(
@@ -554,9 +543,9 @@ const std::vector<DataFormat>& data_formats() { return formats(); }
 
 const std::vector<Section<Deck>>& deck_sections() {
   static const std::vector<Section<Deck>> sections{
-      run_section(),       data_section(),     model_section(),     loss_section(),
-      optimizer_section(), schedule_section(), training_section(),  precision_section(),
-      parallel_section(),  memory_section(),   checkpoint_section()};
+      run_section(),       data_section(),         model_section(),      loss_section(),
+      optimizer_section(), schedule_section(),     training_section(),   precision_section(),
+      parallel_section(),  impl::memory_section(), checkpoint_section(), impl::kernels_section()};
   return sections;
 }
 

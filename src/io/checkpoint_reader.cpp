@@ -323,6 +323,10 @@ CheckpointInfo read_info(CheckpointFile& r) {
   info.deck_overrides =
       r.with_dataset("/deck/overrides", [&](const Object& o) { return r.strings(o); });
   info.metrics = r.with_dataset("/metrics", [&](const Object& o) { return r.string(o); });
+  // Written for the layers with kernel options only.
+  for (const auto& name : r.attr_strings("/model", "layers"))
+    if (r.has_attribute("/model/" + name, "kernel"))
+      info.kernels.emplace_back(name, r.attr_string("/model/" + name, "kernel"));
   return info;
 }
 
@@ -343,6 +347,7 @@ CheckpointContents read_all(const std::string& path) {
     layer.output_shape = r.attr_integers(object, "output_shape");
     layer.parameters = r.attr_strings(object, "parameters");
     layer.state = r.attr_strings(object, "state");
+    if (r.has_attribute(object, "kernel")) layer.kernel = r.attr_string(object, "kernel");
     for (const auto& p : layer.parameters) c.parameters.push_back(r.tensor("/parameters", name, p));
     for (const auto& s : layer.state) c.state.push_back(r.tensor("/state", name, s));
     c.layers.push_back(std::move(layer));

@@ -212,6 +212,9 @@ void write_contents(const Writer& w, const Model& model, const Optimizer& optimi
     w.attribute(layer.get(), "output_shape", dims_of(model.layer_output_shape(i)));
     w.attribute(layer.get(), "parameters", names_in(model.parameters(), layers[i]->name()));
     w.attribute(layer.get(), "state", names_in(model.state(), layers[i]->name()));
+    // What a restart runs again for the same bits.
+    if (const std::string kernel = layers[i]->kernel_option(); !kernel.empty())
+      w.attribute(layer.get(), "kernel", kernel);
   }
 
   write_tensors(w, "/parameters", model.parameters(), host_copy(model.parameters().values()));

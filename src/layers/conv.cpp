@@ -4,6 +4,8 @@
 #include <tessera/layers/conv.hpp>
 #include <tessera/layers/impl/registration.hpp>
 
+#include <sstream>
+
 namespace tessera {
 
 namespace {
@@ -112,8 +114,46 @@ std::int64_t Conv2D::temporary_elements(const Shapes& inputs) const {
              : g.scratch_size(kernels::conv2d_block_samples(g, block_bytes));
 }
 
+KernelOptions Conv2D::kernel_options(const Shapes& inputs, bool input_gradient) const {
+  const auto g = conv_geometry(inputs.at(0), options_);
+  KernelOptions options;
+  options.family = "conv2d";
+  for (const auto s : kernels::conv2d_schedules<ExecSpace>(g))
+    options.names.push_back(kernels::conv_schedule_name(s));
+  options.fixed = kernels::conv_schedule_name(kernels::conv2d_fixed_schedule<ExecSpace>(g));
+  const Options& o = options_;
+  std::ostringstream key;
+  key << "conv2d " << inputs.at(0) << " -> " << o.out_channels << " kernel " << o.kernel.h << "x"
+      << o.kernel.w << " stride " << o.stride.h << "x" << o.stride.w << " padding " << o.padding.h
+      << "x" << o.padding.w << (input_gradient ? " with dx" : " without dx");
+  options.key = key.str();
+  return options;
+}
+
+std::vector<double> Conv2D::time_kernel_options(const ExecSpace& exec, const Shapes& inputs,
+                                                bool input_gradient, int repetitions) const {
+  const auto g = conv_geometry(inputs.at(0), options_);
+  return kernels::conv2d_seconds(exec, g, kernels::conv2d_schedules<ExecSpace>(g), input_gradient,
+                                 repetitions);
+}
+
+std::string Conv2D::kernel_option() const {
+  return scratch_.size() > 0 ? kernels::conv_schedule_name(schedule_) : chosen_;
+}
+
+void Conv2D::set_kernel_option(const std::string& name) {
+  kernels::ConvSchedule schedule;
+  TESSERA_REQUIRE(kernels::conv_schedule_from_name(name, schedule),
+                  where() << ": no kernel option '" << name
+                          << "'; a convolution's are \"blocks\", \"threads\", \"winograd\" and "
+                             "\"direct\" (those this build runs: Layer::kernel_options)");
+  chosen_ = name;
+  if (scratch_.size() > 0) schedule_ = schedule;
+}
+
 void Conv2D::allocate(const Shapes& inputs) {
-  schedule_ = kernels::conv2d_schedule<ExecSpace>();
+  schedule_ = kernels::conv2d_fixed_schedule<ExecSpace>(conv_geometry(inputs.at(0), options_));
+  if (!chosen_.empty()) kernels::conv_schedule_from_name(chosen_, schedule_);
   // The kernels' scratch: written before it is read in every call.
   scratch_ = Vector<float>(temporaries(inputs), temporary_elements(inputs));
   weight_rounded_ =
@@ -141,9 +181,13 @@ LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
   // wanted, and the bias sums; the column copies are not arithmetic.
   c.backward.flops = product * (input_gradient ? 2 : 1) + bias;
   // allocate() chose schedule_; before it, the schedule it will choose.
-  const kernels::ConvSchedule schedule =
-      scratch_.size() > 0 ? schedule_ : kernels::conv2d_schedule<ExecSpace>();
-  const ConvOperations ops = executed_operations(conv_geometry(inputs.at(0), options_), schedule);
+  const auto g = conv_geometry(inputs.at(0), options_);
+  kernels::ConvSchedule schedule = kernels::conv2d_fixed_schedule<ExecSpace>(g);
+  if (scratch_.size() > 0)
+    schedule = schedule_;
+  else if (!chosen_.empty())
+    kernels::conv_schedule_from_name(chosen_, schedule);
+  const ConvOperations ops = executed_operations(g, schedule);
   c.forward.executed = ops.forward + bias;
   c.backward.executed = ops.weight_gradient + (input_gradient ? ops.input_gradient : 0.0) + bias;
   return c;

@@ -153,6 +153,11 @@ class Run {
   // deck's schedule is not the checkpoint's and the learning rate jumps;
   // empty without a restart.
   const std::string& resumed_from() const { return resumed_; }
+  // How prepare() chose the layers' kernels, on rank 0: "kernels: conv2d =
+  // \"measured\" (...): stem threads, s1b1_conv1 winograd, ...", with a
+  // second line "note: ..." where one is due; empty for a model without a
+  // kernel choice.
+  const std::string& kernels() const { return kernels_; }
 
   // Trains the epochs the deck has left, evaluating, checkpointing and
   // recording metrics as it asks, and evaluates the test set at the end.
@@ -191,6 +196,10 @@ class Run {
   void shape_data();
   std::vector<std::string> earlier_run(EarlierRun policy) const;
   Restart resume(const std::string& restart);
+  // Rank 0 chooses every layer's kernel option by the deck, keeping those of
+  // `kept` (a restart's checkpoint's) that run here; every rank and replica
+  // then runs the table.
+  void choose_layer_kernels(const KernelTable& kept, bool restart);
   void open_outputs(const std::vector<std::string>& earlier, const Restart& resumed);
   // The schedule as a checkpoint records it: type, lr, warmup, steps per
   // epoch and epochs.
@@ -232,6 +241,7 @@ class Run {
   std::unique_ptr<Outputs> outputs_;  // metrics file, history, checkpoint directory and clock
   TrainingCursor cursor_;
   std::string resumed_;
+  std::string kernels_;
   bool prepared_ = false;
 };
 

@@ -100,6 +100,11 @@ std::string host_isa_mismatch(VectorIsa compiled, VectorIsa cpu,
 // host_isa_mismatch() for this build on this machine's CPU.
 std::string host_isa_mismatch();
 
+// The CPU as /proc/cpuinfo names its first processor: "AMD EPYC, family
+// 25 model 17 stepping 1" (a virtual machine's model name alone can stand
+// for several generations); "unknown CPU" where it says nothing.
+std::string cpu_identity();
+
 // The most host memory this process has held at once (its peak resident
 // set, MiB); 0 where the system does not say.
 double peak_resident_mib();

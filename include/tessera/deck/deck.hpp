@@ -7,6 +7,7 @@
 #include <tessera/deck/keys.hpp>
 #include <tessera/layers/registry.hpp>
 #include <tessera/model/memory.hpp>
+#include <tessera/settings/kernel_settings.hpp>
 #include <tessera/settings/optimizer_params.hpp>
 #include <tessera/settings/run_options.hpp>
 #include <tessera/settings/train_options.hpp>
@@ -108,6 +109,8 @@ struct Deck {
     double cap_mb = 0;
     Recompute recompute;
   } memory;
+  // [kernels]: how each layer's kernels are chosen (model/kernels.hpp).
+  KernelSettings kernels;
 
   // Where each section and key the deck gives stands: "file:line:column",
   // or "--set key=value", under "section" and "section.key".

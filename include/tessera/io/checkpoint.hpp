@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -41,6 +42,10 @@ struct CheckpointInfo {
   bool has_loss_scale = false;
   float loss_scale = 1;
   std::int64_t loss_scale_good_steps = 0;
+  // (layer, kernel option) of each layer that records one
+  // (Layer::kernel_option; a KernelTable), in layer order; empty in a
+  // checkpoint written before they were recorded.
+  std::vector<std::pair<std::string, std::string>> kernels;
 };
 
 // "[16, 2]": a shape as messages and tessera-inspect print it.
@@ -66,6 +71,7 @@ struct CheckpointLayer {
   std::vector<std::string> inputs;         // layer names, or "input"
   std::vector<std::int64_t> output_shape;  // per sample
   std::vector<std::string> parameters, state;
+  std::string kernel;  // its kernel option; "" where none is recorded
 };
 
 struct CheckpointOptimizerBuffer {

@@ -21,6 +21,9 @@
 //   impl/conv_winograd.hpp  ConvSchedule::winograd: the threads schedule with
 //                           Winograd's F(2 x 2, r x r) products for 3 x 3 and
 //                           5 x 5 kernels at stride 1 (transforms: impl/winograd.hpp)
+//   impl/conv_direct.hpp    ConvSchedule::direct: a block of samples per host
+//                           thread, laid out channel-last, its products as
+//                           register tiles (OpenMP, Serial)
 #pragma once
 
 #include <tessera/core/error.hpp>
@@ -28,10 +31,15 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/kernels/conv_geometry.hpp>
 #include <tessera/kernels/impl/conv_blocks.hpp>
+#include <tessera/kernels/impl/conv_direct.hpp>
 #include <tessera/kernels/impl/conv_threads.hpp>
 #include <tessera/kernels/impl/conv_winograd.hpp>
+#include <tessera/kernels/init.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tessera::kernels {
 
@@ -77,6 +85,61 @@ ConvSchedule conv2d_schedule(const ExecSpace& /*exec*/) {
   return conv2d_schedule<ExecSpace>();
 }
 
+// The schedules that compute g's products themselves on ExecSpace, in the
+// order a tie between their times goes: ConvSchedule::blocks alone where
+// conv2d_schedule is blocks (device paths, or a BLAS without a gemm for
+// each thread); otherwise threads, then winograd where g.winograd() holds
+// and direct where g.direct() holds. Each gives the same values up to
+// rounding; each its own bits.
+template <class ExecSpace>
+std::vector<ConvSchedule> conv2d_schedules(const Conv2dGeometry& g) {
+  if (conv2d_schedule<ExecSpace>() == ConvSchedule::blocks) return {ConvSchedule::blocks};
+  std::vector<ConvSchedule> schedules{ConvSchedule::threads};
+  if (g.winograd()) schedules.push_back(ConvSchedule::winograd);
+  if (g.direct()) schedules.push_back(ConvSchedule::direct);
+  return schedules;
+}
+
+// The schedule for g by a rule of the geometry alone, the same on every
+// machine of a backend (kernels.conv2d = "fixed"): Winograd's where it
+// applies, else the direct products for kernels of several taps over at
+// least 16 input channels (the ResNet deck's downsampling 3 x 3
+// convolutions ran 1.3 to 1.5 times as fast so as through the columns,
+// with AVX-512 and with AVX2), else the threads schedule (a one-channel
+// stem, 1 x 1 projections).
+template <class ExecSpace>
+ConvSchedule conv2d_fixed_schedule(const Conv2dGeometry& g) {
+  if (conv2d_schedule<ExecSpace>() == ConvSchedule::blocks) return ConvSchedule::blocks;
+  if (g.winograd()) return ConvSchedule::winograd;
+  if (g.direct() && g.taps() > 1 && g.in_channels >= 16) return ConvSchedule::direct;
+  return ConvSchedule::threads;
+}
+
+// A schedule's name as decks, reports and checkpoints write it.
+inline const char* conv_schedule_name(ConvSchedule schedule) {
+  switch (schedule) {
+    case ConvSchedule::blocks:
+      return "blocks";
+    case ConvSchedule::threads:
+      return "threads";
+    case ConvSchedule::winograd:
+      return "winograd";
+    case ConvSchedule::direct:
+      return "direct";
+  }
+  return "?";
+}
+// The schedule a name names; false when it names none.
+inline bool conv_schedule_from_name(const std::string& name, ConvSchedule& schedule) {
+  for (const ConvSchedule s :
+       {ConvSchedule::blocks, ConvSchedule::threads, ConvSchedule::winograd, ConvSchedule::direct})
+    if (name == conv_schedule_name(s)) {
+      schedule = s;
+      return true;
+    }
+  return false;
+}
+
 // Threads the threads schedule's scratch must serve, allocated once for
 // every instance of ExecSpace a layer may run on: the whole space's
 // (an instance from partition_space has fewer).
@@ -98,6 +161,8 @@ void conv2d_forward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x, 
   impl::check_conv2d(fn, g, x, w, b, y);
   if (schedule == ConvSchedule::winograd && g.winograd())
     impl::conv2d_forward_winograd(exec, g, x, w, b, y, scratch);
+  else if (schedule == ConvSchedule::direct && g.direct())
+    impl::conv2d_forward_direct(exec, g, x, w, b, y, scratch);
   else if (schedule != ConvSchedule::blocks)
     impl::conv2d_forward_threads(exec, g, x, w, b, y, scratch);
   else
@@ -129,6 +194,8 @@ void conv2d_backward(const ExecSpace& exec, const Conv2dGeometry& g, const X& x,
                   fn << ": dx has " << dx.size() << " elements, x " << x.size());
   if (schedule == ConvSchedule::winograd && g.winograd())
     impl::conv2d_backward_winograd(exec, g, x, w, dy, dx, dw, db, scratch);
+  else if (schedule == ConvSchedule::direct && g.direct())
+    impl::conv2d_backward_direct(exec, g, x, w, dy, dx, dw, db, scratch);
   else if (schedule != ConvSchedule::blocks)
     impl::conv2d_backward_threads(exec, g, x, w, dy, dx, dw, db, scratch);
   else
@@ -139,6 +206,58 @@ template <class X, class W, class DY, class DX, class DW, class DB, class Scratc
 void conv2d_backward(const Conv2dGeometry& g, const X& x, const W& w, const DY& dy, const DX& dx,
                      const DW& dw, const DB& db, const Scratch& scratch) {
   conv2d_backward(typename DW::execution_space(), g, x, w, dy, dx, dw, db, scratch);
+}
+
+// Seconds one forward and one backward pass of g take on exec under each
+// of `schedules` (with the input gradient where with_dx; all of them with
+// the bias): the best of `repetitions`, the schedules taking turns within
+// each repetition after a warm-up pass each, on values of their own
+// (uniform in [-1, 1)) and scratch for every host schedule. For choosing a
+// schedule by measurement (kernels.conv2d = "measured"): it allocates.
+template <class ExecSpace>
+std::vector<double> conv2d_seconds(const ExecSpace& exec, const Conv2dGeometry& g,
+                                   const std::vector<ConvSchedule>& schedules, bool with_dx,
+                                   int repetitions) {
+  ScopedRegion region("tessera::kernels::conv2d_seconds");
+  using Memory = typename ExecSpace::memory_space;
+  using Flat = Kokkos::View<float*, Kokkos::LayoutRight, Memory>;
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
+  const Flat x("tessera::conv2d_seconds::x", g.input_size()),
+      y("tessera::conv2d_seconds::y", g.output_size()),
+      dy("tessera::conv2d_seconds::dy", g.output_size()),
+      dx("tessera::conv2d_seconds::dx", with_dx ? g.input_size() : 0),
+      b("tessera::conv2d_seconds::b", g.out_channels),
+      db("tessera::conv2d_seconds::db", g.out_channels);
+  const Matrix w("tessera::conv2d_seconds::w", g.out_channels, g.patch()),
+      dw("tessera::conv2d_seconds::dw", g.out_channels, g.patch());
+  // ConvSchedule::blocks runs blocks of as many samples as this holds.
+  std::int64_t floats = g.scratch_size(1);
+  for (const ConvSchedule s : schedules)
+    if (s != ConvSchedule::blocks) {
+      const std::int64_t threads = g.thread_scratch_size(conv2d_thread_slots<ExecSpace>());
+      floats = floats > threads ? floats : threads;
+    }
+  const Flat scratch("tessera::conv2d_seconds::scratch", floats);
+  init_uniform(exec, x, 1.0f, 1, 1);
+  init_uniform(exec, dy, 1.0f, 1, 2);
+  init_uniform(exec, Flat(w.data(), w.size()), 1.0f, 1, 3);
+  init_uniform(exec, b, 1.0f, 1, 4);
+  const auto pass = [&](ConvSchedule s) {
+    exec.fence();
+    const auto start = std::chrono::steady_clock::now();
+    conv2d_forward(exec, g, x, w, b, y, scratch, s);
+    conv2d_backward(exec, g, x, w, dy, dx, dw, db, scratch, s);
+    exec.fence();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (const ConvSchedule s : schedules) pass(s);
+  std::vector<double> best(schedules.size(), 0.0);
+  for (int r = 0; r < repetitions; ++r)
+    for (std::size_t i = 0; i < schedules.size(); ++i) {
+      const double t = pass(schedules[i]);
+      best[i] = r == 0 || t < best[i] ? t : best[i];
+    }
+  return best;
 }
 
 }  // namespace tessera::kernels

@@ -149,11 +149,68 @@ struct Conv2dGeometry {
     return winograd() ? 2 * winograd_partial_size() : 0;
   }
 
-  // Scratch floats of ConvSchedule::threads and ::winograd on `threads`
-  // threads besides the threads' blocks: the rows' sums for the bias
-  // gradient and the groups' dW partials (or dU partials, with Winograd),
-  // room for the partials_held of min(blocks, thread_groups_max) groups,
-  // then the transformed weights. That grows with the batch while the
+  // ConvSchedule::direct: the three products as register tiles over the
+  // input laid out channel-last (impl/conv_direct.hpp), for kernels of at
+  // most direct_max_taps taps at any stride and padding below the kernel.
+  static constexpr std::int64_t direct_max_taps = 64;
+  bool direct() const {
+    return rows.kernel * cols.kernel <= direct_max_taps && rows.pad < rows.kernel &&
+           cols.pad < cols.kernel && in_channels > 0 && out_channels > 0;
+  }
+  std::int64_t taps() const { return std::int64_t(rows.kernel) * cols.kernel; }
+  // A sample's input as the direct schedule reads it: the rows and columns
+  // its windows cover, padding included, channel-last.
+  std::int64_t direct_rows() const {
+    return std::int64_t(rows.out - 1) * rows.stride + rows.kernel;
+  }
+  std::int64_t direct_cols() const {
+    return std::int64_t(cols.out - 1) * cols.stride + cols.kernel;
+  }
+  std::int64_t direct_plane() const { return direct_rows() * direct_cols(); }
+  // Channel counts rounded up to whole vectors of impl::float_lanes: the
+  // output gradient's rows and the transformed weights (dy [P][O]; the
+  // forward's [taps][in][O], the input gradient's [taps][out][C]).
+  static std::int64_t lanes_up(std::int64_t n) { return (n + 15) / 16 * 16; }
+  // Floats of one sample in a thread's slot: its input (forward and
+  // backward), then its output gradient and input gradient (backward).
+  std::int64_t direct_per_sample() const {
+    return direct_plane() * (in_channels + lanes_up(in_channels)) +
+           positions() * lanes_up(out_channels);
+  }
+  // Samples a block: a sixteenth of the batch, so that the blocks make
+  // thread_groups_max groups of the weight gradient and as many tasks
+  // (whole waves for 2, 4, 8 or 16 threads), as long as their floats stay
+  // within thread_block_floats; at least one.
+  std::int64_t direct_block_samples() const {
+    std::int64_t samples = (batch + thread_groups_max - 1) / thread_groups_max;
+    if (samples * direct_per_sample() > thread_block_floats)
+      samples = thread_block_floats / direct_per_sample();
+    if (samples > batch) samples = batch;
+    return samples < 1 ? 1 : samples;
+  }
+  std::int64_t direct_blocks() const {
+    const std::int64_t s = direct_block_samples();
+    return (batch + s - 1) / s;
+  }
+  std::int64_t direct_group_blocks() const { return group_blocks(direct_blocks()); }
+  std::int64_t direct_groups() const { return groups(direct_blocks()); }
+  // Floats of a group's weight gradient: [taps][in][out_lanes], the
+  // forward's weights' layout.
+  std::int64_t direct_partial_size() const { return taps() * in_channels * lanes_up(out_channels); }
+  // Floats of the transformed weights: the forward's, then the input
+  // gradient's (0 where the direct schedule does not apply).
+  std::int64_t direct_weights_size() const {
+    return direct() ? taps() * (in_channels * lanes_up(out_channels) +
+                                out_channels * lanes_up(in_channels))
+                    : 0;
+  }
+
+  // Scratch floats of ConvSchedule::threads, ::winograd and ::direct on
+  // `threads` threads besides the threads' blocks: the rows' sums for the
+  // bias gradient and the groups' dW partials (or dU partials, with
+  // Winograd), room for the partials_held of min(blocks, thread_groups_max)
+  // groups, then the transformed weights. One scratch serves all three, so
+  // that a layer may run any of them. That grows with the batch while the
   // number of groups need not (22 blocks make 11 groups of 2, 16 blocks 16
   // groups of 1), so scratch for a batch holds every smaller batch.
   std::int64_t thread_scratch_fixed(std::int64_t threads) const {
@@ -165,11 +222,22 @@ struct Conv2dGeometry {
       const std::int64_t transformed = room(winograd_blocks()) * winograd_partial_size();
       partials = partials > transformed ? partials : transformed;
     }
-    return batch * out_channels + partials + winograd_weights_size();
+    if (direct()) {
+      const std::int64_t held = room(direct_blocks()) * direct_partial_size();
+      partials = partials > held ? partials : held;
+    }
+    return batch * out_channels + partials + transformed_weights_size();
+  }
+  // The transformed weights' floats: Winograd's or the direct schedule's,
+  // whichever is larger.
+  std::int64_t transformed_weights_size() const {
+    const std::int64_t w = winograd_weights_size(), d = direct_weights_size();
+    return w > d ? w : d;
   }
   // Scratch floats of one thread: its block's columns and output (or output
-  // gradient), or Winograd's work for the forward (which the weight
-  // gradient's takes too) or the input gradient, whichever is larger.
+  // gradient), Winograd's work for the forward (which the weight
+  // gradient's takes too) or the input gradient, or the direct schedule's
+  // block, whichever is largest.
   std::int64_t thread_slot_size() const {
     std::int64_t floats = thread_block_samples() * forward_per_sample();
     if (winograd()) {
@@ -178,6 +246,10 @@ struct Conv2dGeometry {
       const std::int64_t gradient = t.winograd_floats(t.winograd_block_samples());
       floats = floats > forward ? floats : forward;
       floats = floats > gradient ? floats : gradient;
+    }
+    if (direct()) {
+      const std::int64_t block = direct_block_samples() * direct_per_sample();
+      floats = floats > block ? floats : block;
     }
     return floats;
   }
@@ -208,7 +280,16 @@ enum class ConvSchedule {
   // 3 x 3 kernels, 2.78x for 5 x 5): each thread transforms the tiles of a
   // block of samples, multiplies them with t^2 one-thread gemms and
   // transforms the products back. The same scratch and spaces as threads.
-  winograd
+  winograd,
+  // Each host thread takes whole blocks of samples
+  // (Conv2dGeometry::direct_block_samples), lays their input out
+  // channel-last and computes each product as register tiles of output
+  // positions by output channels (forward), of positions by input
+  // channels a kernel tap at a time (input gradient) and of (tap, input
+  // channel) pairs by output channels (weight gradient), without columns or
+  // a BLAS; geometries without Conv2dGeometry::direct() run the threads
+  // schedule. The same scratch as threads; the OpenMP and Serial spaces.
+  direct
 };
 
 // The scratch ceiling of ConvSchedule::blocks where the kernels take their

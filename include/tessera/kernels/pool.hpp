@@ -54,16 +54,16 @@ constexpr int max_2x2_lanes = 8;
 // scalar code's order with its strict >, so results and argmax positions
 // (p at plane position at0) are the same.
 inline void max_2x2_windows(const float* p, int at0, int width, float* out, int* at, int count) {
-  typedef float row_vector __attribute__((vector_size(2 * max_2x2_lanes * sizeof(float))));
+  // Each row as two registers of AVX (as one 16-float vector, through the stack).
   typedef float lanes __attribute__((vector_size(max_2x2_lanes * sizeof(float))));
   typedef int index_lanes __attribute__((vector_size(max_2x2_lanes * sizeof(int))));
-  row_vector upper, lower;
+  lanes upper[2], lower[2];
   __builtin_memcpy(&upper, p, sizeof upper);
   __builtin_memcpy(&lower, p + width, sizeof lower);
-  const lanes taps[4] = {__builtin_shufflevector(upper, upper, 0, 2, 4, 6, 8, 10, 12, 14),
-                         __builtin_shufflevector(upper, upper, 1, 3, 5, 7, 9, 11, 13, 15),
-                         __builtin_shufflevector(lower, lower, 0, 2, 4, 6, 8, 10, 12, 14),
-                         __builtin_shufflevector(lower, lower, 1, 3, 5, 7, 9, 11, 13, 15)};
+  const lanes taps[4] = {__builtin_shufflevector(upper[0], upper[1], 0, 2, 4, 6, 8, 10, 12, 14),
+                         __builtin_shufflevector(upper[0], upper[1], 1, 3, 5, 7, 9, 11, 13, 15),
+                         __builtin_shufflevector(lower[0], lower[1], 0, 2, 4, 6, 8, 10, 12, 14),
+                         __builtin_shufflevector(lower[0], lower[1], 1, 3, 5, 7, 9, 11, 13, 15)};
   const int offsets[4] = {0, 1, width, width + 1};
   const index_lanes first = at0 + index_lanes{0, 2, 4, 6, 8, 10, 12, 14};
   lanes best = taps[0];

@@ -1,13 +1,15 @@
 // 2-D convolution over NCHW images: weights [out, in, kh, kw] and a bias per
-// output channel (optional); im2col + gemm over blocks of samples whose
-// scratch is allocated once in allocate(). On the OpenMP and Serial spaces,
-// with a BLAS whose gemm runs on its calling thread, each thread takes whole
-// blocks, and 3 x 3 and 5 x 5 kernels at stride 1 with channel counts that
-// are multiples of 16 take Winograd's F(2 x 2, r x r) for the forward, the
-// input gradient and the weight gradient (kernels::ConvSchedule::winograd);
-// elsewhere each block takes all threads in turn. In bf16 or fp16 the
-// columns are float and the products take a float copy of the weights
-// rounded to the format.
+// output channel (optional), computed by one of kernels::ConvSchedule's
+// schedules over blocks of samples whose scratch is allocated once in
+// allocate(). On the OpenMP and Serial spaces, with a BLAS whose gemm runs
+// on its calling thread, each thread takes whole blocks: im2col + gemm
+// (threads), Winograd's F(2 x 2, r x r) for 3 x 3 and 5 x 5 kernels at
+// stride 1 with channel counts that are multiples of 16 (winograd), or
+// register tiles over the input laid out channel-last (direct); which one
+// is the layer's kernel option (set_kernel_option; kernels::conv2d_fixed_schedule
+// until set). Elsewhere each block takes all threads in turn (blocks). In
+// bf16 or fp16 the columns are float and the products take a float copy of
+// the weights rounded to the format.
 #pragma once
 
 #include <tessera/layers/layer.hpp>
@@ -59,6 +61,15 @@ class Conv2D final : public GenericLayer<Conv2D> {
   Extent2 padding() const { return options_.padding; }
   bool has_bias() const { return options_.bias; }
 
+  // Kernel options: the schedules kernels::conv2d_schedules lists for the
+  // geometry (threads, winograd, direct on the OpenMP and Serial spaces;
+  // blocks elsewhere), family "conv2d".
+  KernelOptions kernel_options(const Shapes& inputs, bool input_gradient) const override;
+  std::vector<double> time_kernel_options(const ExecSpace& exec, const Shapes& inputs,
+                                          bool input_gradient, int repetitions) const override;
+  std::string kernel_option() const override;
+  void set_kernel_option(const std::string& name) override;
+
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
   void bind_parameters(const Tensors& values, const Tensors& gradients) override;
@@ -80,7 +91,8 @@ class Conv2D final : public GenericLayer<Conv2D> {
   // 16-bit compute: the weights rounded to the format (made by forward,
   // read again by backward).
   Tensor<float> weight_rounded_;
-  kernels::ConvSchedule schedule_{};  // set by allocate()
+  kernels::ConvSchedule schedule_{};  // set by allocate(), then by set_kernel_option()
+  std::string chosen_;                // set_kernel_option()'s option until allocate()
   Vector<float> scratch_;
 };
 

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -88,6 +89,18 @@ struct PassCost {
 struct LayerCost {
   PassCost forward, backward;
 };
+
+// The kernels a layer's forward and backward may run for given inputs
+// (Layer::kernel_options): implementations that give the same values up to
+// rounding, each its own bits, and run on this build's execution space.
+struct KernelOptions {
+  std::string family;              // the deck key that chooses among them: kernels.<family>
+  std::vector<std::string> names;  // the options; fewer than two: no choice
+  std::string fixed;               // the option a rule of the shapes alone takes
+  std::string key;                 // what their speeds depend on besides the machine
+};
+// A model's choices: (layer name, option) for each layer with options.
+using KernelTable = std::vector<std::pair<std::string, std::string>>;
 
 class Layer {
  public:
@@ -199,6 +212,30 @@ class Layer {
     c.forward.bytes = bytes * (input_elements + output) + saved_bytes;
     c.backward.bytes = input_gradient ? bytes * (output + 2 * input_elements) + saved_bytes : 0.0;
     return c;
+  }
+
+  // Kernel options for these inputs (input_gradient: backward computes
+  // dx); none for most layers. A run chooses one per layer (docs/decks.md,
+  // [kernels]) with set_kernel_option, before or after allocate(); until then a
+  // layer runs its `fixed` option.
+  virtual KernelOptions kernel_options(const Shapes& /*inputs*/, bool /*input_gradient*/) const {
+    return {};
+  }
+  // Seconds a forward and a backward pass take under each of
+  // kernel_options().names, in order: the best of `repetitions`, on values
+  // and memory of the measurement's own (it allocates).
+  virtual std::vector<double> time_kernel_options(const ExecSpace& /*exec*/,
+                                                  const Shapes& /*inputs*/, bool /*input_gradient*/,
+                                                  int /*repetitions*/) const {
+    return {};
+  }
+  // The option set_kernel_option chose, or after allocate() the one forward and
+  // backward run; "" for a layer without options.
+  virtual std::string kernel_option() const { return {}; }
+  // Runs option `name` from now on; throws naming the layer and the options
+  // when it names none of this layer's.
+  virtual void set_kernel_option(const std::string& name) {
+    TESSERA_REQUIRE(false, where() << " has no kernel options; '" << name << "' names none");
   }
 
   // The formats the inputs, output and their gradients may have: float for

@@ -189,6 +189,21 @@ class Model {
   // Layer i's work per sample (forward and backward, input gradient included).
   LayerCost layer_cost(std::size_t i) const;
   std::int64_t max_batch() const { return max_batch_; }
+  // Whether layer i's backward computes an input gradient: it reads
+  // another layer's output, not the model input.
+  bool computes_input_gradient(std::size_t i) const;
+
+  // Kernels (Layer::kernel_options). Each layer with a choice (two or more
+  // options at max_batch()) and its options, by layer index; after infer or
+  // compile.
+  std::vector<std::pair<std::size_t, KernelOptions>> kernel_choices() const;
+  // (name, option) of each layer with a choice, in layer order: the option
+  // it runs (Layer::kernel_option).
+  KernelTable kernels() const;
+  // Each layer the table names runs its option; throws naming the layer,
+  // the option and the layer's options where one is not among them, or
+  // names a layer without a choice. After infer or compile.
+  void set_kernels(const KernelTable& table);
 
   // A table of layers, output shapes and parameter counts.
   std::string summary() const;

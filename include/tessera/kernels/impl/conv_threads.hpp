@@ -74,24 +74,27 @@ struct ThreadBlock {
   }
 };
 
-// The scratch of ConvSchedule::threads and ::winograd on `threads`
-// threads, laid out as Conv2dGeometry::thread_scratch_size counts it: the
-// rows' sums for the bias gradient, the groups' partials, Winograd's
-// transformed weights (the forward's, then the input gradient's), then one
-// slot per thread.
+// The scratch of ConvSchedule::threads, ::winograd and ::direct on
+// `threads` threads, laid out as Conv2dGeometry::thread_scratch_size counts
+// it: the rows' sums for the bias gradient, the groups' partials, the
+// transformed weights (Winograd's or the direct schedule's: the forward's,
+// then the input gradient's), then one slot per thread.
 struct ThreadScratch {
   float* row_sums;
   float* partials;
   float* slots;
   float* forward_weights;
   float* gradient_weights;
+  float* direct_gradient_weights;
   std::int64_t slot_size;
   ThreadScratch(const Conv2dGeometry& g, float* scratch, std::int64_t threads)
       : row_sums(scratch),
         partials(scratch + g.batch * g.out_channels),
         slots(scratch + g.thread_scratch_fixed(threads)),
-        forward_weights(slots - g.winograd_weights_size()),
-        gradient_weights(slots - g.winograd_weights_size() / 2),
+        forward_weights(slots - g.transformed_weights_size()),
+        gradient_weights(forward_weights + g.winograd_weights_size() / 2),
+        direct_gradient_weights(forward_weights + g.taps() * g.in_channels *
+                                                      Conv2dGeometry::lanes_up(g.out_channels)),
         slot_size(g.thread_slot_size()) {}
   // Thread `id`'s slot (Conv2dGeometry::thread_slot_size floats).
   float* slot(int id) const { return slots + id * slot_size; }
@@ -147,6 +150,25 @@ void run_waves(const ExecSpace& exec, const char* label, const PartialWaves& wav
   }
 }
 
+// body(first, count, id) for each block of `samples` consecutive samples
+// of `batch` (the last may be shorter), a task a block taken as threads
+// come free, on the thread holding token id `id`. work: the whole pass's.
+template <class ExecSpace, class Body>
+void run_sample_blocks(const ExecSpace& exec, const char* label, std::int64_t batch,
+                       std::int64_t samples,
+                       const Kokkos::Experimental::UniqueToken<ExecSpace>& token, const Work& work,
+                       const Body& body) {
+  parallel_for(label,
+               Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                   exec, 0, (batch + samples - 1) / samples),
+               work, [=](const std::int64_t block) {
+                 const int id = token.acquire();
+                 const std::int64_t first = block * samples;
+                 body(first, batch - first < samples ? batch - first : samples, id);
+                 token.release(id);
+               });
+}
+
 // The FLOPs of the lowered products of g's whole batch: out x patch x
 // (batch * P), as the forward, the weight gradient and the input gradient
 // each take them.
@@ -200,30 +222,53 @@ void conv2d_forward_threads(const ExecSpace& exec, const Conv2dGeometry& g, cons
   }
 }
 
-// The dW partials of wave `wave` (dW's shape each) added, in group order,
+// The layout of a partial of ConvSchedule::threads: dW's own, `rows` rows
+// (output channels) of `length` entries (the patch), entry l of row o
+// being dW(o, l).
+struct PartialsLikeDw {
+  std::int64_t rows, length;
+  explicit PartialsLikeDw(const Conv2dGeometry& g) : rows(g.out_channels), length(g.patch()) {}
+  std::int64_t entries(std::int64_t /*row*/) const { return length; }
+  void of_dw(std::int64_t row, std::int64_t l, std::int64_t& o, std::int64_t& k) const {
+    o = row;
+    k = l;
+  }
+};
+
+// The dW partials of wave `wave` (each `layout.rows` rows of
+// `layout.length` floats; the first layout.entries(row) of a row are dW
+// entries, layout.of_dw(row, l, o, k) says which) added, in group order,
 // to the sum of the waves before (to 0 in the first, partial 0 its first
-// group's); after the last wave the sum added into dW.
-template <class ExecSpace, class DW>
+// group's); after the last wave the sum added into dW. A task a row.
+template <class ExecSpace, class DW, class Layout>
 void add_thread_partials(const ExecSpace& exec, const Conv2dGeometry& g, const PartialWaves& waves,
-                         std::int64_t wave, float* partials, const DW& dw) {
-  const std::int64_t k = g.patch(), size = g.out_channels * k;
+                         std::int64_t wave, float* partials, const DW& dw, const Layout& layout) {
+  const std::int64_t length = layout.length, size = layout.rows * length;
+  const std::int64_t dw_size = g.out_channels * g.patch();
   const std::int64_t from = waves.first_slot(wave), to = waves.end_slot(wave);
   const bool into_dw = wave + 1 == waves.count();
   // The partials read, dW read and written; an add a partial's element
   // and one into dW (a wave's share).
   const Work sums{
-      bytes_of<float>(waves.groups * size) + 2 * bytes_of<typename DW::value_type>(size),
-      double(waves.groups + 1) * double(size),
-      "host schedule: the partials of the threads schedule, on the host only"};
+      bytes_of<float>(waves.groups * size) + 2 * bytes_of<typename DW::value_type>(dw_size),
+      double(waves.groups) * double(size) + double(dw_size),
+      "host schedule: the partials of a host schedule, a row a task, on the host only"};
   parallel_for("tessera::kernels::conv2d_weight_grad",
-               Kokkos::RangePolicy<ExecSpace>(exec, 0, size), waves.share(sums, wave),
-               [=](const std::int64_t i) {
-                 float sum = from == 0 ? 0.0f : partials[i];
-                 for (std::int64_t slot = from; slot < to; ++slot) sum += partials[slot * size + i];
-                 if (into_dw)
-                   dw(i / k, i % k) += sum;
-                 else
-                   partials[i] = sum;
+               Kokkos::RangePolicy<ExecSpace>(exec, 0, layout.rows), waves.share(sums, wave),
+               [=](const std::int64_t row) {
+                 float* const sum = partials + row * length;
+                 // The first wave starts from 0 (0 + partial 0), a later one
+                 // from the waves before, held in partial 0.
+                 if (from == 0)
+                   for (std::int64_t l = 0; l < length; ++l) sum[l] = 0.0f + sum[l];
+                 for (std::int64_t slot = 1; slot < to; ++slot)
+                   add_row(sum, partials + slot * size + row * length, static_cast<int>(length), 1);
+                 if (!into_dw) return;
+                 for (std::int64_t l = 0; l < layout.entries(row); ++l) {
+                   std::int64_t o, k;
+                   layout.of_dw(row, l, o, k);
+                   dw(o, k) += sum[l];
+                 }
                });
 }
 
@@ -284,7 +329,9 @@ void conv2d_backward_threads(const ExecSpace& exec, const Conv2dGeometry& g, con
       }
     };
     run_waves(exec, "tessera::kernels::conv2d_backward_threads", waves, token, work, group_body,
-              [&](std::int64_t wave) { add_thread_partials(exec, g, waves, wave, partials, dw); });
+              [&](std::int64_t wave) {
+                add_thread_partials(exec, g, waves, wave, partials, dw, PartialsLikeDw(g));
+              });
     if (with_db) add_bias_gradient(exec, row_sums, g.batch, out, db);
   } else {
     check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, 1);

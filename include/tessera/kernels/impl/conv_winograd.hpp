@@ -224,17 +224,11 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
                     winograd_forward_flops(g, wg.t) + double(g.output_size()),
                     "host schedule: one block of samples per task, transformed and multiplied "
                     "on its thread"};
-    parallel_for("tessera::kernels::conv2d_forward_winograd",
-                 Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
-                     exec, 0, g.winograd_blocks()),
-                 work, [=](const std::int64_t block) {
-                   const int id = token.acquire();
-                   const std::int64_t first = block * samples;
-                   const std::int64_t count = g.batch - first < samples ? g.batch - first : samples;
-                   winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
-                                  y.data() + first * out, false, ts.slot(id));
-                   token.release(id);
-                 });
+    run_sample_blocks(exec, "tessera::kernels::conv2d_forward_winograd", g.batch, samples, token,
+                      work, [=](std::int64_t first, std::int64_t count, int id) {
+                        winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
+                                       y.data() + first * out, false, ts.slot(id));
+                      });
   } else {
     check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, 1);
     (void)x, (void)w, (void)b, (void)y;

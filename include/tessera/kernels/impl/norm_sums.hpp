@@ -12,6 +12,7 @@
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/group_layout.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/lanes.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/reduce.hpp>
@@ -86,8 +87,10 @@ struct OneLane {
 };
 #ifdef TESSERA_HOST_VECTORS
 struct AllLanes {
-  typedef float narrow_lanes __attribute__((vector_size(sum_lanes * sizeof(float))));
-  typedef double wide_lanes __attribute__((vector_size(sum_lanes * sizeof(double))));
+  static_assert(sum_lanes == 8, "the lanes are EightFloats and EightDoubles (impl/lanes.hpp)");
+  typedef EightFloats narrow_lanes;
+  typedef EightDoubles wide_lanes;
+  static wide_lanes wide(narrow_lanes v) { return widen_lanes(v); }
   template <class T>
   static narrow_lanes load(const T* p) {
     narrow_lanes v;
@@ -97,7 +100,6 @@ struct AllLanes {
       for (int lane = 0; lane < sum_lanes; ++lane) v[lane] = widen(p[lane]);
     return v;
   }
-  static wide_lanes wide(narrow_lanes v) { return __builtin_convertvector(v, wide_lanes); }
 };
 #endif
 

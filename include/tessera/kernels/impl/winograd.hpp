@@ -18,14 +18,16 @@
 // small integers (1, 2, 4, 5), exact in float, and the fractions are in
 // the weights' transform, which runs in double.
 //
-// The transforms run over a tile of 16 channels at once: the input is
-// first laid out channel-last ([row][column][channel], padded), so that
-// each step of a transform is one vector operation, and the products'
-// output is [tile][out channel].
+// The transforms run over a tile's channels a host vector at a time
+// (NativeLanes: 16 channels with AVX-512, 8 with AVX): the input is first
+// laid out channel-last ([row][column][channel], padded), so that each
+// step of a transform is one vector operation, and the products' output
+// is [tile][out channel].
 #pragma once
 
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/lanes.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -33,9 +35,9 @@
 
 namespace tessera::kernels::impl {
 
-// Channels a transform step handles at once (one AVX-512 vector, two AVX2
-// ones): the transforms need channel counts that are multiples of it.
-constexpr int winograd_lanes = 16;
+// The transforms need channel counts that are multiples of this (the
+// weights' transforms take this many channels a task; impl/lanes.hpp).
+constexpr int winograd_lanes = float_lanes;
 
 struct Winograd {
   static constexpr int max_t = 6;
@@ -175,22 +177,11 @@ struct Winograd {
   }
 };
 
-#ifdef TESSERA_HOST_VECTORS
-typedef float WinogradLanes __attribute__((vector_size(winograd_lanes * sizeof(float))));
-#else
-struct WinogradLanes {
-  float v[winograd_lanes];
-  friend WinogradLanes operator*(float f, const WinogradLanes& x) {
-    WinogradLanes y;
-    for (int l = 0; l < winograd_lanes; ++l) y.v[l] = f * x.v[l];
-    return y;
-  }
-  WinogradLanes& operator+=(const WinogradLanes& x) {
-    for (int l = 0; l < winograd_lanes; ++l) v[l] += x.v[l];
-    return *this;
-  }
-};
-#endif
+// A transform step's channels: the host's own vector (impl/lanes.hpp),
+// so that each step is one register operation; channel counts are
+// multiples of winograd_lanes, hence of it.
+using WinogradLanes = NativeLanes;
+static_assert(winograd_lanes % native_lanes == 0, "a vector step divides winograd_lanes");
 
 // V[(i * t + j)][tile][c] = (B^T d B)(i, j) of one tile of `channels`
 // channels, d read channel-last from `in` (rows `row` floats apart,
@@ -198,7 +189,7 @@ struct WinogradLanes {
 template <int T>
 inline void winograd_input_tile(const Winograd& w, const float* in, std::int64_t row,
                                 std::int64_t channels, float* v, std::int64_t block) {
-  for (std::int64_t c0 = 0; c0 < channels; c0 += winograd_lanes) {
+  for (std::int64_t c0 = 0; c0 < channels; c0 += native_lanes) {
     WinogradLanes tmp[T][T];  // tmp[i][b] = sum_a bt[i][a] d[a][b]
     for (int b = 0; b < T; ++b) {
       WinogradLanes d[T];
@@ -227,7 +218,7 @@ inline void winograd_input_tile(const Winograd& w, const float* in, std::int64_t
 template <int T>
 inline void winograd_gradient_tile(const Winograd& w, const float* in, std::int64_t row,
                                    std::int64_t channels, float* m, std::int64_t block) {
-  for (std::int64_t o0 = 0; o0 < channels; o0 += winograd_lanes) {
+  for (std::int64_t o0 = 0; o0 < channels; o0 += native_lanes) {
     WinogradLanes d[2][2];
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b)
@@ -254,7 +245,7 @@ inline void winograd_gradient_tile(const Winograd& w, const float* in, std::int6
 template <int T>
 inline void winograd_output_tile(const Winograd& w, const float* m, std::int64_t block,
                                  std::int64_t channels, float* out, std::int64_t row) {
-  for (std::int64_t o0 = 0; o0 < channels; o0 += winograd_lanes) {
+  for (std::int64_t o0 = 0; o0 < channels; o0 += native_lanes) {
     WinogradLanes tmp[2][T];  // tmp[a][j] = sum_i at[a][i] m[i][j]
     for (int j = 0; j < T; ++j) {
       WinogradLanes x;
