@@ -687,7 +687,8 @@ std::unique_ptr<Model> kernel_choice_cnn() {
 // skipped, an unusable cache directory is noted and the choice still made;
 // choices given to keep stand; the table goes through text unchanged and
 // set_kernels refuses an option a layer lacks. In device-path mode (one
-// option a layer) there is nothing to choose.
+// option a layer) there is nothing to choose: nothing is measured, and a
+// named option the layers cannot run, or a kept one, is noted.
 TEST(Model, KernelChoicesAreMeasuredOnceAndKeptInTheCache) {
   const auto model = kernel_choice_cnn();
   const auto choices = model->kernel_choices();
@@ -695,10 +696,30 @@ TEST(Model, KernelChoicesAreMeasuredOnceAndKeptInTheCache) {
   settings.cache = test::scratch_path("tessera_kernels_", "cache");
   std::filesystem::remove_all(settings.cache);
   if (choices.empty()) {
-    EXPECT_TRUE(choose_kernels(*model, settings, model->execution_space()).table.empty());
+    ASSERT_EQ(model->kernel_options().size(), 3u);
+    const ExecSpace& exec = model->execution_space();
+    const KernelChoice measured = choose_kernels(*model, settings, exec);
+    EXPECT_TRUE(measured.table.empty());
+    EXPECT_EQ(measured.measured, 0);
+    EXPECT_EQ(measured.note, "");
+    EXPECT_EQ(kernel_description(settings, measured), "");
     EXPECT_FALSE(std::filesystem::exists(settings.cache));
+    settings.conv2d = "direct";
+    const KernelChoice named =
+        choose_kernels(*model, settings, exec, KernelTable{{"down", "winograd"}});
+    EXPECT_TRUE(named.table.empty());
+    for (const char* layer : {"'stem'", "'down'", "'same'"})
+      EXPECT_NE(named.note.find(std::string("\"direct\" does not run layer ") + layer),
+                std::string::npos)
+          << named.note;
+    EXPECT_NE(named.note.find("this build runs blocks"), std::string::npos) << named.note;
+    EXPECT_NE(named.note.find("layer 'down' cannot keep its kernel option 'winograd'"),
+              std::string::npos)
+        << named.note;
+    EXPECT_EQ(kernel_description(settings, named), "note: " + named.note);
     return;
   }
+  EXPECT_EQ(model->kernel_options().size(), choices.size());
   ASSERT_EQ(choices.size(), 3u);
   EXPECT_FALSE(model->computes_input_gradient(0));
   EXPECT_TRUE(model->computes_input_gradient(2));

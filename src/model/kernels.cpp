@@ -43,14 +43,22 @@ bool Model::computes_input_gradient(std::size_t i) const {
   return std::any_of(nodes.begin(), nodes.end(), [](std::size_t node) { return node != 0; });
 }
 
-std::vector<std::pair<std::size_t, KernelOptions>> Model::kernel_choices() const {
-  TESSERA_REQUIRE(inferred_, "tessera::Model::kernel_choices: infer or compile the model first");
-  std::vector<std::pair<std::size_t, KernelOptions>> choices;
+std::vector<std::pair<std::size_t, KernelOptions>> Model::kernel_options() const {
+  TESSERA_REQUIRE(inferred_, "tessera::Model::kernel_options: infer or compile the model first");
+  std::vector<std::pair<std::size_t, KernelOptions>> options;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    KernelOptions options =
+    KernelOptions o =
         layers_[i]->kernel_options(layer_input_shapes(i, max_batch_), computes_input_gradient(i));
-    if (options.names.size() >= 2) choices.emplace_back(i, std::move(options));
+    if (!o.names.empty()) options.emplace_back(i, std::move(o));
   }
+  return options;
+}
+
+std::vector<std::pair<std::size_t, KernelOptions>> Model::kernel_choices() const {
+  auto choices = kernel_options();
+  choices.erase(std::remove_if(choices.begin(), choices.end(),
+                               [](const auto& c) { return c.second.names.size() < 2; }),
+                choices.end());
   return choices;
 }
 
@@ -294,7 +302,7 @@ KernelChoice choose_kernels(const Model& model, const KernelSettings& settings,
     notes += (notes.empty() ? "" : "; ") + note;
   };
   Measurements measurements(settings, kernel_machine(exec), notes);
-  const auto layers = model.kernel_choices();
+  auto layers = model.kernel_options();
   std::vector<bool> measured;  // by table row: chosen by measurement
   for (const auto& [i, options] : layers) {
     const std::string& name = model.layers()[i]->name();
@@ -302,11 +310,18 @@ KernelChoice choose_kernels(const Model& model, const KernelSettings& settings,
     const auto given =
         std::find_if(kept.begin(), kept.end(), [&](const auto& k) { return k.first == name; });
     const bool keeps = given != kept.end() && among(options.names, given->second);
+    const bool single = options.names.size() < 2;  // no choice on this build
     if (given != kept.end() && !keeps)
       add_note("layer '" + name + "' cannot keep its kernel option '" + given->second +
-               "' here (this build runs " + listed(options.names) + "): chosen by kernels." +
-               options.family);
+               "' here (this build runs " + listed(options.names) + ")" +
+               (single ? "" : ": chosen by kernels." + options.family));
     const bool named = mode != "measured" && mode != "fixed";
+    if (single) {
+      if (named && !among(options.names, mode))
+        add_note("kernels." + options.family + " = \"" + mode + "\" does not run layer '" + name +
+                 "' (" + options.key + ") here: this build runs " + options.names.front());
+      continue;
+    }
     if (!keeps && named && !among(options.names, mode))
       add_note("kernels." + options.family + " = \"" + mode + "\" does not run layer '" + name +
                "' (" + options.key + ") here: it runs " + options.fixed);
@@ -324,6 +339,9 @@ KernelChoice choose_kernels(const Model& model, const KernelSettings& settings,
   }
   measurements.write(choice);
   // Where another process wrote a layer's measurement first, its choice.
+  layers.erase(std::remove_if(layers.begin(), layers.end(),
+                              [](const auto& l) { return l.second.names.size() < 2; }),
+               layers.end());
   for (std::size_t row = 0; row < layers.size(); ++row) {
     const std::string written = measurements.written(layers[row].second.key);
     if (measured[row] && !written.empty() && among(layers[row].second.names, written))
@@ -334,7 +352,7 @@ KernelChoice choose_kernels(const Model& model, const KernelSettings& settings,
 }
 
 std::string kernel_description(const KernelSettings& settings, const KernelChoice& choice) {
-  if (choice.table.empty()) return {};
+  if (choice.table.empty()) return choice.note.empty() ? std::string() : "note: " + choice.note;
   std::ostringstream os;
   os << "kernels: conv2d = \"" << settings.conv2d << "\"";
   if (choice.kept > 0 || choice.measured > 0 || choice.cached > 0) {

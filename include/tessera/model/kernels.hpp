@@ -46,12 +46,16 @@ struct KernelChoice {
 // where it measures. One process decides; a run decides on its first rank
 // and sends the table to the others. Cache entries are kept first-written:
 // a process that measured a layer another one had meanwhile written takes
-// the written choice.
+// the written choice. A layer with one option here is not in the table; a
+// deck that names another option for it (or a checkpoint that recorded
+// another) gets a note.
 KernelChoice choose_kernels(const Model& model, const KernelSettings& settings,
                             const ExecSpace& exec, const KernelTable& kept = {});
 
 // "kernels: conv2d measured (...): stem threads, s1b1_conv1 winograd, ...",
-// one line for the run's log; "" when the model has no choice.
+// one line for the run's log, then a line "note: ..." with its notes
+// where it has any; only that note when the model has no choice; "" without
+// either.
 std::string kernel_description(const KernelSettings& settings, const KernelChoice& choice);
 
 // The table as one line of text ("layer=option,layer=option") and back.

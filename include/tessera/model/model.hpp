@@ -193,9 +193,11 @@ class Model {
   // another layer's output, not the model input.
   bool computes_input_gradient(std::size_t i) const;
 
-  // Kernels (Layer::kernel_options). Each layer with a choice (two or more
-  // options at max_batch()) and its options, by layer index; after infer or
-  // compile.
+  // Kernels (Layer::kernel_options). Each layer with options at
+  // max_batch() (one or more) and its options, by layer index; after infer
+  // or compile.
+  std::vector<std::pair<std::size_t, KernelOptions>> kernel_options() const;
+  // Those with a choice: two or more options.
   std::vector<std::pair<std::size_t, KernelOptions>> kernel_choices() const;
   // (name, option) of each layer with a choice, in layer order: the option
   // it runs (Layer::kernel_option).
