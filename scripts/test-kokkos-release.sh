@@ -16,6 +16,9 @@
 #                                (CI does this, with TESSERA_KOKKOS_BOUNDS_CHECK=on:
 #                                README command 2 tests the host fast paths)
 #   TESSERA_KOKKOS_BOUNDS_CHECK  on: Kokkos built with its View bounds checks
+#   TESSERA_CTEST_EXCLUDE        labels of tests to leave out (scripts/setup.sh;
+#                                CI leaves out those that read only the sources
+#                                and the Serial rebuild, which README command 2 runs)
 #   TESSERA_BUILD_DIR            build directory (default: <clone>/build-kokkos-<version>
 #                                [-cxx20][-device-paths][-bounds-check])
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

@@ -73,7 +73,9 @@ KernelTable Model::kernels() const {
 
 void Model::set_kernels(const KernelTable& table) {
   const auto choices = kernel_choices();
-  for (const auto& [name, option] : table) {
+  for (const auto& entry : table) {
+    const std::string& name = entry.first;  // C++17 lambdas capture no structured binding
+    const std::string& option = entry.second;
     const auto found = std::find_if(choices.begin(), choices.end(), [&](const auto& c) {
       return layers_[c.first]->name() == name;
     });
