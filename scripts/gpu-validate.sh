@@ -274,9 +274,13 @@ if selected train; then
   for name in "${deck_names[@]}"; do
     step "${name}: one bounded epoch"
     log="$out/logs/train-${name}.log"
-    # The GPT deck's 128-token windows take longer a sample.
-    samples=4096
-    [ "$name" != gpt ] || samples=512
+    # The GPT decks' windows take longer a sample: as many tokens for each
+    # (512 windows of 128, 128 of 512).
+    case "$name" in
+      gpt) samples=512 ;;
+      gpt-512) samples=128 ;;
+      *) samples=4096 ;;
+    esac
     mapfile -t args < <(deck_args "$name" training.epochs=1 "data.train_samples=${samples}" \
       data.test_samples=1000 "run.output_dir=$out/runs/${name}")
     if run_step 60 "$log" "$bin/tessera-train" "${args[@]}"; then
