@@ -318,15 +318,10 @@ KernelChoice choose_kernels(const Model& model, const KernelSettings& settings,
                "' here (this build runs " + listed(options.names) + ")" +
                (single ? "" : ": chosen by kernels." + options.family));
     const bool named = mode != "measured" && mode != "fixed";
-    if (single) {
-      if (named && !among(options.names, mode))
-        add_note("kernels." + options.family + " = \"" + mode + "\" does not run layer '" + name +
-                 "' (" + options.key + ") here: this build runs " + options.names.front());
-      continue;
-    }
     if (!keeps && named && !among(options.names, mode))
       add_note("kernels." + options.family + " = \"" + mode + "\" does not run layer '" + name +
                "' (" + options.key + ") here: it runs " + options.fixed);
+    if (single) continue;
     std::string option = options.fixed;
     if (keeps) {
       option = given->second;
