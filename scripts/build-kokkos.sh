@@ -14,18 +14,62 @@
 #
 # Usage: scripts/build-kokkos.sh <openmp|cuda|hip|clang>
 #        scripts/build-kokkos.sh --prefix <backend>   (print the prefix and exit)
+#        scripts/build-kokkos.sh --packages <backend> (install the backend's
+#            Debian packages and exit: CI installs the GPU toolchains while
+#            other tiers build)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TRILINOS_VERSION=13.2.0
 TRILINOS_DEB_VERSION=13.2.0-4
 
-print_only=0
-if [ "${1:-}" = "--prefix" ]; then print_only=1; shift; fi
+print_only=0 packages_only=0
+case "${1:-}" in
+  --prefix) print_only=1; shift ;;
+  --packages) packages_only=1; shift ;;
+esac
 backend="${1:-}"
 case "$backend" in
   openmp|cuda|hip|clang) ;;
-  *) echo "usage: $0 [--prefix] <openmp|cuda|hip|clang>" >&2; exit 2 ;;
+  *) echo "usage: $0 [--prefix|--packages] <openmp|cuda|hip|clang>" >&2; exit 2 ;;
 esac
+
+# The Debian packages a backend's build needs (TESSERA_GPU_TOOLCHAIN=system:
+# the nvcc or hipcc already on PATH, none installed).
+install_packages() {
+  case "$backend" in
+    openmp)
+      step "packages for the OpenMP backend"
+      apt_install g++ cmake make libopenblas-dev
+      ;;
+    clang)
+      step "packages for the clang build (clang 14, LLVM OpenMP, sanitizer and fuzzer runtimes)"
+      apt_install clang libomp-dev libclang-rt-dev cmake make libopenblas-dev
+      ;;
+    cuda)
+      if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then
+        step "CUDA toolkit on PATH ($(command -v nvcc || echo 'nvcc: not found'))"
+        command -v nvcc > /dev/null || die "TESSERA_GPU_TOOLCHAIN=system, but no nvcc on PATH"
+      else
+        step "packages for the CUDA backend (Debian non-free CUDA 11.8, host g++-11)"
+        ensure_apt_source tessera-non-free deb "contrib non-free"
+        apt_install nvidia-cuda-toolkit g++-11
+      fi
+      ;;
+    hip)
+      if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then
+        step "ROCm on PATH ($(command -v hipcc || echo 'hipcc: not found'))"
+        command -v hipcc > /dev/null || die "TESSERA_GPU_TOOLCHAIN=system, but no hipcc on PATH"
+      else
+        step "packages for the HIP backend (Debian ROCm 5.2)"
+        apt_install hipcc libamdhip64-dev rocm-device-libs
+      fi
+      ;;
+  esac
+}
+if [ "$packages_only" -eq 1 ]; then
+  install_packages
+  exit 0
+fi
 
 # Six settings change the recipe; they are part of the prefix's hash:
 #   TESSERA_KOKKOS_SOURCE     a directory with Kokkos and Kokkos Kernels release
@@ -164,10 +208,9 @@ no_eti=(-DKokkosKernels_INST_FLOAT=OFF -DKokkosKernels_INST_DOUBLE=OFF
         -DKokkosKernels_INST_OFFSET_SIZE_T=OFF -DKokkosKernels_INST_OFFSET_INT=OFF
         -DKokkosKernels_ADD_DEFAULT_ETI=OFF)
 
+install_packages
 case "$backend" in
   openmp)
-    step "packages for the OpenMP backend"
-    apt_install g++ cmake make libopenblas-dev
     kokkos_args+=(-DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=ON)
     kk_args+=(-DBUILD_SHARED_LIBS=ON
               -DKokkosKernels_INST_FLOAT=ON -DKokkosKernels_INST_DOUBLE=OFF
@@ -178,21 +221,14 @@ case "$backend" in
   clang)
     # One OpenMP runtime per process: Kokkos built by clang uses LLVM's
     # libomp, as the clang-built Tessera that links it does.
-    step "packages for the clang build (clang 14, LLVM OpenMP, sanitizer and fuzzer runtimes)"
-    apt_install clang libomp-dev libclang-rt-dev cmake make libopenblas-dev
     kokkos_args+=(-DCMAKE_CXX_COMPILER=clang++ -DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=ON)
     kk_args+=(-DCMAKE_CXX_COMPILER=clang++ -DBUILD_SHARED_LIBS=ON "${no_eti[@]}"
               -DKokkosKernels_ENABLE_TPL_BLAS=ON)
     ;;
   cuda)
     if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then
-      step "CUDA toolkit on PATH ($(command -v nvcc || echo 'nvcc: not found'))"
-      command -v nvcc > /dev/null || die "TESSERA_GPU_TOOLCHAIN=system, but no nvcc on PATH"
       kk_args+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
     else
-      step "packages for the CUDA backend (Debian non-free CUDA 11.8, host g++-11)"
-      ensure_apt_source tessera-non-free deb "contrib non-free"
-      apt_install nvidia-cuda-toolkit g++-11
       use_debian_cuda
     fi
     kokkos_args+=(-DCMAKE_CXX_COMPILER="${kokkos_src}/bin/nvcc_wrapper"
@@ -205,14 +241,7 @@ case "$backend" in
     fi
     ;;
   hip)
-    if [ "${TESSERA_GPU_TOOLCHAIN:-}" = system ]; then
-      step "ROCm on PATH ($(command -v hipcc || echo 'hipcc: not found'))"
-      command -v hipcc > /dev/null || die "TESSERA_GPU_TOOLCHAIN=system, but no hipcc on PATH"
-      kk_args+=(-DKokkosKernels_ENABLE_TPL_ROCBLAS=ON)
-    else
-      step "packages for the HIP backend (Debian ROCm 5.2)"
-      apt_install hipcc libamdhip64-dev rocm-device-libs
-    fi
+    [ "${TESSERA_GPU_TOOLCHAIN:-}" != system ] || kk_args+=(-DKokkosKernels_ENABLE_TPL_ROCBLAS=ON)
     kokkos_args+=(-DCMAKE_CXX_COMPILER=hipcc -DKokkos_ENABLE_HIP=ON
                   "-DKokkos_ARCH_${TESSERA_KOKKOS_ARCH:-VEGA908}=ON")
     kk_args+=(-DCMAKE_CXX_COMPILER=hipcc "${no_eti[@]}")

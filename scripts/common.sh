@@ -78,8 +78,16 @@ apt_install() {
     return 0
   fi
   note "installing: ${missing[*]}"
-  as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt_locked apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt_locked apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# apt_locked <command...>: the command as root, holding the lock every apt
+# call of these scripts takes, so that an install running beside another
+# (CI installs the GPU toolchains in the background) waits its turn
+# instead of failing on apt's own locks.
+apt_locked() {
+  as_root flock "${TESSERA_APT_LOCK:-/var/lock/tessera-apt.lock}" "$@"
 }
 
 # Add a deb-src (and optionally contrib/non-free) entry mirroring the existing bookworm one.
@@ -98,7 +106,7 @@ Suites: bookworm
 Components: ${components}
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-  as_root apt-get update -qq
+  apt_locked apt-get update -qq
 }
 
 # Kokkos' OpenMP threads and OpenBLAS must share one thread pool: with the

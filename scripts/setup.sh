@@ -29,6 +29,10 @@
 #   TESSERA_CTEST_EXCLUDE  test: a regular expression of labels whose tests
 #                      this suite leaves out (ctest -LE; default: none, the
 #                      whole suite)
+#   TESSERA_CTEST_LABELS   test: a regular expression of labels; only their
+#                      tests run (ctest -L; default: every label)
+#   TESSERA_CMAKE_ARGS further arguments to Tessera's CMake configure, split
+#                      at spaces (e.g. -DTessera_ENABLE_HEADER_CHECK=OFF)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 action="${1:-build}"
@@ -85,6 +89,8 @@ else
   launcher=(-UCMAKE_CXX_COMPILER_LAUNCHER)
 fi
 
+read -ra extra_cmake_args <<< "${TESSERA_CMAKE_ARGS:-}"
+
 step "Tessera: configure (${build_dir})"
 # Tessera's own kernels for this machine's vector instructions (AVX2 and FMA,
 # AVX-512): the build and the runs happen here (README, "CMake options").
@@ -92,7 +98,7 @@ cmake -S "$TESSERA_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$kokkos_prefix" -DBUILD_SHARED_LIBS=ON -DTessera_HOST_ARCH=native \
   -DTessera_TEST_CONFIGURATION=setup -DCMAKE_CXX_STANDARD="${TESSERA_KOKKOS_CXX_STANDARD:-17}" \
   -DTessera_HOST_FAST_PATHS="${TESSERA_HOST_FAST_PATHS:-ON}" -DTessera_PYTHON=/usr/bin/python3 \
-  "${launcher[@]}" > "${build_dir}.configure.log" 2>&1 \
+  "${launcher[@]}" "${extra_cmake_args[@]}" > "${build_dir}.configure.log" 2>&1 \
   || { cat "${build_dir}.configure.log"; die "CMake configure failed"; }
 note "configured (log: ${build_dir}.configure.log)"
 
@@ -136,11 +142,15 @@ case "$action" in
     ;;
   test)
     step "test suite (ctest)"
-    exclude=()
+    selection=()
+    if [ -n "${TESSERA_CTEST_LABELS:-}" ]; then
+      selection+=(-L "$TESSERA_CTEST_LABELS")
+      note "running the tests labelled ${TESSERA_CTEST_LABELS}"
+    fi
     if [ -n "${TESSERA_CTEST_EXCLUDE:-}" ]; then
-      exclude=(-LE "$TESSERA_CTEST_EXCLUDE")
+      selection+=(-LE "$TESSERA_CTEST_EXCLUDE")
       note "leaving out the tests labelled ${TESSERA_CTEST_EXCLUDE}"
     fi
-    run_ctest --test-dir "$build_dir" --output-on-failure -j "$TESSERA_JOBS" "${exclude[@]}"
+    run_ctest --test-dir "$build_dir" --output-on-failure -j "$TESSERA_JOBS" "${selection[@]}"
     ;;
 esac

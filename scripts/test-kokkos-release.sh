@@ -2,7 +2,7 @@
 # README command 2 on a second Kokkos: build Kokkos and Kokkos Kernels from
 # their release sources (CI: 4.6.01, the release nearest to the 4.6.02 that
 # Spack gives its users), build Tessera against them in its own build
-# directory and run the whole test suite there. README command 2 itself
+# directory and run the whole test suite there (or the labels chosen below). README command 2 itself
 # stays on Debian's 3.4.01, which any fresh machine can build.
 #
 #   scripts/test-kokkos-release.sh [sources]
@@ -16,9 +16,12 @@
 #                                (CI does this, with TESSERA_KOKKOS_BOUNDS_CHECK=on:
 #                                README command 2 tests the host fast paths)
 #   TESSERA_KOKKOS_BOUNDS_CHECK  on: Kokkos built with its View bounds checks
-#   TESSERA_CTEST_EXCLUDE        labels of tests to leave out (scripts/setup.sh;
-#                                CI leaves out those that read only the sources
-#                                and the Serial rebuild, which README command 2 runs)
+#   TESSERA_CTEST_LABELS         labels of the tests to run, TESSERA_CTEST_EXCLUDE
+#                                labels of tests to leave out (scripts/setup.sh;
+#                                CI runs '^(unit|paths)$', the unit tests and those
+#                                whose verdict rests on the kernels)
+#   TESSERA_CMAKE_ARGS           further CMake arguments (CI: the header check off,
+#                                which README command 2 builds)
 #   TESSERA_BUILD_DIR            build directory (default: <clone>/build-kokkos-<version>
 #                                [-cxx20][-device-paths][-bounds-check])
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
