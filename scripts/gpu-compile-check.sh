@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Compile-only builds of the whole of Tessera (library, apps, tests) for the
-# GPU backends, on a machine without a GPU: a kernel that cannot compile for
-# CUDA or HIP fails here. Each backend has its own cached Kokkos prefix and
-# its own build directory; nothing is run.
+# Compile-only builds of Tessera (library, apps, unit tests and the example:
+# what a GPU build runs) for the GPU backends, on a machine without a GPU:
+# a kernel that cannot compile for CUDA or HIP fails here. Each backend has
+# its own cached Kokkos prefix and its own build directory; nothing is run.
 #
 #   scripts/gpu-compile-check.sh [cuda] [hip]     (default: both)
 #
@@ -66,7 +66,7 @@ for backend in "${backends[@]}"; do
     -DTessera_ENABLE_COMPILE_ONLY=ON > "${build_dir}.configure.log" 2>&1 \
     || { cat "${build_dir}.configure.log"; die "CMake configure for ${backend} failed"; }
 
-  step "Tessera compile-only (${backend}): build library, apps and tests"
+  step "Tessera compile-only (${backend}): build library, apps, unit tests and example"
   start=$(date +%s)
   cmake --build "$build_dir" -j "$TESSERA_JOBS"
   note "${backend}: everything compiled in $(( $(date +%s) - start )) s"
