@@ -47,7 +47,14 @@ has avx2 fma && cores+=(Haswell Zen)
 has avx512f avx512cd avx512bw avx512dq avx512vl && cores+=(SkylakeX)
 [ "${#cores[@]}" -gt 0 ] || die "this CPU has none of the instruction sets of Haswell, Zen, SkylakeX"
 note "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')"
-default_core=$(OPENBLAS_VERBOSE=2 OMP_NUM_THREADS=1 "${build_dir}/tests/test_dense" --gtest_filter=none 2>&1 | sed -n 's/^Core: //p')
+# core_in_use [type]: the core type OpenBLAS uses under OPENBLAS_CORETYPE=type
+# (none: under the caller's environment), as OPENBLAS_VERBOSE=2 prints it.
+core_in_use() {
+  [ -z "${1:-}" ] || local -x OPENBLAS_CORETYPE="$1"
+  OPENBLAS_VERBOSE=2 OMP_NUM_THREADS=1 "${build_dir}/tests/test_dense" --gtest_filter=none 2>&1 |
+    sed -n 's/^Core: //p'
+}
+default_core=$(core_in_use)
 note "default core type: ${default_core}"
 if [ "$except_suite_core" -eq 1 ]; then
   # The core type the whole suite of `setup.sh test` ran on: the one
@@ -66,8 +73,7 @@ results=()
 failed=0
 for core in "${cores[@]}"; do
   step "ctest -L blas with OPENBLAS_CORETYPE=${core}"
-  used=$(OPENBLAS_CORETYPE="$core" OPENBLAS_VERBOSE=2 OMP_NUM_THREADS=1 \
-           "${build_dir}/tests/test_dense" --gtest_filter=none 2>&1 | sed -n 's/^Core: //p')
+  used=$(core_in_use "$core")
   [ "$used" = "$core" ] || die "OPENBLAS_CORETYPE=${core}: OpenBLAS uses '${used}' instead"
   started=$(date +%s)
   if OPENBLAS_CORETYPE="$core" ctest --no-tests=error --test-dir "$build_dir" -L blas --output-on-failure -j "$TESSERA_JOBS"; then
