@@ -202,7 +202,12 @@ const std::vector<kernels::AttentionLayout>& layouts() {
 // The path the build takes on E.
 TYPED_TEST(AttentionKernels, MatchesNaiveReference) {
   using E = TypeParam;
-  for (const kernels::AttentionLayout& l : layouts())
+  // And a head wider than two of the host's vector registers (the host
+  // path's widest tiles, then narrower ones) over three blocks of 16 query
+  // rows, the last one short.
+  std::vector<kernels::AttentionLayout> all = layouts();
+  all.push_back({2, 37, 2, 40});
+  for (const kernels::AttentionLayout& l : all)
     for (const float rate : {0.0f, 0.3f}) {
       SCOPED_TRACE(std::to_string(l.positions) + " positions, rate " + std::to_string(rate));
       const Problem pr = problem(l, rate);
@@ -324,20 +329,20 @@ TYPED_TEST(AttentionKernels, ScratchOfTheOtherPathIsRejected) {
   using E = TypeParam;
   const kernels::AttentionLayout l{1, 6, 1, 4};
   V2<E> qkv("qkv", 6, 12), heads("heads", 6, 4);
-  // The host path's scratch: 2 D + 12 rows.
-  kernels::AttentionScores stats("stats", 1, 2, 6), scratch("s", 1, 2 * 4 + 12, 6);
+  // The host path's scratch: 2 D + 48 rows.
+  kernels::AttentionScores stats("stats", 1, 2, 6), scratch("s", 1, 2 * 4 + 48, 6);
   test::expect_error(
       [&] {
         kernels::impl::attention_forward_device(E(), l, 1.0f, {}, qkv, stats, scratch, heads);
       },
-      "tessera::kernels::attention_forward: qkv [6, 12], stats [1, 2, 6], scratch [1, 20, 6], "
+      "tessera::kernels::attention_forward: qkv [6, 12], stats [1, 2, 6], scratch [1, 56, 6], "
       "heads [6, 4] for batch 1, 6 positions, 1 heads of 4; expected qkv [N T, 3 C], stats "
       "[N H, 2, T], scratch [N H, 1, T]");
 }
 
 // What the layer keeps from forward to backward and its temporaries grow
 // as T, not T^2: no [T, T] scores or probabilities exist whole, on either
-// path (the host path holds blocks of 4 rows of T, the device path chunks
+// path (the host path holds blocks of 16 rows of T, the device path chunks
 // of attention_column_chunk positions per team).
 TEST(CausalSelfAttention, MemoryGrowsLinearlyWithTheContext) {
   CausalSelfAttention::Options o;
@@ -415,10 +420,12 @@ TEST(CausalSelfAttention, GradientsMatchFiniteDifferences) {
     bool bias;
     Shape input;
   };
-  // The last two span several register tiles (4 positions by 8 values).
-  for (const Case& c : {Case{1, 0.0f, true, Shape{2, 4, 3}}, Case{2, 0.0f, false, Shape{1, 5, 4}},
-                        Case{4, 0.3f, true, Shape{2, 3, 8}}, Case{1, 0.0f, false, Shape{1, 9, 10}},
-                        Case{1, 0.2f, true, Shape{1, 6, 9}}}) {
+  // The fourth and fifth span several register tiles (4 positions by 8
+  // values), the sixth two blocks of 16 query rows.
+  for (const Case& c :
+       {Case{1, 0.0f, true, Shape{2, 4, 3}}, Case{2, 0.0f, false, Shape{1, 5, 4}},
+        Case{4, 0.3f, true, Shape{2, 3, 8}}, Case{1, 0.0f, false, Shape{1, 9, 10}},
+        Case{1, 0.2f, true, Shape{1, 6, 9}}, Case{1, 0.0f, false, Shape{1, 20, 8}}}) {
     SCOPED_TRACE(to_string(c.input) + " heads " + std::to_string(c.heads));
     CausalSelfAttention attention("attn", attention_options(c.heads, c.dropout, c.bias));
     test::LayerHarness h(attention, {c.input}, 4);

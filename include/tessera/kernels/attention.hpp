@@ -20,27 +20,30 @@
 //
 // The host path: each (sample, head) is one work item that reads its
 // columns of qkv in place (no copies into [N, H, T, D]) and takes its
-// positions in blocks of 4: every product (S = Q K^T, Y = P' V,
-// dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed in
-// register tiles of 4 x 8 outputs (impl::tile_product), and a block visits
-// only the positions j < t0 + 4 its rows may see; the masked half costs
-// nothing beyond the diagonal tiles. A block's scores are a [4, T] row
-// block of the item's scratch, so each row's softmax sees the whole row at
-// once (no running maximum to rescale by) and backward's recomputed
-// probabilities have the bits forward used. The head's keys (and in
-// backward its values) are first copied transposed into the item's
-// scratch, [D, T], so that every product reads 8 contiguous values of one
-// operand per step and one value of the other for each of 4 rows: 4
-// vector multiply-adds per load. Each output sums its terms in order of k,
-// one accumulator each, so the results have the same bits for any thread
-// count. On the tiny GPT (N 32, T 128, 4 heads of 32, 2 threads, AVX2) the
-// tiles took 5.8 ms forward and 11 to 12.5 backward per layer (with the
-// probabilities kept whole), where rows of dot products over D took 13 and
-// 19. Computing the scores and probabilities again costs backward about
-// 16 % (AVX-512, medians of 5 interleaved runs: 6.0 to 7.0 ms a layer;
-// forward 2.6 ms either way). KokkosBatched's serial blocked GEMMs over the
-// full T x T block on the same strided views had taken 1.9 and 2.3 times
-// as long as those dot products.
+// query positions in blocks of 16 (block_rows): every product (S = Q K^T,
+// Y = P' V, dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed
+// in register tiles of 4 rows by two of the host's vector registers (32
+// outputs a row with AVX-512, 16 with AVX2; impl::lane_tile), then one
+// register, then 4 x 8 (impl::tile_product), and a block visits only the
+// positions j < t0 + 16 its rows may see. A block's scores are a [16, T]
+// row block of the item's scratch, so each row's softmax sees the whole
+// row at once (no running maximum to rescale by) and backward's
+// recomputed probabilities have the bits forward used. The head's keys
+// (and in backward its values) are first copied transposed into the
+// item's scratch, [D, T], so that every product reads contiguous values
+// of one operand per step and one value of the other for each of 4 rows.
+// Each output sums its terms in order of k, one accumulator each (dV and
+// dK start from what dqkv holds and add the block's 16 terms in order of
+// t), so the results have the same bits for any thread count, tile shape
+// and block size. On the tiny GPT (N 32, T 128, 4 heads of 32, 2 threads,
+// AVX2) 4 x 8 tiles over blocks of 4 took 5.8 ms forward and 11 to 12.5
+// backward per layer (with the probabilities kept whole), where rows of
+// dot products over D took 13 and 19; docs/benchmarks.md ("The tiny GPT")
+// has the wider tiles and blocks. Computing the scores and probabilities
+// again costs backward about 16 % (AVX-512, medians of 5 interleaved runs:
+// 6.0 to 7.0 ms a layer; forward 2.6 ms either way). KokkosBatched's
+// serial blocked GEMMs over the full T x T block on the same strided views
+// had taken 1.9 and 2.3 times as long as those dot products.
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
@@ -49,6 +52,7 @@
 #include <tessera/kernels/attention_layout.hpp>
 #include <tessera/kernels/dense.hpp>
 #include <tessera/kernels/impl/attention_device.hpp>
+#include <tessera/kernels/impl/lanes.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/reduce.hpp>
@@ -69,14 +73,23 @@ KOKKOS_INLINE_FUNCTION void transpose_head(const QKV& qkv, std::int64_t row0, st
   }
 }
 
-// acc(r, c) = sum over k < k_count, in order, of A(r, k) B(k, c) for
-// r < rows <= 4 and c < cols <= 8, with A(r, k) = a[r a_row + k a_k] (a
-// matrix or a transposed one) and B(k, c) = b[k b_k + c] (8 contiguous
-// values per k).
+// A tile's first values: none (the products written), or what the output
+// holds (the products added to it, each output's terms after it in order).
+struct ZeroStart {
+  KOKKOS_INLINE_FUNCTION float operator()(std::int64_t, std::int64_t) const { return 0.0f; }
+};
+
+// acc(r, c) = start(r, c) + the sum over k < k_count, in order, of
+// A(r, k) B(k, c) for r < rows <= 4 and c < cols <= 8, with A(r, k) =
+// a[r a_row + k a_k] (a matrix or a transposed one) and B(k, c) =
+// b[k b_k + c] (8 contiguous values per k).
+template <class Start>
 KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std::int64_t a_k,
                                          const float* b, std::int64_t b_k, std::int64_t k_count,
-                                         std::int64_t rows, std::int64_t cols,
+                                         std::int64_t rows, std::int64_t cols, const Start& start,
                                          float (&acc)[tile_rows][tile_cols]) {
+  for (int r = 0; r < tile_rows; ++r)
+    for (int c = 0; c < tile_cols; ++c) acc[r][c] = r < rows && c < cols ? start(r, c) : 0.0f;
 #ifdef TESSERA_HOST_VECTORS
   // Host compilers with vector extensions: each row's 8 sums in one vector
   // register. Written as plain loops, the tile's 32 sums are reductions
@@ -86,7 +99,8 @@ KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std
   // of k, as the loops below do for edge tiles and on other compilers.
   if (rows == tile_rows && cols == tile_cols) {
     typedef float row_vector __attribute__((vector_size(tile_cols * sizeof(float))));
-    row_vector sum[tile_rows] = {};
+    row_vector sum[tile_rows];
+    __builtin_memcpy(sum, acc, sizeof sum);
     for (std::int64_t k = 0; k < k_count; ++k) {
       row_vector bk;
       __builtin_memcpy(&bk, b + k * b_k, sizeof bk);
@@ -96,8 +110,6 @@ KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std
     return;
   }
 #endif
-  for (int r = 0; r < tile_rows; ++r)
-    for (int c = 0; c < tile_cols; ++c) acc[r][c] = 0.0f;
   for (std::int64_t k = 0; k < k_count; ++k) {
     const float* bk = b + k * b_k;
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -107,6 +119,58 @@ KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std
   }
 }
 
+#ifdef TESSERA_HOST_VECTORS
+// The host's wide tiles: rows r0 .. r0 + R by columns c0 .. c0 + V
+// native_lanes, each row's sums in V of the host's vector registers (8
+// accumulators of 16 floats with AVX-512 at V = 2): per step of the sum V
+// loads of B and R broadcasts of A for R V vector multiply-adds. Each
+// output starts from start(r, c) and adds its terms in order of k, as
+// tile_product's do, so the tile's shape leaves the bits as they are.
+template <int R, int V, class Start, class Out>
+inline void lane_tile(const float* a, std::int64_t a_row, std::int64_t a_k, const float* b,
+                      std::int64_t b_k, std::int64_t k_count, std::int64_t r0, std::int64_t c0,
+                      const Start& start, const Out& out) {
+  constexpr int width = V * native_lanes;
+  float values[R][width];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < width; ++c) values[r][c] = start(r0 + r, c0 + c);
+  NativeLanes sum[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) sum[r][v] = load_lanes<NativeLanes>(values[r] + v * native_lanes);
+  const float* const ar = a + r0 * a_row;
+  const float* const bc = b + c0;
+  for (std::int64_t k = 0; k < k_count; ++k) {
+    NativeLanes column[V];
+    for (int v = 0; v < V; ++v)
+      column[v] = load_lanes<NativeLanes>(bc + k * b_k + v * native_lanes);
+    for (int r = 0; r < R; ++r) {
+      const float value = ar[r * a_row + k * a_k];
+      for (int v = 0; v < V; ++v) sum[r][v] += value * column[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) store_lanes(values[r] + v * native_lanes, sum[r][v]);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < width; ++c) out(r0 + r, c0 + c, values[r][c]);
+}
+
+// lane_tile for the nr <= tile_rows rows left at r0.
+template <int V, class Start, class Out>
+inline void lane_tile_rows(std::int64_t nr, const float* a, std::int64_t a_row, std::int64_t a_k,
+                           const float* b, std::int64_t b_k, std::int64_t k_count, std::int64_t r0,
+                           std::int64_t c0, const Start& start, const Out& out) {
+  static_assert(tile_rows == 4, "lane_tile_rows dispatches 1 to 4 rows");
+  if (nr >= 4)
+    lane_tile<4, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+  else if (nr == 3)
+    lane_tile<3, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+  else if (nr == 2)
+    lane_tile<2, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+  else
+    lane_tile<1, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+}
+#endif
+
 // Why a host path's launch takes one (sample, head) a work item.
 constexpr const char* attention_host_narrow =
     "host schedule: one (sample, head) per task, its products in register tiles";
@@ -115,18 +179,32 @@ KOKKOS_INLINE_FUNCTION std::int64_t at_most(std::int64_t v, std::int64_t limit) 
   return v < limit ? v : limit;
 }
 
-// out(r, c, sum over k < k_count of A(r, k) B(k, c)) for r < rows and
-// c < cols, in register tiles; A and B as for tile_product.
-template <class Out>
+// out(r, c, start(r, c) + sum over k < k_count of A(r, k) B(k, c)) for
+// r < rows and c < cols, in register tiles (with vector extensions two
+// or one of the host's registers wide, then 8 columns at a time); A and
+// B as for tile_product.
+template <class Start, class Out>
 KOKKOS_INLINE_FUNCTION void tiled_product(const float* a, std::int64_t a_row, std::int64_t a_k,
                                           const float* b, std::int64_t b_k, std::int64_t k_count,
-                                          std::int64_t rows, std::int64_t cols, const Out& out) {
+                                          std::int64_t rows, std::int64_t cols, const Start& start,
+                                          const Out& out) {
   float acc[tile_rows][tile_cols];
   for (std::int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
     const std::int64_t nr = at_most(tile_rows, rows - r0);
-    for (std::int64_t c0 = 0; c0 < cols; c0 += tile_cols) {
+    std::int64_t c0 = 0;
+#ifdef TESSERA_HOST_VECTORS
+    for (; c0 + 2 * native_lanes <= cols; c0 += 2 * native_lanes)
+      lane_tile_rows<2>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+    if (c0 + native_lanes <= cols) {
+      lane_tile_rows<1>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+      c0 += native_lanes;
+    }
+#endif
+    for (; c0 < cols; c0 += tile_cols) {
       const std::int64_t nc = at_most(tile_cols, cols - c0);
-      tile_product(a + r0 * a_row, a_row, a_k, b + c0, b_k, k_count, nr, nc, acc);
+      tile_product(
+          a + r0 * a_row, a_row, a_k, b + c0, b_k, k_count, nr, nc,
+          [&](std::int64_t r, std::int64_t c) { return start(r0 + r, c0 + c); }, acc);
       for (std::int64_t r = 0; r < nr; ++r)
         for (std::int64_t c = 0; c < nc; ++c) out(r0 + r, c0 + c, acc[r][c]);
     }
@@ -157,7 +235,7 @@ KOKKOS_INLINE_FUNCTION void causal_probability_row(float* row, std::int64_t t, s
 }
 
 // The item's scratch rows: its keys transposed, [D, T]; its values
-// transposed (backward only); and three blocks of tile_rows rows of T.
+// transposed (backward only); and three blocks of block_rows rows of T.
 struct AttentionHostScratch {
   float *keys, *values, *p, *ds, *kept;
   KOKKOS_INLINE_FUNCTION AttentionHostScratch(const AttentionScores& scratch, std::int64_t nh,
@@ -165,8 +243,8 @@ struct AttentionHostScratch {
       : keys(&scratch(nh, 0, 0)),
         values(&scratch(nh, D, 0)),
         p(&scratch(nh, 2 * D, 0)),
-        ds(p + tile_rows * T),
-        kept(ds + tile_rows * T) {}
+        ds(p + block_rows * T),
+        kept(ds + block_rows * T) {}
 };
 
 // Rows t0.. (rows of them) of the block's scores, S = scale Q K^T over the
@@ -177,7 +255,7 @@ KOKKOS_INLINE_FUNCTION void attention_block_scores(const QKV& qkv, std::int64_t 
                                                    const float* keys, std::int64_t T,
                                                    std::int64_t D, std::int64_t rows,
                                                    std::int64_t end, float scale, float* s) {
-  tiled_product(&qkv(row0, col0), ld, 1, keys, T, D, rows, end,
+  tiled_product(&qkv(row0, col0), ld, 1, keys, T, D, rows, end, ZeroStart{},
                 [&](std::int64_t r, std::int64_t j, float v) { s[r * T + j] = scale * v; });
 }
 
@@ -207,9 +285,9 @@ void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, flo
         const std::int64_t n = nh / H, h = nh % H;
         const AttentionHostScratch at(scratch, nh, D, T);
         impl::transpose_head(qkv, n * T, C + h * D, T, D, at.keys);
-        for (std::int64_t t0 = 0; t0 < T; t0 += impl::tile_rows) {
+        for (std::int64_t t0 = 0; t0 < T; t0 += impl::block_rows) {
           // Rows t0.. of the block see the positions j < end.
-          const std::int64_t rows = impl::at_most(impl::tile_rows, T - t0), end = t0 + rows;
+          const std::int64_t rows = impl::at_most(impl::block_rows, T - t0), end = t0 + rows;
           // S = scale Q K^T, then each row's softmax and statistics.
           attention_block_scores(qkv, ld, n * T + t0, h * D, at.keys, T, D, rows, end, scale, at.p);
           for (std::int64_t r = 0; r < rows; ++r)
@@ -224,7 +302,7 @@ void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, flo
             p = at.kept;
           }
           impl::tiled_product(p, T, 1, &qkv(n * T, 2 * C + h * D), ld, end, rows, D,
-                              [&](std::int64_t r, std::int64_t d, float v) {
+                              impl::ZeroStart{}, [&](std::int64_t r, std::int64_t d, float v) {
                                 heads(n * T + t0 + r, h * D + d) = v;
                               });
         }
@@ -239,20 +317,19 @@ Work attention_backward_host_work(const AttentionLayout& l, bool drop) {
   // written and read within the item (about the causal half each), dqkv
   // written (zeroed first: the adds to dK and dV re-read what this launch
   // wrote). Per pair: S again (2 D + 1) and P from it (3), dP's dot product
-  // (2 D), the multiply-adds of dV, dQ and dK (2 D each) and the adds of
-  // dV's and dK's blocks into dqkv (D / tile_rows each), P dP's
-  // multiply-add into the dot (2), dS (3), and with dropout the decision
-  // and its products with P and dP (5).
+  // (2 D), the multiply-adds of dV, dQ and dK (2 D each; dV and dK add
+  // onto dqkv's values), P dP's multiply-add into the dot (2), dS (3), and
+  // with dropout the decision and its products with P and dP (5).
   const std::int64_t heads_size = attention_head_elements(l), T = l.positions, H = l.heads,
                      D = l.head_dim;
-  return Work{bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
-                  bytes_of<typename DHeads::non_const_value_type>(heads_size) +
-                  bytes_of<float>(l.batch * H * (attention_stat_rows + 2 * D) * T) +
-                  bytes_of<float>((drop ? 6 : 4) * attention_pairs(l)) +
-                  bytes_of<typename DQKV::non_const_value_type>(3 * heads_size),
-              double(attention_pairs(l)) *
-                  (10.0 * D + 2.0 * D / tile_rows + 9 + (drop ? attention_dropout_flops + 1 : 0)),
-              attention_host_narrow};
+  return Work{
+      bytes_of<typename QKV::non_const_value_type>(3 * heads_size) +
+          bytes_of<typename DHeads::non_const_value_type>(heads_size) +
+          bytes_of<float>(l.batch * H * (attention_stat_rows + 2 * D) * T) +
+          bytes_of<float>((drop ? 6 : 4) * attention_pairs(l)) +
+          bytes_of<typename DQKV::non_const_value_type>(3 * heads_size),
+      double(attention_pairs(l)) * (10.0 * D + 9 + (drop ? attention_dropout_flops + 1 : 0)),
+      attention_host_narrow};
 }
 
 template <class ExecSpace, class QKV, class DHeads, class DQKV>
@@ -281,8 +358,8 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
         float* const ds = at.ds;
         impl::transpose_head(qkv, n * T, C + h * D, T, D, at.keys);
         impl::transpose_head(qkv, n * T, 2 * C + h * D, T, D, at.values);
-        for (std::int64_t t0 = 0; t0 < T; t0 += impl::tile_rows) {
-          const std::int64_t rows = impl::at_most(impl::tile_rows, T - t0), end = t0 + rows;
+        for (std::int64_t t0 = 0; t0 < T; t0 += impl::block_rows) {
+          const std::int64_t rows = impl::at_most(impl::block_rows, T - t0), end = t0 + rows;
           // P again: forward's scores and probabilities, bit for bit.
           attention_block_scores(qkv, ld, n * T + t0, h * D, at.keys, T, D, rows, end, scale, at.p);
           for (std::int64_t r = 0; r < rows; ++r)
@@ -290,6 +367,7 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
                                          stats(nh, 1, t0 + r));
           // dP' = dY V^T over j < end; dP = dP' .* mask.
           impl::tiled_product(&dheads(n * T + t0, h * D), ldh, 1, at.values, T, D, rows, end,
+                              impl::ZeroStart{},
                               [&](std::int64_t r, std::int64_t j, float v) { ds[r * T + j] = v; });
           const float* p = at.p;
           if (drop) {
@@ -301,11 +379,14 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
               }
             p = at.kept;
           }
-          // dV(j) += sum over the block's t of P'(t, j) dY(t), for j < end.
-          impl::tiled_product(p, 1, T, &dheads(n * T + t0, h * D), ldh, rows, end, D,
-                              [&](std::int64_t j, std::int64_t d, float v) {
-                                dqkv(n * T + j, 2 * C + h * D + d) += v;
-                              });
+          // dV(j) += P'(t, j) dY(t) for the block's t in order, j < end:
+          // each dV(j) adds its terms in order of t, whatever the blocks.
+          impl::tiled_product(
+              p, 1, T, &dheads(n * T + t0, h * D), ldh, rows, end, D,
+              [&](std::int64_t j, std::int64_t d) { return dqkv(n * T + j, 2 * C + h * D + d); },
+              [&](std::int64_t j, std::int64_t d, float v) {
+                dqkv(n * T + j, 2 * C + h * D + d) = v;
+              });
           // dS(t, j) = scale P (dP - sum_j P dP), 0 after t.
           for (std::int64_t r = 0; r < rows; ++r) {
             const std::int64_t t = t0 + r;
@@ -316,15 +397,15 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
             for (std::int64_t j = t + 1; j < end; ++j) dst[j] = 0.0f;
           }
           // dQ(t) = sum over j < end of dS(t, j) K(j).
-          impl::tiled_product(ds, T, 1, &qkv(n * T, C + h * D), ld, end, rows, D,
+          impl::tiled_product(ds, T, 1, &qkv(n * T, C + h * D), ld, end, rows, D, impl::ZeroStart{},
                               [&](std::int64_t r, std::int64_t d, float v) {
                                 dqkv(n * T + t0 + r, h * D + d) = v;
                               });
-          // dK(j) += sum over the block's t of dS(t, j) Q(t), for j < end.
-          impl::tiled_product(ds, 1, T, &qkv(n * T + t0, h * D), ld, rows, end, D,
-                              [&](std::int64_t j, std::int64_t d, float v) {
-                                dqkv(n * T + j, C + h * D + d) += v;
-                              });
+          // dK(j) += dS(t, j) Q(t) for the block's t in order, j < end.
+          impl::tiled_product(
+              ds, 1, T, &qkv(n * T + t0, h * D), ld, rows, end, D,
+              [&](std::int64_t j, std::int64_t d) { return dqkv(n * T + j, C + h * D + d); },
+              [&](std::int64_t j, std::int64_t d, float v) { dqkv(n * T + j, C + h * D + d) = v; });
         }
       });
 }

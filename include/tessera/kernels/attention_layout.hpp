@@ -42,15 +42,21 @@ using AttentionScores = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
 constexpr std::int64_t attention_stat_rows = 2;
 
 namespace impl {
-// Register tiles of the host path's products: 4 rows by 8 columns.
+// Register tiles of the host path's products: 4 rows by 8 columns, or
+// with vector extensions 4 rows by two of the host's vector registers
+// (attention.hpp).
 constexpr int tile_rows = 4, tile_cols = 8;
+// Query rows the host path takes a block at a time: the sums over the
+// block's positions (dV = P'^T dY, dK = dS^T Q) run over 16 terms a load
+// of their outputs.
+constexpr int block_rows = 16;
 
 // Scratch rows of T floats per (sample, head) of the host path: its keys
-// and values transposed (D rows each), and three blocks of tile_rows rows
+// and values transposed (D rows each), and three blocks of block_rows rows
 // (the block's scores, then probabilities; dP, then dS; the probabilities
 // with dropout applied).
 inline std::int64_t attention_host_scratch_rows(const AttentionLayout& l) {
-  return 2 * l.head_dim + 3 * tile_rows;
+  return 2 * l.head_dim + 3 * block_rows;
 }
 
 // Of the device path: one row, each query's sum over j of P dP (written by

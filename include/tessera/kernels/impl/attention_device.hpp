@@ -45,7 +45,7 @@ constexpr std::int64_t attention_column_chunk = 256;
 
 // Pairs (t, j <= t) of the causal score blocks of every (sample, head): the
 // terms of each product over positions (the host path's blocks of
-// tile_rows rows visit up to tile_rows - 1 more a row, the zeros after t).
+// block_rows rows visit up to block_rows - 1 more a row, the zeros after t).
 inline std::int64_t attention_pairs(const AttentionLayout& l) {
   return l.batch * l.heads * (l.positions * (l.positions + 1) / 2);
 }
