@@ -3,7 +3,7 @@
 # 3.4.01 from Debian's trilinos source package, or the release sources that
 # TESSERA_KOKKOS_SOURCE names (4.6.01 for CI's second Kokkos, see
 # scripts/test-kokkos-release.sh), for one backend:
-#   openmp  OpenMP + Serial, Kokkos Kernels with float ETI and the BLAS TPL
+#   openmp  OpenMP + Serial, Kokkos Kernels header-only with the BLAS TPL
 #   cuda    CUDA 11.8 (Debian non-free), sm_80, compile-only use
 #   hip     HIP (Debian ROCm 5.2), gfx908, compile-only use
 #   clang   OpenMP + Serial built by Debian's clang 14 with its OpenMP runtime,
@@ -74,9 +74,10 @@ fi
 # Six settings change the recipe; they are part of the prefix's hash:
 #   TESSERA_KOKKOS_SOURCE     a directory with Kokkos and Kokkos Kernels release
 #                             sources to build instead of Debian's 3.4.01:
-#                             folders kokkos-<version>/ and kokkos-kernels-<version>/,
-#                             or the release archives kokkos-<version>.tar.gz and
-#                             kokkos-kernels-<version>.tar.gz (extracted under
+#                             folders kokkos-<version>/ and kokkos-kernels-<version>/
+#                             (hashed by their path), or the release archives
+#                             kokkos-<version>.tar.gz and kokkos-kernels-<version>.tar.gz
+#                             (hashed by their contents; extracted under
 #                             $TESSERA_DEPS_DIR/src). For Kokkos 4 in CI and for
 #                             GPUs 3.4 does not know (Hopper, MI200). Kokkos
 #                             Kernels 4 builds its BLAS component only.
@@ -109,7 +110,16 @@ case "$vendor_libraries" in
   on|off) ;;
   *) echo "$0: TESSERA_KOKKOS_VENDOR_LIBRARIES=${vendor_libraries}: use on or off" >&2; exit 2 ;;
 esac
-settings="${TESSERA_KOKKOS_SOURCE:-}|${TESSERA_KOKKOS_ARCH:-}|${TESSERA_GPU_TOOLCHAIN:-}"
+# Release archives count by their contents (a clone elsewhere, CI's
+# included, finds the prefixes built from the same archives); extracted
+# folders, which may be edited, by their path.
+source_id="${TESSERA_KOKKOS_SOURCE:-}"
+if [ -n "$source_id" ] && [ -d "$source_id" ] &&
+  [ -z "$(find "$source_id" -maxdepth 1 -type d -name 'kokkos-[0-9]*' | head -1)" ]; then
+  archives=$(find "$source_id" -maxdepth 1 -type f -name 'kokkos-*[0-9]*.tar.gz' | sort)
+  [ -z "$archives" ] || source_id=$(echo "$archives" | xargs sha256sum | cut -d' ' -f1 | tr '\n' ' ')
+fi
+settings="${source_id}|${TESSERA_KOKKOS_ARCH:-}|${TESSERA_GPU_TOOLCHAIN:-}"
 [ "$vendor_libraries" = on ] || settings+="|no-vendor-libraries"
 # The default standard leaves the hash (and so the cached prefixes) as it was.
 [ "$cxx_standard" = 17 ] || settings+="|c++${cxx_standard}"
@@ -199,8 +209,10 @@ if [ -n "$major" ] && [ "$major" -ge 4 ]; then
   [ "$backend" != hip ] || kokkos_args+=(-DKokkos_ENABLE_ROCTHRUST=OFF)
   kk_args+=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON)
 fi
-# Host backends instantiate the float kernels Tessera uses and call OpenBLAS;
-# GPU backends are compile-only here, and ETI under nvcc takes tens of minutes.
+# No explicit instantiations (ETI): Tessera calls only gemm, on float views,
+# which the BLAS TPL sends to OpenBLAS from the header's own specialisation
+# (host backends), so the float ETI library (a minute and a half of the
+# host recipe's two) served nothing; under nvcc ETI takes tens of minutes.
 no_eti=(-DKokkosKernels_INST_FLOAT=OFF -DKokkosKernels_INST_DOUBLE=OFF
         -DKokkosKernels_INST_COMPLEX_FLOAT=OFF -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF
         -DKokkosKernels_INST_LAYOUTRIGHT=OFF -DKokkosKernels_INST_LAYOUTLEFT=OFF
@@ -212,11 +224,7 @@ install_packages
 case "$backend" in
   openmp)
     kokkos_args+=(-DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=ON)
-    kk_args+=(-DBUILD_SHARED_LIBS=ON
-              -DKokkosKernels_INST_FLOAT=ON -DKokkosKernels_INST_DOUBLE=OFF
-              -DKokkosKernels_INST_LAYOUTRIGHT=ON -DKokkosKernels_INST_LAYOUTLEFT=OFF
-              -DKokkosKernels_INST_ORDINAL_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
-              -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON)
+    kk_args+=(-DBUILD_SHARED_LIBS=ON "${no_eti[@]}" -DKokkosKernels_ENABLE_TPL_BLAS=ON)
     ;;
   clang)
     # One OpenMP runtime per process: Kokkos built by clang uses LLVM's

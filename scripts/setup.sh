@@ -31,6 +31,8 @@
 #                      whole suite)
 #   TESSERA_CTEST_LABELS   test: a regular expression of labels; only their
 #                      tests run (ctest -L; default: every label)
+#   TESSERA_CTEST_EXCLUDE_TESTS  test: a regular expression of test names this
+#                      suite leaves out (ctest -E; default: none)
 #   TESSERA_CMAKE_ARGS further arguments to Tessera's CMake configure, split
 #                      at spaces (e.g. -DTessera_ENABLE_HEADER_CHECK=OFF)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -150,6 +152,10 @@ case "$action" in
     if [ -n "${TESSERA_CTEST_EXCLUDE:-}" ]; then
       selection+=(-LE "$TESSERA_CTEST_EXCLUDE")
       note "leaving out the tests labelled ${TESSERA_CTEST_EXCLUDE}"
+    fi
+    if [ -n "${TESSERA_CTEST_EXCLUDE_TESTS:-}" ]; then
+      selection+=(-E "$TESSERA_CTEST_EXCLUDE_TESTS")
+      note "leaving out the tests named ${TESSERA_CTEST_EXCLUDE_TESTS}"
     fi
     run_ctest --test-dir "$build_dir" --output-on-failure -j "$TESSERA_JOBS" "${selection[@]}"
     ;;

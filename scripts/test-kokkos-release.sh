@@ -17,9 +17,11 @@
 #                                README command 2 tests the host fast paths)
 #   TESSERA_KOKKOS_BOUNDS_CHECK  on: Kokkos built with its View bounds checks
 #   TESSERA_CTEST_LABELS         labels of the tests to run, TESSERA_CTEST_EXCLUDE
-#                                labels of tests to leave out (scripts/setup.sh;
-#                                CI runs '^(unit|paths)$', the unit tests and those
-#                                whose verdict rests on the kernels)
+#                                labels and TESSERA_CTEST_EXCLUDE_TESTS names of tests
+#                                to leave out (scripts/setup.sh; CI runs
+#                                '^(unit|paths)$', the unit tests and those whose
+#                                verdict rests on the kernels, without the unit
+#                                tests' 1-thread runs)
 #   TESSERA_CMAKE_ARGS           further CMake arguments (CI: the header check off,
 #                                which README command 2 builds)
 #   TESSERA_BUILD_DIR            build directory (default: <clone>/build-kokkos-<version>
