@@ -3,9 +3,12 @@
 #include <tessera/data/dataset.hpp>
 #include <tessera/data/idx.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "tessera_test.hpp"
 
@@ -22,6 +25,14 @@ IdxArray sample_images() {
   a.dims = {3, 2, 2};
   for (int i = 0; i < 12; ++i) a.data.push_back(static_cast<std::uint8_t>(i * 20));
   return a;
+}
+
+// Cuts the last `count` bytes off the file at path.
+void drop_last_bytes(const std::string& path, std::size_t count) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size() - count);
 }
 
 void expect_error_mentions(const std::string& path, const std::string& fragment) {
@@ -47,15 +58,42 @@ TEST(Idx, RoundTripGzipAndRaw) {
   }
 }
 
+// The head of a file (data.train_samples, data.test_samples): the first
+// items exactly, dims[0] cut to them; a head that is the whole file or more
+// reads it all and still checks its size; a file truncated after the head
+// serves the head (the rest is not read), one truncated inside it fails.
+TEST(Idx, HeadOfTheFileOnly) {
+  const IdxArray a = sample_images();
+  const std::string path = idx_scratch("head.idx.gz");
+  write_idx(path, a);
+  const IdxArray two = read_idx(path, 2);
+  EXPECT_EQ(two.dims, (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_EQ(two.data, std::vector<std::uint8_t>(a.data.begin(), a.data.begin() + 8));
+  for (const std::int64_t all : {0, 3, 4}) {
+    const IdxArray b = read_idx(path, all);
+    EXPECT_EQ(b.dims, a.dims) << all;
+    EXPECT_EQ(b.data, a.data) << all;
+  }
+  const std::string raw = idx_scratch("head.idx");
+  write_idx(raw, a);
+  drop_last_bytes(raw, 3);
+  EXPECT_EQ(read_idx(raw, 2).data, two.data);
+  try {
+    read_idx(raw, 3);
+    FAIL() << "expected an error reading 3 items of a file truncated in the third";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+  std::remove(raw.c_str());
+}
+
 TEST(Idx, MissingFile) { expect_error_mentions(idx_scratch("missing.gz"), "cannot open"); }
 
 TEST(Idx, TruncatedFile) {
   const std::string path = idx_scratch("truncated.idx");
   write_idx(path, sample_images());
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  in.close();
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size() - 5);
+  drop_last_bytes(path, 5);
   expect_error_mentions(path, "truncated");
   std::remove(path.c_str());
 }

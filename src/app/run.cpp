@@ -51,10 +51,17 @@ void require_resident(const Deck& deck, const std::string& file) {
                   " MiB; set data.streaming = true to read them from the file batch by batch");
 }
 
+// The samples a set takes from the head of its files (0: all of them).
+std::int64_t head_samples(const Deck& d, bool training) {
+  return training ? d.train_samples : d.test_samples;
+}
+
 // How each format of data_formats() reads a set from its files (the
-// format's file keys for that set, in order).
-Dataset read_idx(const Deck& d, const std::vector<std::string>& files, bool) {
-  return load_idx_dataset(files.at(0), files.at(1), d.normalize_mean, d.normalize_std);
+// format's file keys for that set, in order); IDX files only as far as the
+// run takes samples (data.train_samples, data.test_samples).
+Dataset read_idx(const Deck& d, const std::vector<std::string>& files, bool training) {
+  return load_idx_dataset(files.at(0), files.at(1), d.normalize_mean, d.normalize_std,
+                          head_samples(d, training));
 }
 Dataset read_hdf5(const Deck& d, const std::vector<std::string>& files, bool) {
   if (d.streaming)
@@ -93,7 +100,8 @@ std::string data_cache_key(const Deck& d, const std::vector<std::string>& files,
       << d.streaming << '\n'
       << d.token_type << ' ' << (d.data_format == "tokens" ? d.input_shape.at(0) : 0) << ' '
       << training << '\n'
-      << std::hexfloat << d.normalize_mean << ' ' << d.normalize_std;
+      << std::hexfloat << d.normalize_mean << ' ' << d.normalize_std << '\n'
+      << (d.data_format == "idx" ? head_samples(d, training) : 0);
   return key.str();
 }
 

@@ -36,10 +36,10 @@ void normalise_bytes(const ExecSpace& exec, const Vector<const std::uint8_t>& by
 }  // namespace impl
 
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path, float mean,
-                         float stddev) {
+                         float stddev, std::int64_t max_samples) {
   ScopedRegion region("tessera::load_idx_dataset");
-  return make_byte_dataset(read_idx(images_path), read_idx(labels_path), images_path, labels_path,
-                           mean, stddev);
+  return make_byte_dataset(read_idx(images_path, max_samples), read_idx(labels_path, max_samples),
+                           images_path, labels_path, mean, stddev);
 }
 
 Dataset make_byte_dataset(const IdxArray& images, const IdxArray& labels,

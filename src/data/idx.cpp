@@ -66,7 +66,7 @@ void read_data(gzFile f, std::vector<std::uint8_t>& data, std::size_t total,
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path) {
+IdxArray read_idx(const std::string& path, std::int64_t max_items) {
   GzFile f(gzopen(path.c_str(), "rb"));
   TESSERA_REQUIRE(f != nullptr, "tessera::read_idx: cannot open "
                                     << path << " (does the file exist and is it readable?)");
@@ -96,6 +96,13 @@ IdxArray read_idx(const std::string& path) {
         "tessera::read_idx: " << path << ": the dimensions in the header multiply to "
                               << "more than 2^62 bytes; the header is damaged");
     total *= static_cast<std::size_t>(extent);
+  }
+  // The head only: the items after it stay unread (and so unchecked).
+  if (max_items > 0 && max_items < array.dims[0]) {
+    total = total / static_cast<std::size_t>(array.dims[0]) * static_cast<std::size_t>(max_items);
+    array.dims[0] = max_items;
+    read_data(f.get(), array.data, total, path);
+    return array;
   }
   read_data(f.get(), array.data, total, path);
   unsigned char extra;

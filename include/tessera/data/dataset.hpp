@@ -64,8 +64,9 @@ struct WindowDraw {
 
 // Images (any IDX rank >= 2, first dim N) scaled to [0, 1], then
 // (x - mean) / stddev. Labels must be < 256 and as many as images.
+// max_samples > 0: the first max_samples of each file only (read_idx).
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path,
-                         float mean = 0.0f, float stddev = 1.0f);
+                         float mean = 0.0f, float stddev = 1.0f, std::int64_t max_samples = 0);
 
 // A dataset from unsigned bytes in IDX layout (images [N, ...] and labels
 // [N]), normalised as load_idx_dataset does; the sources name the inputs in
