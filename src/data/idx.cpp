@@ -98,13 +98,13 @@ IdxArray read_idx(const std::string& path, std::int64_t max_items) {
     total *= static_cast<std::size_t>(extent);
   }
   // The head only: the items after it stay unread (and so unchecked).
-  if (max_items > 0 && max_items < array.dims[0]) {
+  const bool head = max_items > 0 && max_items < array.dims[0];
+  if (head) {
     total = total / static_cast<std::size_t>(array.dims[0]) * static_cast<std::size_t>(max_items);
     array.dims[0] = max_items;
-    read_data(f.get(), array.data, total, path);
-    return array;
   }
   read_data(f.get(), array.data, total, path);
+  if (head) return array;
   unsigned char extra;
   TESSERA_REQUIRE(gzread(f.get(), &extra, 1) == 0,
                   "tessera::read_idx: " << path << ": trailing bytes after " << total
