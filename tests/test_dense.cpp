@@ -100,6 +100,36 @@ TYPED_TEST(DenseKernels, BackwardAccumulatesParameterGradients) {
   for (std::size_t i = 0; i < once_b.size(); ++i) EXPECT_EQ(twice_b[i], 2 * once_b[i]);
 }
 
+// With write_dx, dx = dy W whatever it held (NaN here): the result of
+// adding into a zeroed dx, within the BLAS's rounding (its beta = 0 call
+// may take another kernel path than beta = 1), and the parameter
+// gradients are still added to.
+TYPED_TEST(DenseKernels, BackwardWritesTheInputGradientWhole) {
+  using E = TypeParam;
+  const int n = 6, in = 5, out = 4;
+  M<E> x("x", n, in), w("w", out, in), dy("dy", n, out), added("added", n, in),
+      written("written", n, in), dw_added("dw", out, in), dw_written("dw", out, in);
+  V<E> db_added("db", out), db_written("db", out);
+  test::from_host(x, test::random_values(n * in, 51));
+  test::from_host(w, test::random_values(out * in, 52));
+  test::from_host(dy, test::random_values(n * out, 53));
+  Kokkos::deep_copy(written, std::numeric_limits<float>::quiet_NaN());
+  kernels::dense_backward(E(), x, w, dy, added, dw_added, db_added);
+  kernels::dense_backward(E(), x, w, dy, written, dw_written, db_written, true);
+  const auto a = test::to_host(added), b = test::to_host(written);
+  const auto wh = test::to_host(w), dyh = test::to_host(dy);
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < in; ++k) {
+      double scale = 0;
+      for (int o = 0; o < out; ++o) scale += std::fabs(double(dyh[i * out + o]) * wh[o * in + k]);
+      EXPECT_NEAR(b[i * in + k], a[i * in + k], 2 * out * u * scale)
+          << "dx(" << i << ", " << k << ")";
+    }
+  EXPECT_EQ(test::to_host(dw_written), test::to_host(dw_added));
+  EXPECT_EQ(test::to_host(db_written), test::to_host(db_added));
+}
+
 // An empty bias view: forward adds nothing, backward computes no bias sum.
 TYPED_TEST(DenseKernels, WithoutBias) {
   using E = TypeParam;

@@ -1256,8 +1256,8 @@ TEST(Model, InPlaceGradientsTakeNoMemoryAndKeepTheBits) {
 
 // A layer that can write its input gradients whole does so where its
 // backward is the first to reach them, and the model does not zero them:
-// in conv -> BatchNorm -> ReLU -> conv -> residual Add -> pooling ->
-// flatten -> dense, only the gradient the dense layer (which adds)
+// in conv -> BatchNorm -> ReLU -> conv -> residual Add -> conv -> pooling
+// -> flatten -> dense, only the gradient the last convolution (which adds)
 // reaches first is zeroed.
 TEST(Model, FirstBackwardWritesGradientsWholeInsteadOfZeroing) {
   const std::int64_t batch = 4;
@@ -1267,6 +1267,7 @@ TEST(Model, FirstBackwardWritesGradientsWholeInsteadOfZeroing) {
       .add<ReLU>("relu")
       .add<Conv2D>("conv2", 4, 3, 1, 1)
       .add<Add>("sum", std::vector<std::string>{"relu", "conv2"})
+      .add<Conv2D>("conv3", 4, 3, 1, 1)
       .add<MaxPool2D>("pool", 2)
       .add<Flatten>("flat")
       .add<Dense>("fc", 2);
@@ -1286,10 +1287,11 @@ TEST(Model, FirstBackwardWritesGradientsWholeInsteadOfZeroing) {
     for (const auto& c : counter.deep_copies())
       if (c.destination_label.find("tessera::activation") == 0) zeroed.push_back(c.bytes);
   }
-  // Only flat's output gradient is zeroed (64 floats a sample): fc, a
-  // Dense layer, adds to it. sum writes both its inputs' gradients, relu's
-  // too, which conv2's backward then adds to.
-  EXPECT_EQ(zeroed, (std::vector<std::uint64_t>{batch * 64 * sizeof(float)}))
+  // Only sum's output gradient is zeroed (4 x 8 x 8 floats a sample):
+  // conv3 adds to it. fc, a Dense layer, writes flat's whole; sum writes
+  // both its inputs' gradients, relu's too, which conv2's backward then
+  // adds to.
+  EXPECT_EQ(zeroed, (std::vector<std::uint64_t>{batch * 256 * sizeof(float)}))
       << "bytes of each activation gradient zeroed in backward";
 }
 

@@ -244,9 +244,10 @@ void CausalSelfAttention::backward_attention(const Rows& dy, const Tensor<float>
 }
 
 void CausalSelfAttention::backward_qkv(const ExecSpace& exec, const Rows& x,
-                                       const Tensor<float>& qkv_weight, const Rows& dx) {
+                                       const Tensor<float>& qkv_weight, const Rows& dx,
+                                       bool write_dx) {
   kernels::dense_backward(exec, x, qkv_weight.matrix(), leading_rows(dqkv_, x.extent(0)), dx,
-                          qkv_weight_grad_.matrix(), qkv_bias_grad_.flat());
+                          qkv_weight_grad_.matrix(), qkv_bias_grad_.flat(), write_dx);
 }
 
 template <class T>
@@ -280,7 +281,8 @@ void CausalSelfAttention::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*
   const Shape& in = x[0].shape();
   if constexpr (std::is_same<T, float>::value) {
     backward_attention(dy.last_axis_matrix(), proj_weight_, in, ctx);
-    backward_qkv(ctx.exec, x[0].last_axis_matrix(), qkv_weight_, dx[0].last_axis_matrix());
+    backward_qkv(ctx.exec, x[0].last_axis_matrix(), qkv_weight_, dx[0].last_axis_matrix(),
+                 ctx.write_input_gradients);
   } else {
     // dy widened into dqkv_'s storage, read before the attention's backward
     // writes dqkv_; then x widened into qkv_'s, and dx into dheads_'s, once
@@ -294,8 +296,10 @@ void CausalSelfAttention::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*
     kernels::copy_into(exec, x[0].flat(), xf, false);
     const bool input_gradient = dx[0].numel() > 0;
     const Rows dxf = input_gradient ? leading_rows(dheads_, rows) : Rows(nullptr, 0, 0);
-    if (input_gradient) kernels::copy_into(exec, dx[0].flat(), dxf, false);
-    backward_qkv(ctx.exec, xf, qkv_weight_rounded_, dxf);
+    // dx widened to be added to, unless it is written whole.
+    const bool write = ctx.write_input_gradients;
+    if (input_gradient && !write) kernels::copy_into(exec, dx[0].flat(), dxf, false);
+    backward_qkv(ctx.exec, xf, qkv_weight_rounded_, dxf, write);
     if (input_gradient) kernels::copy_into(exec, dxf, dx[0].flat(), false);
   }
 }

@@ -123,12 +123,12 @@ void Dense::backward_as(const TensorsOf<T>& x, const Tensor<T>& /*y*/, const Ten
   ScopedRegion region("tessera::Dense::backward");
   const ExecSpace& exec = ctx.exec;
   if constexpr (std::is_same<T, float>::value) {
-    (void)ctx;
     kernels::dense_backward(exec, rows(x[0]), weight_.matrix(), rows(dy), rows(dx[0]),
-                            weight_grad_.matrix(), bias_grad_.flat());
+                            weight_grad_.matrix(), bias_grad_.flat(), ctx.write_input_gradients);
   } else {
     kernels::dense_backward(exec, rows(x[0]), rounded_weight<T>().matrix(), rows(dy), rows(dx[0]),
-                            weight_grad_.matrix(), bias_grad_.flat(), scratch(ctx));
+                            weight_grad_.matrix(), bias_grad_.flat(), scratch(ctx),
+                            ctx.write_input_gradients);
   }
 }
 

@@ -67,10 +67,13 @@ namespace impl {
 template <class QKV>
 KOKKOS_INLINE_FUNCTION void transpose_head(const QKV& qkv, std::int64_t row0, std::int64_t col0,
                                            std::int64_t T, std::int64_t D, float* dst) {
-  for (std::int64_t j = 0; j < T; ++j) {
-    const float* src = &qkv(row0 + j, col0);
-    for (std::int64_t d = 0; d < D; ++d) dst[d * T + j] = src[d];
-  }
+  const float* src = &qkv(row0, col0);
+  const std::int64_t ld = qkv.stride(0);
+  // Column by column: the writes contiguous, and each row's values read
+  // from L1 after the first column (row by row, the writes land T floats
+  // apart, and the loop stalled on them).
+  for (std::int64_t d = 0; d < D; ++d)
+    for (std::int64_t j = 0; j < T; ++j) dst[d * T + j] = src[j * ld + d];
 }
 
 // A tile's first values: none (the products written), or what the output
@@ -217,8 +220,7 @@ KOKKOS_INLINE_FUNCTION void tiled_product(const float* a, std::int64_t a_row, st
 // lane_sum's fixed order; exact zeros from t + 1 to end.
 KOKKOS_INLINE_FUNCTION void causal_softmax_row(float* row, std::int64_t t, std::int64_t end,
                                                float& max_out, float& inverse_out) {
-  float max = row[0];
-  for (std::int64_t j = 1; j <= t; ++j) max = row[j] > max ? row[j] : max;
+  const float max = lane_max(row, t + 1);
   for (std::int64_t j = 0; j <= t; ++j) row[j] = exp_nonpositive(row[j] - max);
   const float inverse = 1.0f / lane_sum(row, t + 1);
   for (std::int64_t j = 0; j <= t; ++j) row[j] *= inverse;

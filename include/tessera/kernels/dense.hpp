@@ -236,13 +236,15 @@ void dense_backward_products(const ExecSpace& exec, const X& x, const W& w, cons
   impl::dense_gradient_products(exec, x, w, dy, dx, dw, dx_scale);
 }
 
-// dx += dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first layer).
+// dx += dy W; dW += dy^T x; db += sum_i dy(i, :). dx may be empty (first
+// layer). With write_dx, dx = dy W: its old values are never read (the
+// bits of adding into a zeroed dx).
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB>
 void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
-                    const DW& dw, const DB& db) {
+                    const DW& dw, const DB& db, bool write_dx = false) {
   ScopedRegion region("tessera::kernels::dense_backward");
   impl::check_dense_backward_shapes(x, w, dy, dx, dw, db);
-  impl::dense_gradient_products(exec, x, w, dy, dx, dw, 1.0f);
+  impl::dense_gradient_products(exec, x, w, dy, dx, dw, write_dx ? 0.0f : 1.0f);
   impl::dense_bias_gradient(exec, dy, db);
 }
 
@@ -285,10 +287,11 @@ void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, co
 
 // dx += dy W, dW += dy^T x, db += sum_i dy(i, :) with x, W, dy and dx in bf16
 // or fp16 and dW, db float: the products sum in float, and dx is rounded
-// once per element.
+// once per element. With write_dx, dx = dy W, its old values never read.
 template <class ExecSpace, class X, class W, class DY, class DX, class DW, class DB, class Space>
 void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy, const DX& dx,
-                    const DW& dw, const DB& db, MixedGemmWorkspace<Space>& workspace) {
+                    const DW& dw, const DB& db, MixedGemmWorkspace<Space>& workspace,
+                    bool write_dx = false) {
   ScopedRegion region("tessera::kernels::dense_backward");
   impl::check_dense_backward_shapes(x, w, dy, dx, dw, db);
   using T = typename DX::non_const_value_type;
@@ -297,15 +300,20 @@ void dense_backward(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
   if (dx.size() > 0) {
     const auto c = mixed_gemm_result(workspace, dx.extent(0), dx.extent(1));
     mixed_gemm(exec, "N", "N", 1.0f, dy, w, 0.0f, c, workspace);
-    // The float sums read, dx read and written; an add an element.
+    // The float sums read, dx written (and read and added to unless
+    // write_dx); an add an element.
     const std::int64_t elements = dx.extent(0) * dx.extent(1);
-    const Work work{bytes_of<float>(elements) + 2 * bytes_of<T>(elements), double(elements)};
+    const Work work{bytes_of<float>(elements) + (write_dx ? 1 : 2) * bytes_of<T>(elements),
+                    write_dx ? 0.0 : double(elements)};
     impl::for_each_row_span(
         exec, "tessera::kernels::dense_input_grad_round", dx.extent(0), dx.extent(1), work,
         KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
           T* row = &dx(i, 0);
           const float* sums = &c(i, 0);
-          for (std::int64_t j = begin; j < end; ++j) row[j] = narrow<T>(widen(row[j]) + sums[j]);
+          if (write_dx)
+            for (std::int64_t j = begin; j < end; ++j) row[j] = narrow<T>(0.0f + sums[j]);
+          else
+            for (std::int64_t j = begin; j < end; ++j) row[j] = narrow<T>(widen(row[j]) + sums[j]);
         });
   }
   impl::dense_bias_gradient(exec, dy, db);

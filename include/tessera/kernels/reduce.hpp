@@ -42,6 +42,22 @@ KOKKOS_INLINE_FUNCTION accumulator_t<T> lane_sum(const T* v, std::int64_t n) {
   return lane[0];
 }
 
+// The largest of v[0, n) (n > 0), in lane_sum's lanes so that the
+// comparisons vectorise (one running maximum waits on the last compare).
+// The maximum does not depend on the order, but for the sign of a zero
+// maximum (+0 and -0 compare equal), which x - max does not see.
+KOKKOS_INLINE_FUNCTION float lane_max(const float* v, std::int64_t n) {
+  float lane[sum_lanes];
+  for (int l = 0; l < sum_lanes; ++l) lane[l] = v[0];
+  std::int64_t i = 0;
+  for (; i + sum_lanes <= n; i += sum_lanes)
+    for (int l = 0; l < sum_lanes; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
+  for (int l = 0; i + l < n; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] = lane[l + width] > lane[l] ? lane[l + width] : lane[l];
+  return lane[0];
+}
+
 // a[i] * b[i] summed over [0, n) in lane_sum's order: product i goes to
 // partial sum i % sum_lanes. The products and adds vectorise without
 // reassociating anything (a plain dot product loop does not, as its one

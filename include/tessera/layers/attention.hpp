@@ -26,6 +26,7 @@ class CausalSelfAttention final : public GenericLayer<CausalSelfAttention> {
 
   const char* type() const override { return "CausalSelfAttention"; }
   bool backward_reads_output() const override { return false; }
+  bool writes_input_gradients() const override { return true; }
   const Options& options() const { return options_; }
   Shape output_shape(const Shapes& inputs) const override;
   std::vector<ParameterSpec> parameter_specs(const Shapes& inputs) const override;
@@ -59,11 +60,12 @@ class CausalSelfAttention final : public GenericLayer<CausalSelfAttention> {
                     const Tensor<float>& proj_weight, const Rows& y, const Shape& in,
                     const StepContext& ctx);
   // Backward to dqkv_ (the output projection and the attention), then
-  // through the QKV projection to dx (accumulated; skipped when empty).
+  // through the QKV projection to dx (accumulated, or with write_dx
+  // written; skipped when empty).
   void backward_attention(const Rows& dy, const Tensor<float>& proj_weight, const Shape& in,
                           const StepContext& ctx);
   void backward_qkv(const ExecSpace& exec, const Rows& x, const Tensor<float>& qkv_weight,
-                    const Rows& dx);
+                    const Rows& dx, bool write_dx);
 
   Options options_;
   std::uint64_t stream_;

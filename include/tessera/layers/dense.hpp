@@ -27,6 +27,7 @@ class Dense final : public GenericLayer<Dense> {
 
   const char* type() const override { return "Dense"; }
   bool backward_reads_output() const override { return false; }
+  bool writes_input_gradients() const override { return true; }
   std::int64_t units() const { return options_.units; }
   bool has_bias() const { return options_.bias; }
   const Options& options() const { return options_; }
