@@ -8,7 +8,9 @@
 // matches the label. Label smoothing s (PyTorch's
 // CrossEntropyLoss(label_smoothing=s)) trains against a target of
 // 1 - s + s / classes on the label and s / classes elsewhere. On the host
-// one thread walks a sample's classes in order. On a GPU one thread per
+// one thread takes a sample: its maximum in lane_max's lanes and its
+// exponentials summed in lane_sum's (vector loops, the same for any
+// thread count). On a GPU one thread per
 // sample would leave it idle and read strided, so a team takes a sample
 // (impl::softmax_cross_entropy_teams): maximum, arg-max (a NaN logit wins
 // it), sum of exponentials and loss go through impl::team_sum, so the
@@ -24,8 +26,12 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/launch.hpp>
+#include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/impl/team_max.hpp>
+#include <tessera/kernels/reduce.hpp>
+
+#include <type_traits>
 
 namespace tessera::kernels {
 
@@ -46,6 +52,45 @@ Work softmax_cross_entropy_work(const Logits& logits, const Labels&, const DLogi
                   bytes_of<typename Loss::non_const_value_type>(n) +
                   bytes_of<typename Correct::non_const_value_type>(n),
               double(n) * double(8 * classes + 2 * terms + 1), narrow_reason};
+}
+
+// One sample's softmax cross-entropy on the host, over a row of contiguous
+// floats: the loss into loss, the gradient (scaled) into d, the first
+// index of the largest logit returned. The scalars are locals (a store
+// through d may otherwise alias a lambda's captures, and every loop stays
+// scalar). The maximum in lane_max's lanes, then its first index; the
+// exponentials without library calls (their arguments are <= 0), summed
+// in lane_sum's lanes and order. With expf, one running maximum and one
+// running sum, an LM head's 256 classes a row were scalar calls. d may be
+// lg's memory: each class's logit is read before its gradient is written,
+// the label's before any.
+KOKKOS_INLINE_FUNCTION int cross_entropy_row(const float* lg, float* d, int classes, int label,
+                                             float scale, float on, float off, float& loss) {
+  const float max_logit = lane_max(lg, classes);
+  int argmax = 0;
+  while (argmax < classes && !(lg[argmax] == max_logit)) ++argmax;
+  if (argmax == classes) argmax = 0;  // a NaN first logit
+  float lane[sum_lanes] = {};
+  int c = 0;
+  for (; c + sum_lanes <= classes; c += sum_lanes)
+    for (int l = 0; l < sum_lanes; ++l) lane[l] += exp_nonpositive(lg[c + l] - max_logit);
+  for (int l = 0; c + l < classes; ++l) lane[l] += exp_nonpositive(lg[c + l] - max_logit);
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  const float shift = max_logit + compat::log(lane[0]);
+  const bool labelled = label >= 0 && label < classes;
+  const float label_log_p = labelled ? lg[label] - shift : 0.0f;
+  loss = 0.0f;
+  if (off == 0.0f)
+    loss = labelled ? -on * label_log_p : 0.0f;
+  else
+    for (int k = 0; k < classes; ++k) loss -= (k == label ? on : off) * (lg[k] - shift);
+  if (d == lg)
+    for (int k = 0; k < classes; ++k) d[k] = scale * (exp_nonpositive(d[k] - shift) - off);
+  else
+    for (int k = 0; k < classes; ++k) d[k] = scale * (exp_nonpositive(lg[k] - shift) - off);
+  if (labelled) d[label] = scale * (exp_nonpositive(label_log_p) - on);
+  return argmax;
 }
 
 // softmax_cross_entropy on a GPU: a team per sample (row of logits), targets
@@ -118,6 +163,12 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
   // The target puts 1 - s on the label and s / classes on every class.
   const T off_target = label_smoothing / static_cast<T>(classes);
   const T on_target = T(1) - label_smoothing + off_target;
+  // Rows of contiguous floats take the vectorised host loop.
+  constexpr bool rows_of_floats =
+      std::is_same<T, float>::value &&
+      std::is_same<typename Logits::non_const_value_type, float>::value &&
+      std::is_same<typename Logits::array_layout, Kokkos::LayoutRight>::value &&
+      std::is_same<typename DLogits::array_layout, Kokkos::LayoutRight>::value;
   if constexpr (!host_fast_paths_v<ExecSpace>) {
     impl::softmax_cross_entropy_teams(exec, logits, labels, grad_scale, dlogits, sample_loss,
                                       sample_correct, on_target, off_target);
@@ -129,23 +180,28 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
                                          "host schedule: one task per sample walks its classes"),
         KOKKOS_LAMBDA(const int i) {
           const int label = static_cast<int>(labels(i));
-          int argmax = 0;
-          T max_logit = logits(i, 0);
-          for (int c = 1; c < classes; ++c) {
-            if (logits(i, c) > max_logit) {
-              max_logit = logits(i, c);
-              argmax = c;
-            }
-          }
-          T sum = 0;
-          for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
-          const T log_sum = compat::log(sum);
           T loss = 0;  // - sum over classes of target * log p
-          for (int c = 0; c < classes; ++c) {
-            const T log_p = logits(i, c) - max_logit - log_sum;
-            const T target = c == label ? on_target : off_target;
-            dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
-            if (target != T(0)) loss -= target * log_p;
+          int argmax = 0;
+          if constexpr (rows_of_floats) {
+            argmax = impl::cross_entropy_row(&logits(i, 0), &dlogits(i, 0), classes, label,
+                                             grad_scale, on_target, off_target, loss);
+          } else {
+            T max_logit = logits(i, 0);
+            for (int c = 1; c < classes; ++c) {
+              if (logits(i, c) > max_logit) {
+                max_logit = logits(i, c);
+                argmax = c;
+              }
+            }
+            T sum = 0;
+            for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
+            const T log_sum = compat::log(sum);
+            for (int c = 0; c < classes; ++c) {
+              const T log_p = logits(i, c) - max_logit - log_sum;
+              const T target = c == label ? on_target : off_target;
+              dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
+              if (target != T(0)) loss -= target * log_p;
+            }
           }
           sample_loss(i) = loss;
           sample_correct(i) = (argmax == label) ? 1 : 0;
