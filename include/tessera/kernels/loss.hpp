@@ -169,39 +169,45 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
       std::is_same<typename Logits::non_const_value_type, float>::value &&
       std::is_same<typename Logits::array_layout, Kokkos::LayoutRight>::value &&
       std::is_same<typename DLogits::array_layout, Kokkos::LayoutRight>::value;
+  const Work work = impl::softmax_cross_entropy_work(
+      logits, labels, dlogits, sample_loss, sample_correct, off_target,
+      "host schedule: one task per sample walks its classes");
   if constexpr (!host_fast_paths_v<ExecSpace>) {
     impl::softmax_cross_entropy_teams(exec, logits, labels, grad_scale, dlogits, sample_loss,
                                       sample_correct, on_target, off_target);
-  } else {
+  } else if constexpr (rows_of_floats) {
     impl::parallel_for(
-        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
-        impl::softmax_cross_entropy_work(logits, labels, dlogits, sample_loss, sample_correct,
-                                         off_target,
-                                         "host schedule: one task per sample walks its classes"),
+        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), work,
         KOKKOS_LAMBDA(const int i) {
           const int label = static_cast<int>(labels(i));
-          T loss = 0;  // - sum over classes of target * log p
+          float loss = 0;
+          const int argmax = impl::cross_entropy_row(&logits(i, 0), &dlogits(i, 0), classes, label,
+                                                     grad_scale, on_target, off_target, loss);
+          sample_loss(i) = loss;
+          sample_correct(i) = (argmax == label) ? 1 : 0;
+        });
+  } else {
+    impl::parallel_for(
+        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), work,
+        KOKKOS_LAMBDA(const int i) {
+          const int label = static_cast<int>(labels(i));
           int argmax = 0;
-          if constexpr (rows_of_floats) {
-            argmax = impl::cross_entropy_row(&logits(i, 0), &dlogits(i, 0), classes, label,
-                                             grad_scale, on_target, off_target, loss);
-          } else {
-            T max_logit = logits(i, 0);
-            for (int c = 1; c < classes; ++c) {
-              if (logits(i, c) > max_logit) {
-                max_logit = logits(i, c);
-                argmax = c;
-              }
+          T max_logit = logits(i, 0);
+          for (int c = 1; c < classes; ++c) {
+            if (logits(i, c) > max_logit) {
+              max_logit = logits(i, c);
+              argmax = c;
             }
-            T sum = 0;
-            for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
-            const T log_sum = compat::log(sum);
-            for (int c = 0; c < classes; ++c) {
-              const T log_p = logits(i, c) - max_logit - log_sum;
-              const T target = c == label ? on_target : off_target;
-              dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
-              if (target != T(0)) loss -= target * log_p;
-            }
+          }
+          T sum = 0;
+          for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
+          const T log_sum = compat::log(sum);
+          T loss = 0;  // - sum over classes of target * log p
+          for (int c = 0; c < classes; ++c) {
+            const T log_p = logits(i, c) - max_logit - log_sum;
+            const T target = c == label ? on_target : off_target;
+            dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
+            if (target != T(0)) loss -= target * log_p;
           }
           sample_loss(i) = loss;
           sample_correct(i) = (argmax == label) ? 1 : 0;
