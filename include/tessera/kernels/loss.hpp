@@ -70,14 +70,9 @@ KOKKOS_INLINE_FUNCTION int cross_entropy_row(const float* lg, float* d, int clas
   int argmax = 0;
   while (argmax < classes && !(lg[argmax] == max_logit)) ++argmax;
   if (argmax == classes) argmax = 0;  // a NaN first logit
-  float lane[sum_lanes] = {};
-  int c = 0;
-  for (; c + sum_lanes <= classes; c += sum_lanes)
-    for (int l = 0; l < sum_lanes; ++l) lane[l] += exp_nonpositive(lg[c + l] - max_logit);
-  for (int l = 0; c + l < classes; ++l) lane[l] += exp_nonpositive(lg[c + l] - max_logit);
-  for (int width = sum_lanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
-  const float shift = max_logit + compat::log(lane[0]);
+  const float sum = lane_sum_of<float>(
+      classes, [&](std::int64_t c) { return exp_nonpositive(lg[c] - max_logit); });
+  const float shift = max_logit + compat::log(sum);
   const bool labelled = label >= 0 && label < classes;
   const float label_log_p = labelled ? lg[label] - shift : 0.0f;
   loss = 0.0f;
@@ -163,52 +158,26 @@ void softmax_cross_entropy(const ExecSpace& exec, const Logits& logits, const La
   // The target puts 1 - s on the label and s / classes on every class.
   const T off_target = label_smoothing / static_cast<T>(classes);
   const T on_target = T(1) - label_smoothing + off_target;
-  // Rows of contiguous floats take the vectorised host loop.
-  constexpr bool rows_of_floats =
-      std::is_same<T, float>::value &&
-      std::is_same<typename Logits::non_const_value_type, float>::value &&
-      std::is_same<typename Logits::array_layout, Kokkos::LayoutRight>::value &&
-      std::is_same<typename DLogits::array_layout, Kokkos::LayoutRight>::value;
-  const Work work = impl::softmax_cross_entropy_work(
-      logits, labels, dlogits, sample_loss, sample_correct, off_target,
-      "host schedule: one task per sample walks its classes");
   if constexpr (!host_fast_paths_v<ExecSpace>) {
     impl::softmax_cross_entropy_teams(exec, logits, labels, grad_scale, dlogits, sample_loss,
                                       sample_correct, on_target, off_target);
-  } else if constexpr (rows_of_floats) {
+  } else {
+    static_assert(std::is_same<T, float>::value &&
+                      std::is_same<typename Logits::non_const_value_type, float>::value &&
+                      std::is_same<typename Logits::array_layout, Kokkos::LayoutRight>::value &&
+                      std::is_same<typename DLogits::array_layout, Kokkos::LayoutRight>::value,
+                  "tessera::kernels::softmax_cross_entropy: the host path takes float logits and "
+                  "dlogits in LayoutRight rows (a row's classes contiguous)");
     impl::parallel_for(
-        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), work,
+        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+        impl::softmax_cross_entropy_work(logits, labels, dlogits, sample_loss, sample_correct,
+                                         off_target,
+                                         "host schedule: one task per sample walks its classes"),
         KOKKOS_LAMBDA(const int i) {
           const int label = static_cast<int>(labels(i));
           float loss = 0;
           const int argmax = impl::cross_entropy_row(&logits(i, 0), &dlogits(i, 0), classes, label,
                                                      grad_scale, on_target, off_target, loss);
-          sample_loss(i) = loss;
-          sample_correct(i) = (argmax == label) ? 1 : 0;
-        });
-  } else {
-    impl::parallel_for(
-        "tessera::kernels::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), work,
-        KOKKOS_LAMBDA(const int i) {
-          const int label = static_cast<int>(labels(i));
-          int argmax = 0;
-          T max_logit = logits(i, 0);
-          for (int c = 1; c < classes; ++c) {
-            if (logits(i, c) > max_logit) {
-              max_logit = logits(i, c);
-              argmax = c;
-            }
-          }
-          T sum = 0;
-          for (int c = 0; c < classes; ++c) sum += compat::exp(logits(i, c) - max_logit);
-          const T log_sum = compat::log(sum);
-          T loss = 0;  // - sum over classes of target * log p
-          for (int c = 0; c < classes; ++c) {
-            const T log_p = logits(i, c) - max_logit - log_sum;
-            const T target = c == label ? on_target : off_target;
-            dlogits(i, c) = grad_scale * (compat::exp(log_p) - target);
-            if (target != T(0)) loss -= target * log_p;
-          }
           sample_loss(i) = loss;
           sample_correct(i) = (argmax == label) ? 1 : 0;
         });

@@ -24,6 +24,21 @@ constexpr std::int64_t deterministic_chunk = 1024;
 // Partial sums lane_sum keeps; part of its result's definition.
 constexpr int sum_lanes = 8;
 
+// Sum of term(i) over [0, n) in lane_sum's lanes and order (term(i) goes
+// to partial sum i % sum_lanes): for terms computed on the way, e.g. the
+// exponentials of a softmax, without a row to hold them.
+template <class A, class Term>
+KOKKOS_INLINE_FUNCTION A lane_sum_of(std::int64_t n, const Term& term) {
+  A lane[sum_lanes] = {};
+  std::int64_t i = 0;
+  for (; i + sum_lanes <= n; i += sum_lanes)
+    for (int l = 0; l < sum_lanes; ++l) lane[l] += term(i + l);
+  for (int l = 0; i + l < n; ++l) lane[l] += term(i + l);
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
 // Sum of v[0, n) in a fixed order that does not wait on one accumulator:
 // element i goes to partial sum i % sum_lanes, and the partial sums are
 // added pairwise at the end. The adds vectorise, and the result is the same
@@ -32,14 +47,7 @@ constexpr int sum_lanes = 8;
 // (accumulator_t), as the same values copied into a float row would be.
 template <class T>
 KOKKOS_INLINE_FUNCTION accumulator_t<T> lane_sum(const T* v, std::int64_t n) {
-  accumulator_t<T> lane[sum_lanes] = {};
-  std::int64_t i = 0;
-  for (; i + sum_lanes <= n; i += sum_lanes)
-    for (int l = 0; l < sum_lanes; ++l) lane[l] += widen(v[i + l]);
-  for (int l = 0; i + l < n; ++l) lane[l] += widen(v[i + l]);
-  for (int width = sum_lanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
-  return lane[0];
+  return lane_sum_of<accumulator_t<T>>(n, [&](std::int64_t i) { return widen(v[i]); });
 }
 
 // The largest of v[0, n) (n > 0), in lane_sum's lanes so that the
