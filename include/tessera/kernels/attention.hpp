@@ -22,16 +22,17 @@
 // columns of qkv in place (no copies into [N, H, T, D]) and takes its
 // query positions in blocks of 16 (block_rows): every product (S = Q K^T,
 // Y = P' V, dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed
-// in register tiles of 4 rows by two of the host's vector registers (32
-// outputs a row with AVX-512, 16 with AVX2; impl::lane_tile), then one
-// register, then 4 x 8 (impl::tile_product), and a block visits only the
+// in register tiles of 8 rows (6 with AVX2) by two of the host's vector
+// registers (32 outputs a row with AVX-512, 16 with AVX2; impl::lane_tile),
+// then one register, then 4 x 8 (impl::tile_product), and a block visits only the
 // positions j < t0 + 16 its rows may see. A block's scores are a [16, T]
 // row block of the item's scratch, so each row's softmax sees the whole
 // row at once (no running maximum to rescale by) and backward's
 // recomputed probabilities have the bits forward used. The head's keys
 // (and in backward its values) are first copied transposed into the
-// item's scratch, [D, T], so that every product reads contiguous values
-// of one operand per step and one value of the other for each of 4 rows.
+// item's scratch, [D, T], squares of a register's width transposed in
+// registers, so that every product reads contiguous values of one operand
+// per step and one value of the other for each of the tile's rows.
 // Each output sums its terms in order of k, one accumulator each (dV and
 // dK start from what dqkv holds and add the block's 16 terms in order of
 // t), so the results have the same bits for any thread count, tile shape
@@ -58,10 +59,37 @@
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
+#include <utility>
 
 namespace tessera::kernels {
 
 namespace impl {
+#ifdef TESSERA_HOST_VECTORS
+// One step of a register transpose of native_lanes rows: rows i and i + b
+// (i without the bit b) exchange blocks of b values, row i taking the
+// first block of each pair of blocks from both, row i + b the second.
+// After the steps b = native_lanes / 2, ..., 2, 1, row i holds what was
+// column i. Each step is one two-register permute a row.
+constexpr int transpose_index(int k, int b, bool second) {
+  const int pair = k / (2 * b) * (2 * b), w = k % (2 * b);
+  return (w < b ? pair + w : native_lanes + pair + w - b) + (second ? b : 0);
+}
+template <int b, std::size_t... K>
+inline void transpose_pair(NativeLanes& x, NativeLanes& y, std::index_sequence<K...>) {
+  const NativeLanes first = __builtin_shufflevector(x, y, transpose_index(int(K), b, false)...);
+  const NativeLanes second = __builtin_shufflevector(x, y, transpose_index(int(K), b, true)...);
+  x = first;
+  y = second;
+}
+template <int b>
+inline void transpose_lanes(NativeLanes (&x)[native_lanes]) {
+  for (int i = 0; i < native_lanes; ++i)
+    if ((i & b) == 0)
+      transpose_pair<b>(x[i], x[i + b], std::make_index_sequence<std::size_t(native_lanes)>());
+  if constexpr (b > 1) transpose_lanes<b / 2>(x);
+}
+#endif
+
 // dst(d, j) = src(row0 + j, col0 + d) for j < T, d < D: a head's keys or
 // values, transposed into rows of T.
 template <class QKV>
@@ -69,11 +97,26 @@ KOKKOS_INLINE_FUNCTION void transpose_head(const QKV& qkv, std::int64_t row0, st
                                            std::int64_t T, std::int64_t D, float* dst) {
   const float* src = &qkv(row0, col0);
   const std::int64_t ld = qkv.stride(0);
-  // Column by column: the writes contiguous, and each row's values read
-  // from L1 after the first column (row by row, the writes land T floats
-  // apart, and the loop stalled on them).
+  std::int64_t rows = 0, cols = 0;  // the part transposed in registers
+#ifdef TESSERA_HOST_VECTORS
+  // Squares of native_lanes rows by as many values, each row one load and
+  // one store (element by element, every load waited on its row's cache
+  // line: 1.5 % of the tiny GPT's step).
+  rows = T / native_lanes * native_lanes;
+  cols = D / native_lanes * native_lanes;
+  for (std::int64_t j0 = 0; j0 < rows; j0 += native_lanes)
+    for (std::int64_t d0 = 0; d0 < cols; d0 += native_lanes) {
+      NativeLanes x[native_lanes];
+      for (int i = 0; i < native_lanes; ++i)
+        x[i] = load_lanes<NativeLanes>(src + (j0 + i) * ld + d0);
+      transpose_lanes<native_lanes / 2>(x);
+      for (int i = 0; i < native_lanes; ++i) store_lanes(dst + (d0 + i) * T + j0, x[i]);
+    }
+#endif
+  // The rest column by column: the writes contiguous, and each row's
+  // values read from L1 after the first column.
   for (std::int64_t d = 0; d < D; ++d)
-    for (std::int64_t j = 0; j < T; ++j) dst[d * T + j] = src[j * ld + d];
+    for (std::int64_t j = d < cols ? rows : 0; j < T; ++j) dst[d * T + j] = src[j * ld + d];
 }
 
 // A tile's first values: none (the products written), or what the output
@@ -144,8 +187,10 @@ inline void lane_tile(const float* a, std::int64_t a_row, std::int64_t a_k, cons
   const float* const bc = b + c0;
   for (std::int64_t k = 0; k < k_count; ++k) {
     NativeLanes column[V];
-    for (int v = 0; v < V; ++v)
+    for (int v = 0; v < V; ++v) {
       column[v] = load_lanes<NativeLanes>(bc + k * b_k + v * native_lanes);
+      keep_in_register(column[v]);
+    }
     for (int r = 0; r < R; ++r) {
       const float value = ar[r * a_row + k * a_k];
       for (int v = 0; v < V; ++v) sum[r][v] += value * column[v];
@@ -157,20 +202,24 @@ inline void lane_tile(const float* a, std::int64_t a_row, std::int64_t a_k, cons
     for (int c = 0; c < width; ++c) out(r0 + r, c0 + c, values[r][c]);
 }
 
-// lane_tile for the nr <= tile_rows rows left at r0.
-template <int V, class Start, class Out>
-inline void lane_tile_rows(std::int64_t nr, const float* a, std::int64_t a_row, std::int64_t a_k,
-                           const float* b, std::int64_t b_k, std::int64_t k_count, std::int64_t r0,
-                           std::int64_t c0, const Start& start, const Out& out) {
-  static_assert(tile_rows == 4, "lane_tile_rows dispatches 1 to 4 rows");
-  if (nr >= 4)
-    lane_tile<4, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-  else if (nr == 3)
-    lane_tile<3, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-  else if (nr == 2)
-    lane_tile<2, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-  else
-    lane_tile<1, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+// Rows a wide tile takes: 8 by two registers are 16 accumulators, half of
+// AVX-512's 32 registers; AVX's 16 registers hold 6 by two (12), beside the
+// two values of B and the broadcast of A.
+constexpr int lane_tile_rows = native_lanes >= 16 ? 8 : 6;
+
+// lane_tile for the nr <= R rows left at r0: the tile nr rows tall.
+template <int R, int V, class Start, class Out>
+inline void lane_tile_rows_upto(std::int64_t nr, const float* a, std::int64_t a_row,
+                                std::int64_t a_k, const float* b, std::int64_t b_k,
+                                std::int64_t k_count, std::int64_t r0, std::int64_t c0,
+                                const Start& start, const Out& out) {
+  if constexpr (R > 1) {
+    if (nr < R) {
+      lane_tile_rows_upto<R - 1, V>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
+      return;
+    }
+  }
+  lane_tile<R, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
 }
 #endif
 
@@ -191,19 +240,26 @@ KOKKOS_INLINE_FUNCTION void tiled_product(const float* a, std::int64_t a_row, st
                                           const float* b, std::int64_t b_k, std::int64_t k_count,
                                           std::int64_t rows, std::int64_t cols, const Start& start,
                                           const Out& out) {
+  std::int64_t lane_cols = 0;
+#ifdef TESSERA_HOST_VECTORS
+  for (std::int64_t r0 = 0; r0 < rows; r0 += lane_tile_rows) {
+    const std::int64_t nr = at_most(lane_tile_rows, rows - r0);
+    std::int64_t c0 = 0;
+    for (; c0 + 2 * native_lanes <= cols; c0 += 2 * native_lanes)
+      lane_tile_rows_upto<lane_tile_rows, 2>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start,
+                                             out);
+    if (c0 + native_lanes <= cols) {
+      lane_tile_rows_upto<lane_tile_rows, 1>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start,
+                                             out);
+      c0 += native_lanes;
+    }
+    lane_cols = c0;
+  }
+#endif
   float acc[tile_rows][tile_cols];
   for (std::int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
     const std::int64_t nr = at_most(tile_rows, rows - r0);
-    std::int64_t c0 = 0;
-#ifdef TESSERA_HOST_VECTORS
-    for (; c0 + 2 * native_lanes <= cols; c0 += 2 * native_lanes)
-      lane_tile_rows<2>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-    if (c0 + native_lanes <= cols) {
-      lane_tile_rows<1>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-      c0 += native_lanes;
-    }
-#endif
-    for (; c0 < cols; c0 += tile_cols) {
+    for (std::int64_t c0 = lane_cols; c0 < cols; c0 += tile_cols) {
       const std::int64_t nc = at_most(tile_cols, cols - c0);
       tile_product(
           a + r0 * a_row, a_row, a_k, b + c0, b_k, k_count, nr, nc,

@@ -43,8 +43,8 @@ constexpr std::int64_t attention_stat_rows = 2;
 
 namespace impl {
 // Register tiles of the host path's products: 4 rows by 8 columns, or
-// with vector extensions 4 rows by two of the host's vector registers
-// (attention.hpp).
+// with vector extensions 8 rows (6 with AVX2) by two of the host's vector
+// registers (impl::lane_tile_rows, attention.hpp).
 constexpr int tile_rows = 4, tile_cols = 8;
 // Query rows the host path takes a block at a time: the sums over the
 // block's positions (dV = P'^T dY, dK = dS^T Q) run over 16 terms a load

@@ -105,6 +105,19 @@ template <class L>
 inline void store_lanes(float* p, const L& x) {
   std::memcpy(p, &x, sizeof x);
 }
+// Keeps x in a register: GCC otherwise folds a value loaded once into
+// every multiply-add that reads it, one load each (an x86 core issues
+// those loads beside the broadcasts, and a register tile's loop waits on
+// its load ports instead of its multiply-adds).
+template <class L>
+inline void keep_in_register(L& x) {
+#if defined(TESSERA_HOST_VECTORS) && defined(__AVX__)
+  __asm__("" : "+v"(x));
+#else
+  (void)x;
+#endif
+}
+
 template <class L>
 inline L zero_lanes() {
   L z;
