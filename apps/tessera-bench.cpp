@@ -185,6 +185,7 @@ json peaks_json(const Peaks& peaks, const Options& opt) {
   const auto maybe = [](const std::optional<bool>& b) { return b ? json(*b) : json(nullptr); };
   json out = {{"fma",
                {{"gflops", peaks.fma.gflops},
+                {"ceiling_gflops", peaks.fma.ceiling_gflops},
                 {"isa", peaks.fma.isa},
                 {"threads", peaks.fma.threads},
                 {"expected_gflops", expected.gflops > 0 ? json(expected.gflops) : json(nullptr)},

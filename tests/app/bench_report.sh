@@ -79,6 +79,9 @@ check(timing["steps"] == 2 and timing["repetitions"] == 2 and timing["warmup_ste
 peaks = report["peaks"]
 fma = peaks["fma"]
 check(fma["gflops"] > 0, f"peaks.fma.gflops {fma['gflops']}")
+# The ceiling sums each thread's fastest burst: never below the median of
+# whole repetitions that the same bursts make up.
+check(fma["ceiling_gflops"] >= fma["gflops"], f"peaks.fma.ceiling_gflops {fma['ceiling_gflops']} < {fma['gflops']}")
 check(isinstance(fma["isa"], str) and fma["isa"] != "", f"peaks.fma.isa {fma['isa']!r}")
 check(fma["threads"] == threads, f"peaks.fma.threads {fma['threads']} != threads {threads}")
 check(peaks["sgemm"]["size"] == 128 and peaks["sgemm"]["gflops"] > 0, "peaks.sgemm")

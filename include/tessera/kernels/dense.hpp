@@ -123,14 +123,18 @@ TeamPart<BroadcastRows<Y, B>> broadcast_rows_part(const Y& y, const B& b) {
   return team_part(rows, work, BroadcastRows<Y, B>{y, b, width});
 }
 
-// y(i, :) = b for every row: the host path, a task per span of a row.
+// y(i, :) = b for every row, or 0 where b is empty: the host path, a task
+// per span of a row. The launch is named for what it writes.
 template <class ExecSpace, class Y, class B>
 void broadcast_rows(const ExecSpace& exec, const Y& y, const B& b) {
   using T = typename Y::non_const_value_type;
   const std::int64_t rows = y.extent(0), width = y.extent(1);
   const Work work{bytes_of<T>(rows * width) + bytes_of<typename B::value_type>(b.extent(0)), 0};
   for_each_row_span(
-      exec, "tessera::kernels::dense_broadcast_bias", rows, width, work,
+      exec,
+      b.extent(0) > 0 ? "tessera::kernels::dense_broadcast_bias"
+                      : "tessera::kernels::dense_zero_rows",
+      rows, width, work,
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
         // Through pointers, as dense_forward's products leave y: the
         // loops vectorise.
