@@ -9,7 +9,7 @@
 #
 #   bash bench/side_by_side.sh [--cases LIST] [--pairs N] [--cores N] [--batch B] [--steps S]
 #                              [--repetitions R] [--out DIR] [--baseline-build DIR]
-#                              [--no-pytorch] [--compile-timeout S]
+#                              [--no-pytorch] [--compile-timeout S] [--vectors avx2]
 #
 #   --cases LIST          comma-separated names from bench/cases.txt (default: all of them:
 #                         mlp, mlp-512-256, cnn, resnet, gpt, gpt-512)
@@ -25,6 +25,10 @@
 #   --no-pytorch          measure Tessera only (with --baseline-build: the regression check)
 #   --compile-timeout S   seconds one variant's warm-up, torch.compile included, may take
 #                         before it counts as failed (default 1200)
+#   --vectors avx2        every side held to AVX2 on an AVX-512 CPU, as on a machine without
+#                         AVX-512: OpenBLAS's Haswell kernels, MKL, oneDNN and PyTorch's own
+#                         kernels (torch.compile's included) on AVX2; the Tessera builds must
+#                         be AVX2 builds (-DTessera_HOST_ARCH=x86-64-v3)
 #
 # Environment: TESSERA_BUILD_DIR (default <clone>/build) holds apps/tessera-bench.
 # Needs PyTorch 2.x in the project's virtual environment (bench/venv.sh) and
@@ -33,7 +37,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 cores=$(nproc) batch=128 steps=20 repetitions=3 pairs=5 out="" only="" baseline_dir=""
-pytorch=yes compile_timeout=1200
+pytorch=yes compile_timeout=1200 held_to=""
 die() { echo "side_by_side.sh: $*" >&2; exit 2; }
 need_value() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value (see --help)"; fi; }
 while [ $# -gt 0 ]; do
@@ -50,7 +54,11 @@ while [ $# -gt 0 ]; do
     --cases) need_value "$@"; only=",$2,"; shift 2 ;;
     --baseline-build) need_value "$@"; baseline_dir="$2"; shift 2 ;;
     --no-pytorch) pytorch=no; shift ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --vectors)
+      need_value "$@"
+      [ "$2" = avx2 ] || die "--vectors '$2': the one choice is avx2 (every side held to AVX2)"
+      held_to=avx2; shift 2 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -94,6 +102,20 @@ if [ -n "$only" ]; then
   done
 fi
 
+# --vectors avx2: the environment every process inherits (OpenBLAS's
+# kernels, MKL's and oneDNN's dispatch, ATen's and torch.compile's vector
+# code), and Tessera's builds checked for AVX2 host kernels.
+if [ "$held_to" = avx2 ]; then
+  export OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
+  for app in "$bench" ${baseline_bench:+"$baseline_bench"}; do
+    kernels=$("$(dirname "$app")/tessera-train" --version 2>&1 | sed -n 's/^host kernels: //p')
+    case "$kernels" in
+      AVX2*) ;;
+      *) die "--vectors avx2: $(dirname "$(dirname "$app")") has host kernels '${kernels:-unknown}'; build it with -DTessera_HOST_ARCH=x86-64-v3" ;;
+    esac
+  done
+fi
+
 # OpenBLAS on narrower kernels than the CPU has: Tessera's start-up warning
 # names the OPENBLAS_CORETYPE that fixes it; Tessera and Debian's PyTorch
 # (the same OpenBLAS) run with it.
@@ -120,6 +142,7 @@ case "$flags" in
   *" avx "*) vectors="AVX (no AVX2)" ;;
   *) vectors="SSE (no AVX)" ;;
 esac
+[ "$held_to" != avx2 ] || vectors+=", every side held to AVX2 (--vectors avx2)"
 machine="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), vectors $vectors (/proc/cpuinfo flags), $(nproc) CPUs, running on CPUs 0-$((cores - 1))"
 echo "machine: $(hostname): $machine"
 echo "protocol: tuning pass, then $pairs interleaved rounds; each measurement $steps steps x $repetitions epochs (median); results in $out"

@@ -23,6 +23,7 @@
 #include <tessera/core/precision.hpp>
 #include <tessera/core/profiling.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/lanes.hpp>
 #include <tessera/kernels/impl/team.hpp>
 #include <tessera/kernels/impl/team_max.hpp>
 #include <tessera/kernels/window.hpp>
@@ -44,8 +45,8 @@ struct Pool2dGeometry {
 
 namespace impl {
 #ifdef TESSERA_HOST_VECTORS
-// Outputs a 2 x 2 max window of stride 2 takes at a time on the host: the
-// 16 floats of each of its two input rows fill one vector register each.
+// Outputs a 2 x 2 max window of stride 2 takes at a time on the host: 8,
+// from the 16 floats of each input row, loaded as two whole AVX registers.
 constexpr int max_2x2_lanes = 8;
 
 // count <= max_2x2_lanes windows of MaxWindow::forward_2x2 from the 16
@@ -54,12 +55,11 @@ constexpr int max_2x2_lanes = 8;
 // scalar code's order with its strict >, so results and argmax positions
 // (p at plane position at0) are the same.
 inline void max_2x2_windows(const float* p, int at0, int width, float* out, int* at, int count) {
-  // Each row as two registers of AVX (as one 16-float vector, through the stack).
   typedef float lanes __attribute__((vector_size(max_2x2_lanes * sizeof(float))));
   typedef int index_lanes __attribute__((vector_size(max_2x2_lanes * sizeof(int))));
-  lanes upper[2], lower[2];
-  __builtin_memcpy(&upper, p, sizeof upper);
-  __builtin_memcpy(&lower, p + width, sizeof lower);
+  const float* const q = p + width;
+  const lanes upper[2] = {load_lanes<lanes>(p), load_lanes<lanes>(p + max_2x2_lanes)};
+  const lanes lower[2] = {load_lanes<lanes>(q), load_lanes<lanes>(q + max_2x2_lanes)};
   const lanes taps[4] = {__builtin_shufflevector(upper[0], upper[1], 0, 2, 4, 6, 8, 10, 12, 14),
                          __builtin_shufflevector(upper[0], upper[1], 1, 3, 5, 7, 9, 11, 13, 15),
                          __builtin_shufflevector(lower[0], lower[1], 0, 2, 4, 6, 8, 10, 12, 14),
