@@ -188,27 +188,34 @@ inline double measure_triad(std::int64_t n, int repetitions, double& best) {
 }
 
 // GB/s of a triad on arrays that stay in each thread's first-level cache
-// (three of 2,048 floats a thread, 24 KiB), each thread's fastest burst
+// (three of 1,024 floats a thread, 12 KiB: 24 KiB left a 32 KiB cache
+// short of its peak beside the stack and the rest), each thread's fastest burst
 // summed, the best repetition: the most bandwidth any
 // kernel's data can have, the ceiling measured_platform() gives small
 // kernels. The sweeps alternate a = b + s c and b = a + s c, so none can
 // be skipped. Measured on the host only (a GPU's threads share caches).
+inline void cache_triad_sweep(float* KOKKOS_RESTRICT x, const float* KOKKOS_RESTRICT y,
+                              const float* KOKKOS_RESTRICT z, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = y[i] + 0.5f * z[i];
+}
+
 inline double measure_cache_triad(int repetitions) {
   tessera::ScopedRegion region("tessera::bench::cache_triad");
   using Host = Kokkos::DefaultHostExecutionSpace;
   const Host exec;
-  // 20 bursts of 100 sweeps a thread, each timed by its thread: the bound is
-  // each thread's fastest burst, summed, so that a thread kept off its core
-  // by another process for part of the run still counts at its own speed.
-  const std::int64_t threads = exec.concurrency(), n = 2048, bursts = 20, sweeps = 100;
-  Kokkos::View<float*, Kokkos::HostSpace> a("bench::cache_a", threads * n),
-      b("bench::cache_b", threads * n), c("bench::cache_c", threads * n);
+  // 1,000 bursts of 100 sweeps a thread (about 5 ms), each timed by its
+  // thread: the bound is each thread's fastest burst, summed, so that a
+  // thread kept off its core by another process for part of the run still
+  // counts at its own speed, and a machine whose speed drifts has many
+  // chances to show its fastest.
+  const std::int64_t threads = exec.concurrency(), n = 1024, bursts = 1000, sweeps = 100;
+  // A thread's three arrays in one block, 64 bytes apart modulo 4 KiB (at
+  // equal offsets the loads wait on the stores they seem to alias).
+  const std::int64_t block = 3 * n + 48;
+  Kokkos::View<float*, Kokkos::HostSpace> arrays("bench::cache_arrays", threads * block);
   Kokkos::View<double*, Kokkos::HostSpace> fastest("bench::cache_fastest_burst", threads);
-  Kokkos::deep_copy(b, 1.0f);
-  Kokkos::deep_copy(c, 1e-7f);
-  float* const pa = a.data();
-  float* const pb = b.data();
-  const float* const pc = c.data();
+  Kokkos::deep_copy(arrays, 1.0f);
+  float* const base = arrays.data();
   double* const pfastest = fastest.data();
   const double burst_bytes = 3.0 * sizeof(float) * double(n * sweeps);
   double best = 0;
@@ -218,13 +225,14 @@ inline double measure_cache_triad(int repetitions) {
         "tessera::bench::cache_triad",
         Kokkos::RangePolicy<Host, Kokkos::Schedule<Kokkos::Static>>(exec, 0, threads),
         [=](const std::int64_t t) {
-          float *x = pa + t * n, *y = pb + t * n;
-          const float* z = pc + t * n;
+          float* x = base + t * block;
+          float* y = x + n + 16;
+          const float* z = y + n + 16;
           double fastest_burst = 1e30;
           for (std::int64_t burst = 0; burst < bursts; ++burst) {
             const auto start = Clock::now();
             for (std::int64_t s = 0; s < sweeps; ++s) {
-              for (std::int64_t i = 0; i < n; ++i) x[i] = y[i] + 0.5f * z[i];
+              cache_triad_sweep(x, y, z, n);
               float* swap = x;
               x = y;
               y = swap;

@@ -8,7 +8,8 @@
 # and with injected peaks and clocks on both sides of the threshold), the
 # predicted GPU steps are the roofline bounds of the report's own counts and
 # the same bounds fed this host's measured peaks never exceed its measured
-# times, and bad input exits with status 2.
+# times (a kernel over its bound timed again by a second run), and bad input
+# exits with status 2.
 # Usage: bench_report.sh <tessera-bench> <CNN deck> [<MLP deck>]
 set -euo pipefail
 bench="$1" deck="$2" mlp_deck="${3:-$(dirname "$2")/fashion_mnist_mlp.toml}"
@@ -281,12 +282,18 @@ PY
 # kernels, the step their sum and the optimizer's sweep; fed this host's
 # peaks (the triad in the first-level cache, the register-only FMA peak:
 # upper bounds of what any kernel reaches), no kernel's bound exceeds the
-# time measured for it.
-/usr/bin/python3 - "$scratch/report.json" "$scratch/out.txt" <<'PY'
+# time measured for it. The peaks and the kernels are timed seconds apart
+# on a machine whose speed drifts by a quarter and more, so a kernel over
+# its bound is timed once more by a second run: it fails where it is over
+# in both (a kernel that states twice the bytes it moves is over in every
+# run), and exit status 3 asks for the second run.
+check_predictions() {
+/usr/bin/python3 - "$scratch/out.txt" "$@" <<'PY'
 import json, math, sys
-report = json.load(open(sys.argv[1]))
-console = open(sys.argv[2]).read().splitlines()
-errors = []
+console = open(sys.argv[1]).read().splitlines()
+report = json.load(open(sys.argv[2]))
+reruns = [json.load(open(path)) for path in sys.argv[3:]]
+errors, over_bound = [], []
 predicted = report.get("predicted", {})
 if set(predicted) != {"h100", "mi250x", "measured"}:
     errors.append(f"predicted has {sorted(predicted)}, expected h100, mi250x, measured")
@@ -308,9 +315,7 @@ for key, p in predicted.items():
                 # Fed this host's peaks, no kernel's bound may exceed its time:
                 # a kernel that states more bytes or FLOPs than it moves fails.
                 if key == "measured" and want > k["seconds"]:
-                    errors.append(f"measured peaks: {layer['name']} {name} {k['name']} bound "
-                                  f"{want:.3e} s above its measured {k['seconds']:.3e} s "
-                                  f"({k['bytes']:.0f} bytes, {k['flops']:.0f} FLOPs)")
+                    over_bound.append((layer["name"], name, k["name"], want, k["seconds"], k))
                 total += want
                 launches += k["launches"]
                 if want > worst:
@@ -328,11 +333,46 @@ if predicted.get("measured", {}).get("step_seconds", 0) > report["step"]["second
     errors.append(f"measured peaks: step bound {predicted['measured']['step_seconds']} above the step")
 if predicted.get("h100", {}).get("launch_seconds") != 4e-6:
     errors.append("h100's launch latency is not the documented 4 us")
+def over_in(rerun, layer_name, pass_name, kernel_name):
+    """Whether the kernel is over its measured-peaks bound in a rerun's report."""
+    p = rerun["predicted"]["measured"]
+    for layer in rerun["layers"]:
+        if layer["name"] != layer_name:
+            continue
+        for k in layer[pass_name]["kernels"]:
+            if k["name"] == kernel_name:
+                want = max(k["bytes"] / p["bytes_per_second"], k["flops"] / p["flops_per_second"])
+                return want > k["seconds"]
+    return True  # a kernel missing from the rerun is no alibi
+for layer_name, pass_name, kernel_name, want, seconds, k in over_bound:
+    runs = "in both runs" if reruns else "(to be timed again)"
+    if all(over_in(r, layer_name, pass_name, kernel_name) for r in reruns):
+        errors.append(f"measured peaks: {layer_name} {pass_name} {kernel_name} bound {want:.3e} s "
+                      f"above its measured {seconds:.3e} s ({k['bytes']:.0f} bytes, "
+                      f"{k['flops']:.0f} FLOPs) {runs}")
+    else:
+        print(f"note: {layer_name} {pass_name} {kernel_name} over its measured-peaks bound in the "
+              f"first run ({want:.3e} s > {seconds:.3e} s), within it in the second")
 if errors:
-    print("FAIL: " + "\n      ".join(errors))
-    sys.exit(1)
-print(f"PASS: predictions for {sorted(predicted)}; no kernel's bound above its measured time")
+    retry = not reruns and all(e.startswith("measured peaks: ") and e.endswith("(to be timed again)")
+                               for e in errors)
+    print(("over the bound in the first run: " if retry else "FAIL: ") + "\n      ".join(errors))
+    sys.exit(3 if retry else 1)
+print(f"PASS: predictions for {sorted(predicted)}; no kernel's bound above its measured time"
+      f"{' (confirmed by a second run)' if over_bound else ''}")
 PY
+}
+status=0
+check_predictions "$scratch/report.json" || status=$?
+if [ "$status" = 3 ]; then
+  echo "a kernel over its measured-peaks bound: timing the run again"
+  "$bench" "$deck" --batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
+    --peak-repetitions 2 --predict h100,mi250x --json "$scratch/rerun.json" > "$scratch/rerun.txt" 2>&1 \
+    || { cat "$scratch/rerun.txt"; echo "FAIL: tessera-bench's second run exited $?"; exit 1; }
+  status=0
+  check_predictions "$scratch/report.json" "$scratch/rerun.json" || status=$?
+fi
+[ "$status" = 0 ] || exit 1
 
 # An MLP executes its model's FLOPs exactly: the two bases agree everywhere.
 "$bench" "$mlp_deck" --batch 8 --steps 1 --repetitions 1 --gemm-size 64 --triad-elements 100000 \
