@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fma_peak.hpp"
@@ -216,34 +217,20 @@ inline double measure_cache_triad(int repetitions) {
   Kokkos::View<double*, Kokkos::HostSpace> fastest("bench::cache_fastest_burst", threads);
   Kokkos::deep_copy(arrays, 1.0f);
   float* const base = arrays.data();
-  double* const pfastest = fastest.data();
   const double burst_bytes = 3.0 * sizeof(float) * double(n * sweeps);
   double best = 0;
   for (int r = -1; r < repetitions; ++r) {
-    Kokkos::fence();
-    Kokkos::parallel_for(
-        "tessera::bench::cache_triad",
-        Kokkos::RangePolicy<Host, Kokkos::Schedule<Kokkos::Static>>(exec, 0, threads),
-        [=](const std::int64_t t) {
-          float* x = base + t * block;
-          float* y = x + n + 16;
-          const float* z = y + n + 16;
-          double fastest_burst = 1e30;
-          for (std::int64_t burst = 0; burst < bursts; ++burst) {
-            const auto start = Clock::now();
-            for (std::int64_t s = 0; s < sweeps; ++s) {
-              cache_triad_sweep(x, y, z, n);
-              float* swap = x;
-              x = y;
-              y = swap;
-            }
-            fastest_burst = std::min(fastest_burst, seconds_since(start));
-          }
-          pfastest[t] = fastest_burst;
-        });
-    Kokkos::fence();
+    impl::time_bursts("tessera::bench::cache_triad", bursts, fastest, [=](const std::int64_t t) {
+      float* x = base + t * block;
+      float* y = x + n + 16;
+      const float* z = y + n + 16;
+      for (std::int64_t s = 0; s < sweeps; ++s) {
+        cache_triad_sweep(x, y, z, n);
+        std::swap(x, y);
+      }
+    });
     double gbs = 0;
-    for (std::int64_t t = 0; t < threads; ++t) gbs += burst_bytes / pfastest[t] * 1e-9;
+    for (std::int64_t t = 0; t < threads; ++t) gbs += burst_bytes / fastest(t) * 1e-9;
     if (r >= 0) best = std::max(best, gbs);
   }
   return best;

@@ -49,6 +49,34 @@ struct FmaPeak {
 
 namespace impl {
 
+// Runs burst(t) `bursts` times on each host thread t (one work item a
+// thread), each call timed by its own thread, and writes each thread's
+// fastest call into fastest(t); returns the seconds of the whole run. A
+// thread that another process keeps off its core for part of the run still
+// times some bursts whole, so the fastest bursts, summed over the threads,
+// bound what the threads reach together.
+template <class Burst>
+double time_bursts(const char* name, std::int64_t bursts,
+                   const Kokkos::View<double*, Kokkos::HostSpace>& fastest, const Burst& burst) {
+  using Clock = std::chrono::steady_clock;
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  Kokkos::fence();
+  const auto start = Clock::now();
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<Host, Kokkos::Schedule<Kokkos::Static>>(0, fastest.extent(0)),
+      [=](const std::int64_t t) {
+        double best = 1e30;
+        for (std::int64_t b = 0; b < bursts; ++b) {
+          const auto burst_start = Clock::now();
+          burst(t);
+          best = std::min(best, std::chrono::duration<double>(Clock::now() - burst_start).count());
+        }
+        fastest(t) = best;
+      });
+  Kokkos::fence();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 #ifdef TESSERA_FMA_PEAK_X86
 // Each returns the sum of its accumulators (so the work cannot be dropped)
 // after `steps` rounds over all chains; flops: 2 per lane per chain per round.
@@ -132,23 +160,9 @@ inline FmaPeak measure_fma_peak(int repetitions) {
   Kokkos::View<float*, Kokkos::HostSpace> sink("bench::fma_sink", threads);
   Kokkos::View<double*, Kokkos::HostSpace> fastest("bench::fma_fastest_burst", threads);
   for (int r = -1; r < repetitions; ++r) {
-    Kokkos::fence();
-    const auto start = Clock::now();
-    Kokkos::parallel_for(
-        "tessera::bench::fma_peak", Kokkos::RangePolicy<Host>(0, threads), [=](const int t) {
-          float sum = 0;
-          double best = 1e30;
-          for (std::int64_t b = 0; b < bursts; ++b) {
-            const auto burst_start = Clock::now();
-            sum += run(burst_steps);
-            best =
-                std::min(best, std::chrono::duration<double>(Clock::now() - burst_start).count());
-          }
-          sink(t) = sum;
-          fastest(t) = best;
-        });
-    Kokkos::fence();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds =
+        impl::time_bursts("tessera::bench::fma_peak", bursts, fastest,
+                          [=](const std::int64_t t) { sink(t) += run(burst_steps); });
     if (r < 0) continue;
     rates.push_back(burst_flops * bursts * threads / seconds * 1e-9);
     double ceiling = 0;
