@@ -188,18 +188,19 @@ inline double measure_triad(std::int64_t n, int repetitions, double& best) {
   return median(gbs);
 }
 
-// GB/s of a triad on arrays that stay in each thread's first-level cache
-// (three of 1,024 floats a thread, 12 KiB: 24 KiB left a 32 KiB cache
-// short of its peak beside the stack and the rest), each thread's fastest burst
-// summed, the best repetition: the most bandwidth any
-// kernel's data can have, the ceiling measured_platform() gives small
-// kernels. The sweeps alternate a = b + s c and b = a + s c, so none can
-// be skipped. Measured on the host only (a GPU's threads share caches).
+// One sweep of the cache triad, x = y + 0.5 z, on arrays that do not overlap.
 inline void cache_triad_sweep(float* KOKKOS_RESTRICT x, const float* KOKKOS_RESTRICT y,
                               const float* KOKKOS_RESTRICT z, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = y[i] + 0.5f * z[i];
 }
 
+// GB/s of a triad on arrays that stay in each thread's first-level cache
+// (three of 1,024 floats a thread, 12 KiB, well inside a 32 KiB cache
+// beside the stack and the rest), each thread's fastest burst summed, the
+// best repetition: the most bandwidth any kernel's data can have, the
+// ceiling measured_platform() gives small kernels. The sweeps alternate
+// x = y + s z and y = x + s z, so none can be skipped. Measured on the
+// host only (a GPU's threads share caches).
 inline double measure_cache_triad(int repetitions) {
   tessera::ScopedRegion region("tessera::bench::cache_triad");
   using Host = Kokkos::DefaultHostExecutionSpace;
