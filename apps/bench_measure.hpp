@@ -230,9 +230,7 @@ inline double measure_cache_triad(int repetitions) {
         std::swap(x, y);
       }
     });
-    double gbs = 0;
-    for (std::int64_t t = 0; t < threads; ++t) gbs += burst_bytes / fastest(t) * 1e-9;
-    if (r >= 0) best = std::max(best, gbs);
+    if (r >= 0) best = std::max(best, impl::summed_burst_rate(burst_bytes, fastest));
   }
   return best;
 }

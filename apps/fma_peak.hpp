@@ -77,6 +77,16 @@ double time_bursts(const char* name, std::int64_t bursts,
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The threads' rates summed, each at its fastest burst of `per_burst`
+// units of work (FLOPs, bytes): the ceiling of time_bursts, in giga-units
+// a second.
+inline double summed_burst_rate(double per_burst,
+                                const Kokkos::View<double*, Kokkos::HostSpace>& fastest) {
+  double rate = 0;
+  for (std::size_t t = 0; t < fastest.extent(0); ++t) rate += per_burst / fastest(t) * 1e-9;
+  return rate;
+}
+
 #ifdef TESSERA_FMA_PEAK_X86
 // Each returns the sum of its accumulators (so the work cannot be dropped)
 // after `steps` rounds over all chains; flops: 2 per lane per chain per round.
@@ -165,9 +175,8 @@ inline FmaPeak measure_fma_peak(int repetitions) {
                           [=](const std::int64_t t) { sink(t) += run(burst_steps); });
     if (r < 0) continue;
     rates.push_back(burst_flops * bursts * threads / seconds * 1e-9);
-    double ceiling = 0;
-    for (int t = 0; t < threads; ++t) ceiling += burst_flops / fastest(t) * 1e-9;
-    peak.ceiling_gflops = std::max(peak.ceiling_gflops, ceiling);
+    peak.ceiling_gflops =
+        std::max(peak.ceiling_gflops, impl::summed_burst_rate(burst_flops, fastest));
   }
   peak.threads = threads;
 #else

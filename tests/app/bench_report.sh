@@ -15,8 +15,10 @@ set -euo pipefail
 bench="$1" deck="$2" mlp_deck="${3:-$(dirname "$2")/fashion_mnist_mlp.toml}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-"$bench" "$deck" --batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
-  --peak-repetitions 2 --mixed-gemm --predict h100,mi250x --json "$scratch/report.json" \
+# The run the checks below read; a second run (the predictions' check) repeats it.
+run_args=(--batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000
+  --peak-repetitions 2 --predict h100,mi250x)
+"$bench" "$deck" "${run_args[@]}" --mixed-gemm --json "$scratch/report.json" \
   > "$scratch/out.txt" 2>&1 \
   || { cat "$scratch/out.txt"; echo "FAIL: tessera-bench exited $?"; exit 1; }
 cat "$scratch/out.txt"
@@ -294,6 +296,10 @@ console = open(sys.argv[1]).read().splitlines()
 report = json.load(open(sys.argv[2]))
 reruns = [json.load(open(path)) for path in sys.argv[3:]]
 errors, over_bound = [], []
+def roofline(k, p):
+    """A kernel's roofline bound on platform p: its bytes, FLOPs or launches."""
+    return max(k["bytes"] / p["bytes_per_second"], k["flops"] / p["flops_per_second"],
+               k["launches"] * p["launch_seconds"])
 predicted = report.get("predicted", {})
 if set(predicted) != {"h100", "mi250x", "measured"}:
     errors.append(f"predicted has {sorted(predicted)}, expected h100, mi250x, measured")
@@ -308,8 +314,7 @@ for key, p in predicted.items():
                 errors.append(f"{key} {layer['name']} {name}: {len(got['kernels'])} kernel bounds")
             total = 0
             for k, b in zip(figures["kernels"], got["kernels"]):
-                want = max(k["bytes"] / p["bytes_per_second"], k["flops"] / p["flops_per_second"],
-                           k["launches"] * p["launch_seconds"])
+                want = roofline(k, p)
                 if b["name"] != k["name"] or not math.isclose(b["seconds"], want, rel_tol=1e-12):
                     errors.append(f"{key} {layer['name']} {name} {k['name']}: {b}, expected {want} s")
                 # Fed this host's peaks, no kernel's bound may exceed its time:
@@ -341,8 +346,7 @@ def over_in(rerun, layer_name, pass_name, kernel_name):
             continue
         for k in layer[pass_name]["kernels"]:
             if k["name"] == kernel_name:
-                want = max(k["bytes"] / p["bytes_per_second"], k["flops"] / p["flops_per_second"])
-                return want > k["seconds"]
+                return roofline(k, p) > k["seconds"]
     return True  # a kernel missing from the rerun is no alibi
 for layer_name, pass_name, kernel_name, want, seconds, k in over_bound:
     runs = "in both runs" if reruns else "(to be timed again)"
@@ -366,8 +370,7 @@ status=0
 check_predictions "$scratch/report.json" || status=$?
 if [ "$status" = 3 ]; then
   echo "a kernel over its measured-peaks bound: timing the run again"
-  "$bench" "$deck" --batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000 \
-    --peak-repetitions 2 --predict h100,mi250x --json "$scratch/rerun.json" > "$scratch/rerun.txt" 2>&1 \
+  "$bench" "$deck" "${run_args[@]}" --json "$scratch/rerun.json" > "$scratch/rerun.txt" 2>&1 \
     || { cat "$scratch/rerun.txt"; echo "FAIL: tessera-bench's second run exited $?"; exit 1; }
   status=0
   check_predictions "$scratch/report.json" "$scratch/rerun.json" || status=$?
