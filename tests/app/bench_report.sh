@@ -17,7 +17,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # The run the checks below read; a second run (the predictions' check) repeats it.
 run_args=(--batch 16 --steps 2 --repetitions 2 --gemm-size 128 --triad-elements 100000
-  --peak-repetitions 2 --predict h100,mi250x)
+  --peak-repetitions 2 --predict "h100,mi250x")
 "$bench" "$deck" "${run_args[@]}" --mixed-gemm --json "$scratch/report.json" \
   > "$scratch/out.txt" 2>&1 \
   || { cat "$scratch/out.txt"; echo "FAIL: tessera-bench exited $?"; exit 1; }
