@@ -18,33 +18,38 @@
 // HIP run, and the host in device-path builds) takes one team per query
 // row and one per key row: impl/attention_device.hpp.
 //
-// The host path: each (sample, head) is one work item that reads its
-// columns of qkv in place (no copies into [N, H, T, D]) and takes its
-// query positions in blocks of 16 (block_rows): every product (S = Q K^T,
-// Y = P' V, dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed
-// in register tiles of 8 rows (6 with AVX2) by two of the host's vector
-// registers (32 outputs a row with AVX-512, 16 with AVX2; impl::lane_tile),
-// then one register, then 4 x 8 (impl::tile_product), and a block visits only the
-// positions j < t0 + 16 its rows may see. A block's scores are a [16, T]
-// row block of the item's scratch, so each row's softmax sees the whole
-// row at once (no running maximum to rescale by) and backward's
-// recomputed probabilities have the bits forward used. The head's keys
-// (and in backward its values) are first copied transposed into the
-// item's scratch, [D, T], squares of a register's width transposed in
-// registers, so that every product reads contiguous values of one operand
-// per step and one value of the other for each of the tile's rows.
-// Each output sums its terms in order of k, one accumulator each (dV and
-// dK start from what dqkv holds and add the block's 16 terms in order of
-// t), so the results have the same bits for any thread count, tile shape
-// and block size. On the tiny GPT (N 32, T 128, 4 heads of 32, 2 threads,
-// AVX2) 4 x 8 tiles over blocks of 4 took 5.8 ms forward and 11 to 12.5
-// backward per layer (with the probabilities kept whole), where rows of
-// dot products over D took 13 and 19; docs/benchmarks.md ("The tiny GPT")
-// has the wider tiles and blocks. Computing the scores and probabilities
-// again costs backward about 16 % (AVX-512, medians of 5 interleaved runs:
-// 6.0 to 7.0 ms a layer; forward 2.6 ms either way). KokkosBatched's
-// serial blocked GEMMs over the full T x T block on the same strided views
-// had taken 1.9 and 2.3 times as long as those dot products.
+// The host path: each (sample, head) is one work item that reads its columns
+// of qkv in place (no copies into [N, H, T, D]) and takes its query
+// positions in blocks of 16 (block_rows): every product (S = Q K^T, Y = P'
+// V, dP = dY V^T, dV = P'^T dY, dQ = dS K, dK = dS^T Q) is computed in
+// register tiles of 8 rows (6 with AVX2) by two of the host's vector
+// registers (32 outputs a row with AVX-512, 16 with AVX2; impl::lane_tile in
+// impl/attention_tiles.hpp), then one register, then 4 x 8
+// (impl::tile_product), and a block visits only the positions j < t0 + 16
+// its rows may see. A block's scores are a [16, T] row block of the item's
+// scratch, so each row's softmax sees the whole row at once (no running
+// maximum to rescale by) and backward's recomputed probabilities have the
+// bits forward used. The head's keys (and in backward its values) are first
+// copied transposed into the item's scratch, [D, T], squares of a register's
+// width transposed in registers, so that every product reads contiguous
+// values of one operand per step and one value of the other for each of the
+// tile's rows. Each output sums its terms in order of k, one accumulator
+// each (dV and dK start from what the earlier blocks left in dqkv, or from 0
+// where no earlier block reached them, and add the block's 16 terms in order
+// of t), so the results have the same bits for any thread count, tile shape
+// and block size. Tiles that start from 0 or from float rows, and write
+// float rows, move their accumulators a register at a time (RowsStart,
+// RowsOut); value by value through an array on the stack, an AVX2 build's
+// backward took 2.3 times as long (tiny GPT, 7.4 against 3.3 ms a layer). On
+// the tiny GPT (N 32, T 128, 4 heads of 32, 2 threads, AVX2) 4 x 8 tiles
+// over blocks of 4 took 5.8 ms forward and 11 to 12.5 backward per layer
+// (with the probabilities kept whole), where rows of dot products over D
+// took 13 and 19; docs/benchmarks.md ("The tiny GPT") has the wider tiles
+// and blocks. Computing the scores and probabilities again costs backward
+// about 16 % (AVX-512, medians of 5 interleaved runs: 6.0 to 7.0 ms a layer;
+// forward 2.6 ms either way). KokkosBatched's serial blocked GEMMs over the
+// full T x T block on the same strided views had taken 1.9 and 2.3 times as
+// long as those dot products.
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
@@ -53,234 +58,52 @@
 #include <tessera/kernels/attention_layout.hpp>
 #include <tessera/kernels/dense.hpp>
 #include <tessera/kernels/impl/attention_device.hpp>
+#include <tessera/kernels/impl/attention_tiles.hpp>
 #include <tessera/kernels/impl/lanes.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/math.hpp>
 #include <tessera/kernels/reduce.hpp>
 
 #include <cstdint>
-#include <utility>
 
 namespace tessera::kernels {
 
 namespace impl {
-#ifdef TESSERA_HOST_VECTORS
-// One step of a register transpose of native_lanes rows: rows i and i + b
-// (i without the bit b) exchange blocks of b values, row i taking the
-// first block of each pair of blocks from both, row i + b the second.
-// After the steps b = native_lanes / 2, ..., 2, 1, row i holds what was
-// column i. Each step is one two-register permute a row.
-constexpr int transpose_index(int k, int b, bool second) {
-  const int pair = k / (2 * b) * (2 * b), w = k % (2 * b);
-  return (w < b ? pair + w : native_lanes + pair + w - b) + (second ? b : 0);
-}
-template <int b, std::size_t... K>
-inline void transpose_pair(NativeLanes& x, NativeLanes& y, std::index_sequence<K...>) {
-  const NativeLanes first = __builtin_shufflevector(x, y, transpose_index(int(K), b, false)...);
-  const NativeLanes second = __builtin_shufflevector(x, y, transpose_index(int(K), b, true)...);
-  x = first;
-  y = second;
-}
-template <int b>
-inline void transpose_lanes(NativeLanes (&x)[native_lanes]) {
-  for (int i = 0; i < native_lanes; ++i)
-    if ((i & b) == 0)
-      transpose_pair<b>(x[i], x[i + b], std::make_index_sequence<std::size_t(native_lanes)>());
-  if constexpr (b > 1) transpose_lanes<b / 2>(x);
-}
-#endif
-
-// dst(d, j) = src(row0 + j, col0 + d) for j < T, d < D: a head's keys or
-// values, transposed into rows of T.
-template <class QKV>
-KOKKOS_INLINE_FUNCTION void transpose_head(const QKV& qkv, std::int64_t row0, std::int64_t col0,
-                                           std::int64_t T, std::int64_t D, float* dst) {
-  const float* src = &qkv(row0, col0);
-  const std::int64_t ld = qkv.stride(0);
-  std::int64_t rows = 0, cols = 0;  // the part transposed in registers
-#ifdef TESSERA_HOST_VECTORS
-  // Squares of native_lanes rows by as many values, each row one load and
-  // one store (element by element, every load waited on its row's cache
-  // line: 1.5 % of the tiny GPT's step).
-  rows = T / native_lanes * native_lanes;
-  cols = D / native_lanes * native_lanes;
-  for (std::int64_t j0 = 0; j0 < rows; j0 += native_lanes)
-    for (std::int64_t d0 = 0; d0 < cols; d0 += native_lanes) {
-      NativeLanes x[native_lanes];
-      for (int i = 0; i < native_lanes; ++i)
-        x[i] = load_lanes<NativeLanes>(src + (j0 + i) * ld + d0);
-      transpose_lanes<native_lanes / 2>(x);
-      for (int i = 0; i < native_lanes; ++i) store_lanes(dst + (d0 + i) * T + j0, x[i]);
-    }
-#endif
-  // The rest column by column: the writes contiguous, and each row's
-  // values read from L1 after the first column.
-  for (std::int64_t d = 0; d < D; ++d)
-    for (std::int64_t j = d < cols ? rows : 0; j < T; ++j) dst[d * T + j] = src[j * ld + d];
-}
-
-// A tile's first values: none (the products written), or what the output
-// holds (the products added to it, each output's terms after it in order).
-struct ZeroStart {
-  KOKKOS_INLINE_FUNCTION float operator()(std::int64_t, std::int64_t) const { return 0.0f; }
-};
-
-// acc(r, c) = start(r, c) + the sum over k < k_count, in order, of
-// A(r, k) B(k, c) for r < rows <= 4 and c < cols <= 8, with A(r, k) =
-// a[r a_row + k a_k] (a matrix or a transposed one) and B(k, c) =
-// b[k b_k + c] (8 contiguous values per k).
-template <class Start>
-KOKKOS_INLINE_FUNCTION void tile_product(const float* a, std::int64_t a_row, std::int64_t a_k,
-                                         const float* b, std::int64_t b_k, std::int64_t k_count,
-                                         std::int64_t rows, std::int64_t cols, const Start& start,
-                                         float (&acc)[tile_rows][tile_cols]) {
-  for (int r = 0; r < tile_rows; ++r)
-    for (int c = 0; c < tile_cols; ++c) acc[r][c] = r < rows && c < cols ? start(r, c) : 0.0f;
-#ifdef TESSERA_HOST_VECTORS
-  // Host compilers with vector extensions: each row's 8 sums in one vector
-  // register. Written as plain loops, the tile's 32 sums are reductions
-  // over k to GCC, which it vectorises across k as in-order reductions,
-  // one add after another (slower than the rows of dot products this
-  // replaced). The sums are the same: each element adds its terms in order
-  // of k, as the loops below do for edge tiles and on other compilers.
-  if (rows == tile_rows && cols == tile_cols) {
-    typedef float row_vector __attribute__((vector_size(tile_cols * sizeof(float))));
-    row_vector sum[tile_rows];
-    __builtin_memcpy(sum, acc, sizeof sum);
-    for (std::int64_t k = 0; k < k_count; ++k) {
-      row_vector bk;
-      __builtin_memcpy(&bk, b + k * b_k, sizeof bk);
-      for (int r = 0; r < tile_rows; ++r) sum[r] += a[r * a_row + k * a_k] * bk;
-    }
-    __builtin_memcpy(acc, sum, sizeof sum);
-    return;
-  }
-#endif
-  for (std::int64_t k = 0; k < k_count; ++k) {
-    const float* bk = b + k * b_k;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float ar = a[r * a_row + k * a_k];
-      for (std::int64_t c = 0; c < cols; ++c) acc[r][c] += ar * bk[c];
-    }
-  }
-}
-
-#ifdef TESSERA_HOST_VECTORS
-// The host's wide tiles: rows r0 .. r0 + R by columns c0 .. c0 + V
-// native_lanes, each row's sums in V of the host's vector registers (8
-// accumulators of 16 floats with AVX-512 at V = 2): per step of the sum V
-// loads of B and R broadcasts of A for R V vector multiply-adds. Each
-// output starts from start(r, c) and adds its terms in order of k, as
-// tile_product's do, so the tile's shape leaves the bits as they are.
-template <int R, int V, class Start, class Out>
-inline void lane_tile(const float* a, std::int64_t a_row, std::int64_t a_k, const float* b,
-                      std::int64_t b_k, std::int64_t k_count, std::int64_t r0, std::int64_t c0,
-                      const Start& start, const Out& out) {
-  constexpr int width = V * native_lanes;
-  float values[R][width];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < width; ++c) values[r][c] = start(r0 + r, c0 + c);
-  NativeLanes sum[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) sum[r][v] = load_lanes<NativeLanes>(values[r] + v * native_lanes);
-  const float* const ar = a + r0 * a_row;
-  const float* const bc = b + c0;
-  for (std::int64_t k = 0; k < k_count; ++k) {
-    NativeLanes column[V];
-    for (int v = 0; v < V; ++v) {
-      column[v] = load_lanes<NativeLanes>(bc + k * b_k + v * native_lanes);
-      keep_in_register(column[v]);
-    }
-    for (int r = 0; r < R; ++r) {
-      const float value = ar[r * a_row + k * a_k];
-      for (int v = 0; v < V; ++v) sum[r][v] += value * column[v];
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) store_lanes(values[r] + v * native_lanes, sum[r][v]);
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < width; ++c) out(r0 + r, c0 + c, values[r][c]);
-}
-
-// Rows a wide tile takes: 8 by two registers are 16 accumulators, half of
-// AVX-512's 32 registers; AVX's 16 registers hold 6 by two (12), beside the
-// two values of B and the broadcast of A.
-constexpr int lane_tile_rows = native_lanes >= 16 ? 8 : 6;
-
-// lane_tile for the nr <= R rows left at r0: the tile nr rows tall.
-template <int R, int V, class Start, class Out>
-inline void lane_tile_rows_upto(std::int64_t nr, const float* a, std::int64_t a_row,
-                                std::int64_t a_k, const float* b, std::int64_t b_k,
-                                std::int64_t k_count, std::int64_t r0, std::int64_t c0,
-                                const Start& start, const Out& out) {
-  if constexpr (R > 1) {
-    if (nr < R) {
-      lane_tile_rows_upto<R - 1, V>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-      return;
-    }
-  }
-  lane_tile<R, V>(a, a_row, a_k, b, b_k, k_count, r0, c0, start, out);
-}
-#endif
-
 // Why a host path's launch takes one (sample, head) a work item.
 constexpr const char* attention_host_narrow =
     "host schedule: one (sample, head) per task, its products in register tiles";
 
-KOKKOS_INLINE_FUNCTION std::int64_t at_most(std::int64_t v, std::int64_t limit) {
-  return v < limit ? v : limit;
+// The positions a row's loops below visit: 0..t, rounded up to whole
+// vectors of native_lanes where the block's rows have room (j < end), so
+// that no loop ends in a scalar remainder (the exponentials' stood out in
+// backward's profile); the values past t are then zeroed.
+KOKKOS_INLINE_FUNCTION std::int64_t row_lanes_end(std::int64_t t, std::int64_t end) {
+  const std::int64_t rounded = (t + native_lanes) / native_lanes * native_lanes;
+  return rounded <= end ? rounded : t + 1;
 }
 
-// out(r, c, start(r, c) + sum over k < k_count of A(r, k) B(k, c)) for
-// r < rows and c < cols, in register tiles (with vector extensions two
-// or one of the host's registers wide, then 8 columns at a time); A and
-// B as for tile_product.
-template <class Start, class Out>
-KOKKOS_INLINE_FUNCTION void tiled_product(const float* a, std::int64_t a_row, std::int64_t a_k,
-                                          const float* b, std::int64_t b_k, std::int64_t k_count,
-                                          std::int64_t rows, std::int64_t cols, const Start& start,
-                                          const Out& out) {
-  std::int64_t lane_cols = 0;
-#ifdef TESSERA_HOST_VECTORS
-  for (std::int64_t r0 = 0; r0 < rows; r0 += lane_tile_rows) {
-    const std::int64_t nr = at_most(lane_tile_rows, rows - r0);
-    std::int64_t c0 = 0;
-    for (; c0 + 2 * native_lanes <= cols; c0 += 2 * native_lanes)
-      lane_tile_rows_upto<lane_tile_rows, 2>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start,
-                                             out);
-    if (c0 + native_lanes <= cols) {
-      lane_tile_rows_upto<lane_tile_rows, 1>(nr, a, a_row, a_k, b, b_k, k_count, r0, c0, start,
-                                             out);
-      c0 += native_lanes;
-    }
-    lane_cols = c0;
-  }
-#endif
-  float acc[tile_rows][tile_cols];
-  for (std::int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
-    const std::int64_t nr = at_most(tile_rows, rows - r0);
-    for (std::int64_t c0 = lane_cols; c0 < cols; c0 += tile_cols) {
-      const std::int64_t nc = at_most(tile_cols, cols - c0);
-      tile_product(
-          a + r0 * a_row, a_row, a_k, b + c0, b_k, k_count, nr, nc,
-          [&](std::int64_t r, std::int64_t c) { return start(r0 + r, c0 + c); }, acc);
-      for (std::int64_t r = 0; r < nr; ++r)
-        for (std::int64_t c = 0; c < nc; ++c) out(r0 + r, c0 + c, acc[r][c]);
-    }
-  }
+// f(j) for j < n: whole vectors of native_lanes, then one at a time.
+template <class F>
+KOKKOS_INLINE_FUNCTION void for_each_lane(std::int64_t n, const F& f) {
+  std::int64_t j = 0;
+  for (; j + native_lanes <= n; j += native_lanes)
+    for (int l = 0; l < native_lanes; ++l) f(j + l);
+  for (; j < n; ++j) f(j);
 }
 
 // Row t of the probabilities from its scores (columns 0..t), and the row's
 // statistics: the row maximum first, so exp never overflows; the
 // exponentials without library calls (so the loop vectorises), summed in
-// lane_sum's fixed order; exact zeros from t + 1 to end.
+// lane_sum's fixed order (the zeros past t add nothing to it); exact zeros
+// from t + 1 to end.
 KOKKOS_INLINE_FUNCTION void causal_softmax_row(float* row, std::int64_t t, std::int64_t end,
                                                float& max_out, float& inverse_out) {
   const float max = lane_max(row, t + 1);
-  for (std::int64_t j = 0; j <= t; ++j) row[j] = exp_nonpositive(row[j] - max);
-  const float inverse = 1.0f / lane_sum(row, t + 1);
-  for (std::int64_t j = 0; j <= t; ++j) row[j] *= inverse;
+  const std::int64_t n = row_lanes_end(t, end);
+  for_each_lane(n, [&](std::int64_t j) { row[j] = exp_nonpositive(row[j] - max); });
   for (std::int64_t j = t + 1; j < end; ++j) row[j] = 0.0f;
+  const float inverse = 1.0f / lane_sum(row, n);
+  for_each_lane(n, [&](std::int64_t j) { row[j] *= inverse; });
   max_out = max;
   inverse_out = inverse;
 }
@@ -288,7 +111,8 @@ KOKKOS_INLINE_FUNCTION void causal_softmax_row(float* row, std::int64_t t, std::
 // Row t of the probabilities again, from its scores and its statistics.
 KOKKOS_INLINE_FUNCTION void causal_probability_row(float* row, std::int64_t t, std::int64_t end,
                                                    float max, float inverse) {
-  for (std::int64_t j = 0; j <= t; ++j) row[j] = attention_probability(row[j], max, inverse);
+  for_each_lane(row_lanes_end(t, end),
+                [&](std::int64_t j) { row[j] = attention_probability(row[j], max, inverse); });
   for (std::int64_t j = t + 1; j < end; ++j) row[j] = 0.0f;
 }
 
@@ -313,8 +137,7 @@ KOKKOS_INLINE_FUNCTION void attention_block_scores(const QKV& qkv, std::int64_t 
                                                    const float* keys, std::int64_t T,
                                                    std::int64_t D, std::int64_t rows,
                                                    std::int64_t end, float scale, float* s) {
-  tiled_product(&qkv(row0, col0), ld, 1, keys, T, D, rows, end, ZeroStart{},
-                [&](std::int64_t r, std::int64_t j, float v) { s[r * T + j] = scale * v; });
+  tiled_product(&qkv(row0, col0), ld, 1, keys, T, D, rows, end, ZeroStart{}, RowsOut{s, T, scale});
 }
 
 template <class ExecSpace, class QKV, class Heads>
@@ -360,9 +183,7 @@ void attention_forward_host(const ExecSpace& exec, const AttentionLayout& l, flo
             p = at.kept;
           }
           impl::tiled_product(p, T, 1, &qkv(n * T, 2 * C + h * D), ld, end, rows, D,
-                              impl::ZeroStart{}, [&](std::int64_t r, std::int64_t d, float v) {
-                                heads(n * T + t0 + r, h * D + d) = v;
-                              });
+                              impl::ZeroStart{}, impl::view_out(heads, n * T + t0, h * D));
         }
       });
 }
@@ -373,7 +194,7 @@ Work attention_backward_host_work(const AttentionLayout& l, bool drop) {
   // qkv, stats and dheads read, the keys and values transposed into
   // scratch and read per block, the blocks of P, dS and with dropout P'
   // written and read within the item (about the causal half each), dqkv
-  // written (zeroed first: the adds to dK and dV re-read what this launch
+  // written (the adds to dK and dV re-read what the launch's earlier blocks
   // wrote). Per pair: S again (2 D + 1) and P from it (3), dP's dot product
   // (2 D), the multiply-adds of dV, dQ and dK (2 D each; dV and dK add
   // onto dqkv's values), P dP's multiply-add into the dot (2), dS (3), and
@@ -406,16 +227,22 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
       "tessera::kernels::attention_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, l.batch * H),
       work, KOKKOS_LAMBDA(const std::int64_t nh) {
         const std::int64_t n = nh / H, h = nh % H;
-        for (std::int64_t t = 0; t < T; ++t)
-          for (std::int64_t d = 0; d < D; ++d) {
-            dqkv(n * T + t, h * D + d) = 0.0f;
-            dqkv(n * T + t, C + h * D + d) = 0.0f;
-            dqkv(n * T + t, 2 * C + h * D + d) = 0.0f;
-          }
         const AttentionHostScratch at(scratch, nh, D, T);
         float* const ds = at.ds;
         impl::transpose_head(qkv, n * T, C + h * D, T, D, at.keys);
         impl::transpose_head(qkv, n * T, 2 * C + h * D, T, D, at.values);
+        // out(j) = the sum over t < end of A(t, j) B(t) for j < end, where
+        // a block adds its rows' terms, A(t0 + k, j) = a[j + k T] and
+        // B(t0 + k) = b + k ldb: the outputs j < t0 start from what the
+        // earlier blocks left in dqkv's columns col.., those from t0 on
+        // from 0 (no block before this one reaches them).
+        const auto add_block_terms = [&](std::int64_t t0, std::int64_t rows, const float* a,
+                                         const float* b, std::int64_t ldb, std::int64_t col) {
+          impl::tiled_product(a, 1, T, b, ldb, rows, t0, D, impl::view_start(dqkv, n * T, col),
+                              impl::view_out(dqkv, n * T, col));
+          impl::tiled_product(a + t0, 1, T, b, ldb, rows, rows, D, impl::ZeroStart{},
+                              impl::view_out(dqkv, n * T + t0, col));
+        };
         for (std::int64_t t0 = 0; t0 < T; t0 += impl::block_rows) {
           const std::int64_t rows = impl::at_most(impl::block_rows, T - t0), end = t0 + rows;
           // P again: forward's scores and probabilities, bit for bit.
@@ -425,8 +252,7 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
                                          stats(nh, 1, t0 + r));
           // dP' = dY V^T over j < end; dP = dP' .* mask.
           impl::tiled_product(&dheads(n * T + t0, h * D), ldh, 1, at.values, T, D, rows, end,
-                              impl::ZeroStart{},
-                              [&](std::int64_t r, std::int64_t j, float v) { ds[r * T + j] = v; });
+                              impl::ZeroStart{}, impl::RowsOut{ds, T, 1.0f});
           const float* p = at.p;
           if (drop) {
             for (std::int64_t r = 0; r < rows; ++r)
@@ -439,12 +265,7 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
           }
           // dV(j) += P'(t, j) dY(t) for the block's t in order, j < end:
           // each dV(j) adds its terms in order of t, whatever the blocks.
-          impl::tiled_product(
-              p, 1, T, &dheads(n * T + t0, h * D), ldh, rows, end, D,
-              [&](std::int64_t j, std::int64_t d) { return dqkv(n * T + j, 2 * C + h * D + d); },
-              [&](std::int64_t j, std::int64_t d, float v) {
-                dqkv(n * T + j, 2 * C + h * D + d) = v;
-              });
+          add_block_terms(t0, rows, p, &dheads(n * T + t0, h * D), ldh, 2 * C + h * D);
           // dS(t, j) = scale P (dP - sum_j P dP), 0 after t.
           for (std::int64_t r = 0; r < rows; ++r) {
             const std::int64_t t = t0 + r;
@@ -456,14 +277,9 @@ void attention_backward_host(const ExecSpace& exec, const AttentionLayout& l, fl
           }
           // dQ(t) = sum over j < end of dS(t, j) K(j).
           impl::tiled_product(ds, T, 1, &qkv(n * T, C + h * D), ld, end, rows, D, impl::ZeroStart{},
-                              [&](std::int64_t r, std::int64_t d, float v) {
-                                dqkv(n * T + t0 + r, h * D + d) = v;
-                              });
+                              impl::view_out(dqkv, n * T + t0, h * D));
           // dK(j) += dS(t, j) Q(t) for the block's t in order, j < end.
-          impl::tiled_product(
-              ds, 1, T, &qkv(n * T + t0, h * D), ld, rows, end, D,
-              [&](std::int64_t j, std::int64_t d) { return dqkv(n * T + j, C + h * D + d); },
-              [&](std::int64_t j, std::int64_t d, float v) { dqkv(n * T + j, C + h * D + d) = v; });
+          add_block_terms(t0, rows, ds, &qkv(n * T + t0, h * D), ld, C + h * D);
         }
       });
 }

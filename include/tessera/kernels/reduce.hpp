@@ -11,9 +11,11 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/elementwise.hpp>
+#include <tessera/kernels/impl/lanes.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace tessera::kernels {
@@ -23,6 +25,28 @@ constexpr std::int64_t deterministic_chunk = 1024;
 
 // Partial sums lane_sum keeps; part of its result's definition.
 constexpr int sum_lanes = 8;
+
+#ifdef TESSERA_HOST_VECTORS
+namespace impl {
+static_assert(sum_lanes == 8, "the host's lane sums hold sum_lanes floats in one EightFloats");
+// The pairwise adds (and comparisons) that end lane_sum and lane_max, on
+// the eight partial results as one vector: GCC's vectorised loops wrote
+// the lanes to the stack and read them back, a stall a row (the
+// attention's rows of 16 to 128 scores).
+inline float lane_total(EightFloats x) {
+  x += __builtin_shufflevector(x, x, 4, 5, 6, 7, 4, 5, 6, 7);
+  x += __builtin_shufflevector(x, x, 2, 3, 2, 3, 2, 3, 2, 3);
+  return x[0] + x[1];
+}
+inline float lane_largest(EightFloats x) {
+  EightFloats s = __builtin_shufflevector(x, x, 4, 5, 6, 7, 4, 5, 6, 7);
+  x = s > x ? s : x;
+  s = __builtin_shufflevector(x, x, 2, 3, 2, 3, 2, 3, 2, 3);
+  x = s > x ? s : x;
+  return x[1] > x[0] ? x[1] : x[0];
+}
+}  // namespace impl
+#endif
 
 // Sum of term(i) over [0, n) in lane_sum's lanes and order (term(i) goes
 // to partial sum i % sum_lanes): for terms computed on the way, e.g. the
@@ -47,6 +71,15 @@ KOKKOS_INLINE_FUNCTION A lane_sum_of(std::int64_t n, const Term& term) {
 // (accumulator_t), as the same values copied into a float row would be.
 template <class T>
 KOKKOS_INLINE_FUNCTION accumulator_t<T> lane_sum(const T* v, std::int64_t n) {
+#ifdef TESSERA_HOST_VECTORS
+  if constexpr (std::is_same<T, float>::value) {
+    impl::EightFloats lane = {};
+    std::int64_t i = 0;
+    for (; i + sum_lanes <= n; i += sum_lanes) lane += impl::load_lanes<impl::EightFloats>(v + i);
+    for (int l = 0; i + l < n; ++l) lane[l] += v[i + l];
+    return impl::lane_total(lane);
+  }
+#endif
   return lane_sum_of<accumulator_t<T>>(n, [&](std::int64_t i) { return widen(v[i]); });
 }
 
@@ -55,6 +88,19 @@ KOKKOS_INLINE_FUNCTION accumulator_t<T> lane_sum(const T* v, std::int64_t n) {
 // The maximum does not depend on the order, but for the sign of a zero
 // maximum (+0 and -0 compare equal), which x - max does not see.
 KOKKOS_INLINE_FUNCTION float lane_max(const float* v, std::int64_t n) {
+#ifdef TESSERA_HOST_VECTORS
+  {
+    const float first = v[0];
+    impl::EightFloats lane = {first, first, first, first, first, first, first, first};
+    std::int64_t i = 0;
+    for (; i + sum_lanes <= n; i += sum_lanes) {
+      const auto x = impl::load_lanes<impl::EightFloats>(v + i);
+      lane = x > lane ? x : lane;
+    }
+    for (int l = 0; i + l < n; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
+    return impl::lane_largest(lane);
+  }
+#endif
   float lane[sum_lanes];
   for (int l = 0; l < sum_lanes; ++l) lane[l] = v[0];
   std::int64_t i = 0;
