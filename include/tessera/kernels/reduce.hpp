@@ -89,18 +89,16 @@ KOKKOS_INLINE_FUNCTION accumulator_t<T> lane_sum(const T* v, std::int64_t n) {
 // maximum (+0 and -0 compare equal), which x - max does not see.
 KOKKOS_INLINE_FUNCTION float lane_max(const float* v, std::int64_t n) {
 #ifdef TESSERA_HOST_VECTORS
-  {
-    const float first = v[0];
-    impl::EightFloats lane = {first, first, first, first, first, first, first, first};
-    std::int64_t i = 0;
-    for (; i + sum_lanes <= n; i += sum_lanes) {
-      const auto x = impl::load_lanes<impl::EightFloats>(v + i);
-      lane = x > lane ? x : lane;
-    }
-    for (int l = 0; i + l < n; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
-    return impl::lane_largest(lane);
+  const float first = v[0];
+  impl::EightFloats lane = {first, first, first, first, first, first, first, first};
+  std::int64_t i = 0;
+  for (; i + sum_lanes <= n; i += sum_lanes) {
+    const auto x = impl::load_lanes<impl::EightFloats>(v + i);
+    lane = x > lane ? x : lane;
   }
-#endif
+  for (int l = 0; i + l < n; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
+  return impl::lane_largest(lane);
+#else
   float lane[sum_lanes];
   for (int l = 0; l < sum_lanes; ++l) lane[l] = v[0];
   std::int64_t i = 0;
@@ -110,6 +108,7 @@ KOKKOS_INLINE_FUNCTION float lane_max(const float* v, std::int64_t n) {
   for (int width = sum_lanes / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) lane[l] = lane[l + width] > lane[l] ? lane[l + width] : lane[l];
   return lane[0];
+#endif
 }
 
 // a[i] * b[i] summed over [0, n) in lane_sum's order: product i goes to
