@@ -630,6 +630,38 @@ TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
   }
 }
 
+// The transforms' constant matrices (impl::WinogradMatrices) are those
+// Winograd's constructor derives from the interpolation points, and their
+// FLOPs count the terms of the nonzero coefficients: at t = 4 every
+// coefficient of B^T and A^T is 0, 1 or -1 (one add per row of B^T with two
+// terms; A^T's rows of 3 terms, 2 adds); at t = 6, B^T's rows hold 3, 4, 4,
+// 4, 4 and 3 terms, each row 2 of them with a coefficient other than 1 and
+// -1 (4, -5, 2, -2 or -4).
+TEST(Winograd, ConstantMatricesAreTheDerivedOnes) {
+  using kernels::impl::Winograd;
+  using kernels::impl::WinogradMatrices;
+  const auto expect_same = [](const Winograd& w, const auto& m) {
+    for (int i = 0; i < w.t; ++i)
+      for (int j = 0; j < w.t; ++j)
+        EXPECT_EQ(w.bt[i][j], m.bt[i][j]) << "t " << w.t << " B^T " << i << j;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < w.t; ++j)
+        EXPECT_EQ(w.at[i][j], m.at[i][j]) << "t " << w.t << " A^T " << i << j;
+  };
+  expect_same(Winograd(3), WinogradMatrices<4>{});
+  expect_same(Winograd(5), WinogradMatrices<6>{});
+  // Two passes of t rows of B^T over t columns or rows.
+  EXPECT_EQ(kernels::impl::winograd_input_tile_flops<4>(), 2 * 4 * (4 * 1));
+  EXPECT_EQ(kernels::impl::winograd_input_tile_flops<6>(), 2 * 6 * (4 + 5 + 5 + 5 + 5 + 4));
+  // t columns, then 2 rows, each through A^T's 2 rows.
+  EXPECT_EQ(kernels::impl::winograd_output_tile_flops<4>(), (4 + 2) * (2 + 2));
+  EXPECT_EQ(kernels::impl::winograd_output_tile_flops<6>(), (6 + 2) * (4 + 6));
+  // 2 + t columns of A^T's, each an add where both its entries are nonzero
+  // (and a multiply for the 2 and -2 of t = 6).
+  EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<4>(), (2 + 4) * 2);
+  EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<6>(), (2 + 6) * (1 + 1 + 2 + 2));
+}
+
 // The direct schedule against the naive loops: a one-channel input (the
 // stem of the ResNet deck), stride 2 (the downsampling 3 x 3 and the 1 x 1
 // projection, whose input's last row and column no window reads), channel

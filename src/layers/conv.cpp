@@ -27,9 +27,9 @@ kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options&
 // products are the direct form's.
 // Winograd's F(2 x 2, r x r), t x t tiles, as impl/winograd.hpp runs it: per
 // tile, t^2 products of every channel pair; per tile and channel, the
-// input transform B^T d B (2 t^2 sums of t terms: 4 t^3) and the output
-// transform A^T M A (2t + 4 sums of t terms) or the gradient's A d A^T
-// (2t + t^2 sums of 2 terms), 4 t (t + 2) either; per channel pair, the
+// input transform B^T d B and the output transform A^T M A or the
+// gradient's A d A^T, each the terms of its matrices' nonzero coefficients
+// (impl::winograd_input_flops and the others); per channel pair, the
 // weights' G g G^T or the gradient's G^T dU G, 2 r t (r + t) either.
 struct ConvOperations {
   double forward = 0, weight_gradient = 0, input_gradient = 0;
@@ -42,14 +42,17 @@ ConvOperations executed_operations(const kernels::Conv2dGeometry& g,
   const double direct = 2 * out * static_cast<double>(g.patch() * g.positions()) * batch;
   ConvOperations ops;
   if (schedule == kernels::ConvSchedule::winograd && g.winograd()) {
-    const double r = g.rows.kernel, t = kernels::impl::Winograd::tile_size(g.rows.kernel);
-    const double input_tile = 4 * t * t * t, output_tile = 4 * t * (t + 2);
-    const double weights = 2 * r * t * (r + t) * in * out, products = 2 * t * t * in * out;
+    const int r = g.rows.kernel, t = kernels::impl::Winograd::tile_size(r);
+    const double input_tile = kernels::impl::winograd_input_flops(t);
+    const double output_tile = kernels::impl::winograd_output_flops(t);
+    const double gradient_tile = kernels::impl::winograd_gradient_flops(t);
+    const double weights = kernels::impl::winograd_weight_flops(t, r) * in * out;
+    const double products = 2.0 * t * t * in * out;
     // Tiles of the outputs, and of the transposed convolution's: the inputs.
     const double tiles = batch * static_cast<double>(g.winograd_tiles());
     const double input_tiles = batch * static_cast<double>(g.transposed().winograd_tiles());
     ops.forward = weights + tiles * (in * input_tile + products + out * output_tile);
-    ops.weight_gradient = tiles * (in * input_tile + products + out * output_tile) + weights;
+    ops.weight_gradient = tiles * (in * input_tile + products + out * gradient_tile) + weights;
     ops.input_gradient = weights + input_tiles * (out * input_tile + products + in * output_tile);
     return ops;
   }

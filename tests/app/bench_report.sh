@@ -163,15 +163,28 @@ expected_flops = {
 }
 # Executed FLOPs of conv2 (5 x 5, 32 -> 64 channels, 14 x 14, 'same') in
 # Winograd's F(2 x 2, 5 x 5), t = 6: 7 x 7 tiles of outputs, and of inputs
-# for the input gradient; per tile t^2 products of each channel pair, the
-# input transform 4 t^3 and the output (or gradient) transform 4 t (t + 2)
-# per channel, the weights' (or their gradient's) 2 r t (r + t) per pair.
+# for the input gradient; per tile t^2 products of each channel pair; per
+# channel the input transform B^T d B, the output transform A^T M A or the
+# gradient's A d A^T, each term of a nonzero coefficient an add after a
+# row's first and a multiply where the coefficient is not 1 or -1; the
+# weights' (or their gradient's) 2 r t (r + t) per pair.
 t, r, cin, cout, tiles = 6, 5, 32, 64, N * 49
-products, input_tile, output_tile = 2 * t * t * cin * cout, 4 * t ** 3, 4 * t * (t + 2)
+BT = [[4, 0, -5, 0, 1, 0], [0, 4, 4, -1, -1, 0], [0, -4, 4, 1, -1, 0],
+      [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+AT = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 1]]
+def row_flops(row):
+    terms = [c for c in row if c != 0]
+    return len(terms) - 1 + sum(1 for c in terms if abs(c) != 1)
+input_tile = 2 * t * sum(row_flops(row) for row in BT)
+output_tile = (t + 2) * sum(row_flops(row) for row in AT)
+gradient_tile = (2 + t) * sum(row_flops([AT[0][i], AT[1][i]]) for i in range(t))
+products = 2 * t * t * cin * cout
 weights = 2 * r * t * (r + t) * cin * cout
 wino_pass = tiles * (cin * input_tile + products + cout * output_tile) + weights
+wino_weight_gradient = tiles * (cin * input_tile + products + cout * gradient_tile) + weights
 wino_input_gradient = tiles * (cout * input_tile + products + cin * output_tile) + weights
-winograd_conv2 = (wino_pass + N * 64 * 196, wino_pass + wino_input_gradient + N * 64 * 196)
+winograd_conv2 = (wino_pass + N * 64 * 196,
+                  wino_weight_gradient + wino_input_gradient + N * 64 * 196)
 for i, layer in enumerate(layers):
     where = f"layers[{i}] ({layer.get('name')})"
     check(layer["index"] == i, f"{where}.index")

@@ -13,13 +13,18 @@
 
 namespace tessera::kernels::impl {
 
-// FLOPs of winograd.hpp's transforms, for tiles t x t of an r x r kernel.
-// Input tile B^T d B, a channel: 2 t^2 sums of t products.
-inline double winograd_input_flops(int t) { return 2.0 * t * t * (2 * t - 1); }
-// Output tile A^T M A, a channel: 2 t, then 4, sums of t products.
-inline double winograd_output_flops(int t) { return (2.0 * t + 4) * (2 * t - 1); }
-// Output-gradient tile A d A^T, a channel: 2 t, then t^2, sums of 2 products.
-inline double winograd_gradient_flops(int t) { return 3.0 * (2 * t + t * t); }
+// FLOPs of winograd.hpp's transforms of a channel's tile, t x t (t = 4 or
+// 6; the terms of their nonzero coefficients): the input tile B^T d B, the
+// output tile A^T M A and the output-gradient tile A d A^T.
+inline double winograd_input_flops(int t) {
+  return t == 4 ? winograd_input_tile_flops<4>() : winograd_input_tile_flops<6>();
+}
+inline double winograd_output_flops(int t) {
+  return t == 4 ? winograd_output_tile_flops<4>() : winograd_output_tile_flops<6>();
+}
+inline double winograd_gradient_flops(int t) {
+  return t == 4 ? winograd_gradient_tile_flops<4>() : winograd_gradient_tile_flops<6>();
+}
 // A kernel's G g G^T or its gradient's G^T dU G, a channel pair: t r, then
 // t^2 (or r^2, then t r) multiply-adds of r (or t) terms.
 inline double winograd_weight_flops(int t, int r) { return 2.0 * t * r * (t + r); }
@@ -88,7 +93,7 @@ struct WinogradWork : WinogradLayout {
   // laid and transforms its tiles into v. The padding is zeroed once: each
   // sample overwrites the same interior.
   template <int T, class S>
-  void transform_inputs(const Winograd& wg, const Conv2dGeometry& g, const S* x) const {
+  void transform_inputs(const Conv2dGeometry& g, const S* x) const {
     const std::int64_t in = g.in_channels, plane = g.input_positions();
     zero_row(laid, static_cast<int>(padded * in));
     for (std::int64_t s = 0; s < n / tiles; ++s) {
@@ -96,8 +101,8 @@ struct WinogradWork : WinogradLayout {
                            padded_cols, laid);
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < cols; ++j)
-          winograd_input_tile<T>(wg, laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in,
-                                 in, v + (s * tiles + i * cols + j) * in, n * in);
+          winograd_input_tile<T>(laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
+                                 v + (s * tiles + i * cols + j) * in, n * in);
     }
   }
 };
@@ -108,22 +113,21 @@ struct WinogradWork : WinogradLayout {
 // `add` adds to y (input gradients) instead of storing. `work` holds
 // g.winograd_floats(count).
 template <int T, class S, class D>
-void winograd_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
-                      std::int64_t count, const float* u, const float* bias, D* y, bool add,
-                      float* work) {
+void winograd_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, std::int64_t count,
+                      const float* u, const float* bias, D* y, bool add, float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
   const std::int64_t tiles = b.tiles, n = b.n;
   float *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
-  b.transform_inputs<T>(wg, g, x);
+  b.transform_inputs<T>(g, x);
   for (int k = 0; k < T * T; ++k)
     thread_gemm(gemm, 'N', 'N', n, out, in, v + k * n * in, in, u + k * in * out, out, 0,
                 m + k * n * out, out);
   for (std::int64_t s = 0; s < count; ++s) {
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
-        winograd_output_tile<T>(wg, m + (s * tiles + i * cols + j) * out, n * out, out,
+        winograd_output_tile<T>(m + (s * tiles + i * cols + j) * out, n * out, out,
                                 tile_out + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out);
     for (std::int64_t o = 0; o < out; ++o) {
       const float b = bias != nullptr ? bias[o] : 0.0f;
@@ -146,9 +150,9 @@ void winograd_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g
                     std::int64_t count, const float* u, const float* bias, D* y, bool add,
                     float* work) {
   if (wg.t == 4)
-    winograd_samples<4>(gemm, wg, g, x, count, u, bias, y, add, work);
+    winograd_samples<4>(gemm, g, x, count, u, bias, y, add, work);
   else
-    winograd_samples<6>(gemm, wg, g, x, count, u, bias, y, add, work);
+    winograd_samples<6>(gemm, g, x, count, u, bias, y, add, work);
 }
 
 // du (+)= dL/dU, the gradient of the transformed weights, from `count`
@@ -158,16 +162,16 @@ void winograd_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g
 // row_sums[s * out + o] = the lane_sum of sample s's plane o of dy (the
 // bias gradient's terms). `work` holds g.winograd_floats(count).
 template <int T, class S, class G>
-void winograd_weight_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g,
-                             const S* x, const G* dy, std::int64_t count, float beta, float* du,
-                             float* row_sums, float* work) {
+void winograd_weight_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, const G* dy,
+                             std::int64_t count, float beta, float* du, float* row_sums,
+                             float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
   const std::int64_t tiles = b.tiles, n = b.n;
   // grad holds the output gradient's tiles channel-last.
   float *const grad = b.tile_out, *const v = b.v, *const m = b.m;
-  b.transform_inputs<T>(wg, g, x);
+  b.transform_inputs<T>(g, x);
   // dy's tiles beyond odd output sizes stay zero.
   zero_row(grad, static_cast<int>(4 * tiles * out));
   for (std::int64_t s = 0; s < count; ++s) {
@@ -178,7 +182,7 @@ void winograd_weight_samples(HostSgemm* gemm, const Winograd& wg, const Conv2dGe
         row_sums[s * out + o] = lane_sum(sample + o * positions, positions);
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
-        winograd_gradient_tile<T>(wg, grad + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out, out,
+        winograd_gradient_tile<T>(grad + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out, out,
                                   m + (s * tiles + i * cols + j) * out, n * out);
   }
   for (int k = 0; k < T * T; ++k)
@@ -192,9 +196,9 @@ void winograd_weight_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeom
                            const G* dy, std::int64_t count, float beta, float* du, float* row_sums,
                            float* work) {
   if (wg.t == 4)
-    winograd_weight_samples<4>(gemm, wg, g, x, dy, count, beta, du, row_sums, work);
+    winograd_weight_samples<4>(gemm, g, x, dy, count, beta, du, row_sums, work);
   else
-    winograd_weight_samples<6>(gemm, wg, g, x, dy, count, beta, du, row_sums, work);
+    winograd_weight_samples<6>(gemm, g, x, dy, count, beta, du, row_sums, work);
 }
 
 // y = conv(x, W) + b, ConvSchedule::winograd (g.winograd() holds): the

@@ -183,30 +183,122 @@ struct Winograd {
 using WinogradLanes = NativeLanes;
 static_assert(winograd_lanes % native_lanes == 0, "a vector step divides winograd_lanes");
 
+// Unrolls the loop it precedes (GCC and Clang), so that the coefficients
+// below are constants in each of its steps; nvcc's front end does not know
+// the pragma, and its builds run these transforms on no device.
+#if defined(__NVCC__)
+#define TESSERA_WINOGRAD_UNROLL
+#else
+#define TESSERA_WINOGRAD_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+// B^T and A^T of F(2 x 2, r x r), t = r + 1 = 4 and 6, as constants: the
+// matrices Winograd's constructor derives from the interpolation points
+// (tests/test_conv.cpp checks that they agree). The transforms below run
+// over them unrolled, so each step compiles to the terms of its nonzero
+// coefficients only, and coefficients 1 and -1 multiply nothing: B^T d B
+// takes 336 FLOPs a channel at t = 6 and 32 at t = 4, where the whole
+// products of its matrices take 792 and 224.
+template <int T>
+struct WinogradMatrices;
+template <>
+struct WinogradMatrices<4> {
+  static constexpr float bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}};
+  static constexpr float at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, 1}};
+};
+template <>
+struct WinogradMatrices<6> {
+  static constexpr float bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, 4, 4, -1, -1, 0},
+                                     {0, -4, 4, 1, -1, 0}, {0, -2, -1, 2, 1, 0},
+                                     {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float at[2][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 1}};
+};
+
+// The sum over k < N, in order of k, of c[k] x(k) for constant
+// coefficients c, the terms of zero coefficients left out: for finite x the
+// value of the whole sum (a zero term added leaves a sum as it is). A first
+// term of a coefficient other than 1 and -1 is added to 0, so that the
+// compiler fuses each later product with the sum before it (fusing the
+// first product with the second instead would round a different product).
+template <int N, class L, class X>
+inline L constant_combination(const float (&c)[N], const X& x) {
+  L s{};
+  bool first = true;
+  TESSERA_WINOGRAD_UNROLL
+  for (int k = 0; k < N; ++k) {
+    if (c[k] == 0.0f) continue;
+    if (first && (c[k] == 1.0f || c[k] == -1.0f))
+      s = c[k] * x(k);
+    else
+      s += c[k] * x(k);
+    first = false;
+  }
+  return s;
+}
+
+// FLOPs of constant_combination over a row of N coefficients: an add a
+// term after the first, a multiply a coefficient other than 0, 1 and -1.
+template <int N>
+constexpr int combination_flops(const float (&c)[N]) {
+  int terms = 0, products = 0;
+  for (int k = 0; k < N; ++k) {
+    terms += c[k] != 0.0f;
+    products += c[k] != 0.0f && c[k] != 1.0f && c[k] != -1.0f;
+  }
+  return (terms > 0 ? terms - 1 : 0) + products;
+}
+
+// FLOPs of a transform of one channel's tile, t x t (t = 4 or 6): B^T d B
+// (t columns, then t rows, through B^T), A^T M A (t columns, then 2 rows,
+// through A^T) and A d A^T (2 columns of d to t rows, then t rows, through
+// the columns of A^T).
+template <int T>
+constexpr int winograd_input_tile_flops() {
+  int rows = 0;
+  for (int i = 0; i < T; ++i) rows += combination_flops(WinogradMatrices<T>::bt[i]);
+  return 2 * T * rows;
+}
+template <int T>
+constexpr int winograd_output_tile_flops() {
+  return (T + 2) * (combination_flops(WinogradMatrices<T>::at[0]) +
+                    combination_flops(WinogradMatrices<T>::at[1]));
+}
+template <int T>
+constexpr int winograd_gradient_tile_flops() {
+  int columns = 0;
+  for (int i = 0; i < T; ++i) {
+    const float column[2] = {WinogradMatrices<T>::at[0][i], WinogradMatrices<T>::at[1][i]};
+    columns += combination_flops(column);
+  }
+  return (2 + T) * columns;
+}
+
 // V[(i * t + j)][tile][c] = (B^T d B)(i, j) of one tile of `channels`
 // channels, d read channel-last from `in` (rows `row` floats apart,
 // columns `channels`); V's (i, j) blocks are `block` floats apart.
 template <int T>
-inline void winograd_input_tile(const Winograd& w, const float* in, std::int64_t row,
-                                std::int64_t channels, float* v, std::int64_t block) {
+inline void winograd_input_tile(const float* in, std::int64_t row, std::int64_t channels, float* v,
+                                std::int64_t block) {
+  using M = WinogradMatrices<T>;
   for (std::int64_t c0 = 0; c0 < channels; c0 += native_lanes) {
     WinogradLanes tmp[T][T];  // tmp[i][b] = sum_a bt[i][a] d[a][b]
     for (int b = 0; b < T; ++b) {
       WinogradLanes d[T];
       for (int a = 0; a < T; ++a)
         std::memcpy(&d[a], in + a * row + b * channels + c0, sizeof(WinogradLanes));
-      for (int i = 0; i < T; ++i) {
-        WinogradLanes s = w.bt[i][0] * d[0];
-        for (int a = 1; a < T; ++a) s += w.bt[i][a] * d[a];
-        tmp[i][b] = s;
-      }
+      TESSERA_WINOGRAD_UNROLL
+      for (int i = 0; i < T; ++i)
+        tmp[i][b] = constant_combination<T, WinogradLanes>(M::bt[i], [&](int a) { return d[a]; });
     }
-    for (int i = 0; i < T; ++i)
+    TESSERA_WINOGRAD_UNROLL
+    for (int i = 0; i < T; ++i) {
+      TESSERA_WINOGRAD_UNROLL
       for (int j = 0; j < T; ++j) {
-        WinogradLanes s = w.bt[j][0] * tmp[i][0];
-        for (int b = 1; b < T; ++b) s += w.bt[j][b] * tmp[i][b];
+        const WinogradLanes s =
+            constant_combination<T, WinogradLanes>(M::bt[j], [&](int b) { return tmp[i][b]; });
         std::memcpy(v + (i * T + j) * block + c0, &s, sizeof s);
       }
+    }
   }
 }
 
@@ -216,26 +308,31 @@ inline void winograd_input_tile(const Winograd& w, const float* in, std::int64_t
 // floats apart, columns `channels`); m's (i, j) blocks are `block` floats
 // apart.
 template <int T>
-inline void winograd_gradient_tile(const Winograd& w, const float* in, std::int64_t row,
-                                   std::int64_t channels, float* m, std::int64_t block) {
+inline void winograd_gradient_tile(const float* in, std::int64_t row, std::int64_t channels,
+                                   float* m, std::int64_t block) {
+  using M = WinogradMatrices<T>;
   for (std::int64_t o0 = 0; o0 < channels; o0 += native_lanes) {
     WinogradLanes d[2][2];
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b)
         std::memcpy(&d[a][b], in + a * row + b * channels + o0, sizeof(WinogradLanes));
     WinogradLanes tmp[T][2];  // tmp[i][b] = sum_a at[a][i] d[a][b]
-    for (int i = 0; i < T; ++i)
-      for (int b = 0; b < 2; ++b) {
-        WinogradLanes s = w.at[0][i] * d[0][b];
-        s += w.at[1][i] * d[1][b];
-        tmp[i][b] = s;
-      }
-    for (int i = 0; i < T; ++i)
+    TESSERA_WINOGRAD_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const float column[2] = {M::at[0][i], M::at[1][i]};
+      for (int b = 0; b < 2; ++b)
+        tmp[i][b] = constant_combination<2, WinogradLanes>(column, [&](int a) { return d[a][b]; });
+    }
+    TESSERA_WINOGRAD_UNROLL
+    for (int i = 0; i < T; ++i) {
+      TESSERA_WINOGRAD_UNROLL
       for (int j = 0; j < T; ++j) {
-        WinogradLanes s = w.at[0][j] * tmp[i][0];
-        s += w.at[1][j] * tmp[i][1];
+        const float column[2] = {M::at[0][j], M::at[1][j]};
+        const WinogradLanes s =
+            constant_combination<2, WinogradLanes>(column, [&](int b) { return tmp[i][b]; });
         std::memcpy(m + (i * T + j) * block + o0, &s, sizeof s);
       }
+    }
   }
 }
 
@@ -243,31 +340,25 @@ inline void winograd_gradient_tile(const Winograd& w, const float* in, std::int6
 // m, (i, j) blocks `block` floats apart; out's rows `row` floats apart,
 // its columns `channels`.
 template <int T>
-inline void winograd_output_tile(const Winograd& w, const float* m, std::int64_t block,
-                                 std::int64_t channels, float* out, std::int64_t row) {
+inline void winograd_output_tile(const float* m, std::int64_t block, std::int64_t channels,
+                                 float* out, std::int64_t row) {
+  using M = WinogradMatrices<T>;
   for (std::int64_t o0 = 0; o0 < channels; o0 += native_lanes) {
     WinogradLanes tmp[2][T];  // tmp[a][j] = sum_i at[a][i] m[i][j]
+    TESSERA_WINOGRAD_UNROLL
     for (int j = 0; j < T; ++j) {
-      WinogradLanes x;
-      std::memcpy(&x, m + j * block + o0, sizeof x);
-      WinogradLanes s0 = w.at[0][0] * x, s1 = w.at[1][0] * x;
-      for (int i = 1; i < T; ++i) {
-        std::memcpy(&x, m + (i * T + j) * block + o0, sizeof x);
-        s0 += w.at[0][i] * x;
-        s1 += w.at[1][i] * x;
-      }
-      tmp[0][j] = s0;
-      tmp[1][j] = s1;
+      WinogradLanes x[T];
+      for (int i = 0; i < T; ++i)
+        std::memcpy(&x[i], m + (i * T + j) * block + o0, sizeof(WinogradLanes));
+      for (int a = 0; a < 2; ++a)
+        tmp[a][j] = constant_combination<T, WinogradLanes>(M::at[a], [&](int i) { return x[i]; });
     }
-    for (int a = 0; a < 2; ++a) {
-      WinogradLanes s0 = w.at[0][0] * tmp[a][0], s1 = w.at[1][0] * tmp[a][0];
-      for (int j = 1; j < T; ++j) {
-        s0 += w.at[0][j] * tmp[a][j];
-        s1 += w.at[1][j] * tmp[a][j];
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) {
+        const WinogradLanes s =
+            constant_combination<T, WinogradLanes>(M::at[b], [&](int j) { return tmp[a][j]; });
+        std::memcpy(out + a * row + b * channels + o0, &s, sizeof s);
       }
-      std::memcpy(out + a * row + o0, &s0, sizeof s0);
-      std::memcpy(out + a * row + channels + o0, &s1, sizeof s1);
-    }
   }
 }
 
