@@ -10,6 +10,7 @@
 #include <tessera/kernels/impl/winograd.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tessera::kernels::impl {
 
@@ -62,18 +63,104 @@ void winograd_weights(const ExecSpace& exec, const Winograd wg, const Conv2dGeom
                });
 }
 
+// Where position p of a plane `cols` wide lies in a channel-last layout
+// whose rows are padded_cols columns long, from row `top` and column
+// `left`: its (row, column) offset in positions, stepped along the plane.
+struct PlanePositions {
+  std::int64_t h, w;
+  const std::int64_t cols, padded_cols, top, left;
+  PlanePositions(std::int64_t p, std::int64_t cols, std::int64_t padded_cols, std::int64_t top,
+                 std::int64_t left)
+      : h(p / cols), w(p % cols), cols(cols), padded_cols(padded_cols), top(top), left(left) {}
+  std::int64_t at() const { return (h + top) * padded_cols + left + w; }
+  void next() {
+    if (++w == cols) w = 0, ++h;
+  }
+};
+
 // A sample's `channels` planes of rows x cols (NCHW) channel-last into
 // laid [row][column][channel] (rows padded_cols columns long) from row
-// `top` and column `left`; the rest of laid is left as it is.
+// `top` and column `left`; the rest of laid is left as it is. Float planes
+// of whole vectors of channels go a square of native_lanes channels by as
+// many positions at a time, transposed in registers, each position's
+// channels one store (one value a store, they took half of Winograd's time
+// outside its products); the last square of a plane ends at its end,
+// writing some positions a second time with the same values.
 template <class S>
 void lay_out_channel_last(const S* x, std::int64_t channels, int rows, int cols, int top, int left,
                           std::int64_t padded_cols, float* laid) {
+  const std::int64_t plane = std::int64_t(rows) * cols;
+#ifdef TESSERA_HOST_VECTORS
+  if constexpr (std::is_same<S, float>::value) {
+    if (channels % native_lanes == 0 && plane >= native_lanes) {
+      for (std::int64_t c0 = 0; c0 < channels; c0 += native_lanes)
+        for (std::int64_t p = 0; p < plane; p += native_lanes) {
+          const std::int64_t first = p + native_lanes <= plane ? p : plane - native_lanes;
+          NativeLanes v[native_lanes];
+          for (int i = 0; i < native_lanes; ++i)
+            v[i] = load_lanes<NativeLanes>(x + (c0 + i) * plane + first);
+          transpose_lanes<native_lanes / 2>(v);
+          PlanePositions at(first, cols, padded_cols, top, left);
+          for (int i = 0; i < native_lanes; ++i, at.next())
+            store_lanes(laid + at.at() * channels + c0, v[i]);
+        }
+      return;
+    }
+  }
+#endif
   for (std::int64_t c = 0; c < channels; ++c)
     for (int h = 0; h < rows; ++h) {
       const S* source = x + (c * rows + h) * cols;
       float* line = laid + ((h + top) * padded_cols + left) * channels + c;
       for (int w = 0; w < cols; ++w) line[w * channels] = widen(source[w]);
     }
+}
+
+// A sample's output planes y [out][rows x cols] (+)= the tiles' outputs
+// laid channel-last in tile_out (rows 2 * tile columns wide), plus the
+// bias where not adding (null: none): lay_out_channel_last's transpose.
+// Float outputs of whole vectors of channels go a square at a time; a
+// plane's last positions that fill no square go one by one where adding.
+template <class D>
+void scatter_channel_last(const float* tile_out, std::int64_t out, int rows, int cols,
+                          std::int64_t tile_cols, const float* bias, bool add, D* y) {
+  const std::int64_t plane = std::int64_t(rows) * cols;
+  std::int64_t scalar_from = 0;  // positions from here on go one by one
+#ifdef TESSERA_HOST_VECTORS
+  if constexpr (std::is_same<D, float>::value) {
+    if (out % native_lanes == 0 && plane >= native_lanes) {
+      const std::int64_t squares_end = add ? plane / native_lanes * native_lanes : plane;
+      for (std::int64_t o0 = 0; o0 < out; o0 += native_lanes)
+        for (std::int64_t p = 0; p < squares_end; p += native_lanes) {
+          const std::int64_t first = p + native_lanes <= plane ? p : plane - native_lanes;
+          NativeLanes v[native_lanes];
+          PlanePositions at(first, cols, tile_cols, 0, 0);
+          for (int i = 0; i < native_lanes; ++i, at.next())
+            v[i] = load_lanes<NativeLanes>(tile_out + at.at() * out + o0);
+          transpose_lanes<native_lanes / 2>(v);
+          for (int i = 0; i < native_lanes; ++i) {
+            float* const target = y + (o0 + i) * plane + first;
+            if (add)
+              store_lanes(target, load_lanes<NativeLanes>(target) + v[i]);
+            else
+              store_lanes(target, v[i] + (bias != nullptr ? bias[o0 + i] : 0.0f));
+          }
+        }
+      scalar_from = squares_end;
+    }
+  }
+#endif
+  for (std::int64_t o = 0; o < out; ++o) {
+    const float b = bias != nullptr ? bias[o] : 0.0f;
+    D* const plane_out = y + o * plane;
+    for (std::int64_t p = scalar_from; p < plane; ++p) {
+      const float value = tile_out[((p / cols) * tile_cols + p % cols) * out + o];
+      if (add)
+        add_rounded(plane_out[p], value);
+      else
+        plane_out[p] = narrow<D>(value + b);
+    }
+  }
 }
 
 // One block's Winograd work in a thread's scratch `work`, laid out as
@@ -129,18 +216,8 @@ void winograd_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, std:
       for (int j = 0; j < cols; ++j)
         winograd_output_tile<T>(m + (s * tiles + i * cols + j) * out, n * out, out,
                                 tile_out + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out);
-    for (std::int64_t o = 0; o < out; ++o) {
-      const float b = bias != nullptr ? bias[o] : 0.0f;
-      D* const plane_out = y + (s * out + o) * positions;
-      for (int h = 0; h < g.rows.out; ++h) {
-        const float* line = tile_out + std::int64_t(h) * 2 * cols * out + o;
-        D* target = plane_out + std::int64_t(h) * g.cols.out;
-        if (add)
-          for (int w = 0; w < g.cols.out; ++w) add_rounded(target[w], line[w * out]);
-        else
-          for (int w = 0; w < g.cols.out; ++w) target[w] = narrow<D>(line[w * out] + b);
-      }
-    }
+    scatter_channel_last(tile_out, out, g.rows.out, g.cols.out, 2 * cols, bias, add,
+                         y + s * out * positions);
   }
 }
 

@@ -19,7 +19,9 @@
 
 #include <tessera/core/host_paths.hpp>
 
+#include <cstddef>
 #include <cstring>
+#include <utility>
 
 namespace tessera::kernels::impl {
 
@@ -92,6 +94,32 @@ inline EightDoubles widen_lanes(EightFloats v) {
   return w;
 }
 #endif
+#endif
+
+#ifdef TESSERA_HOST_VECTORS
+// One step of a register transpose of native_lanes rows: rows i and i + b
+// (i without the bit b) exchange blocks of b values, row i taking the
+// first block of each pair of blocks from both, row i + b the second.
+// After the steps b = native_lanes / 2, ..., 2, 1, row i holds what was
+// column i. Each step is one two-register permute a row.
+constexpr int transpose_index(int k, int b, bool second) {
+  const int pair = k / (2 * b) * (2 * b), w = k % (2 * b);
+  return (w < b ? pair + w : native_lanes + pair + w - b) + (second ? b : 0);
+}
+template <int b, std::size_t... K>
+inline void transpose_pair(NativeLanes& x, NativeLanes& y, std::index_sequence<K...>) {
+  const NativeLanes first = __builtin_shufflevector(x, y, transpose_index(int(K), b, false)...);
+  const NativeLanes second = __builtin_shufflevector(x, y, transpose_index(int(K), b, true)...);
+  x = first;
+  y = second;
+}
+template <int b>
+inline void transpose_lanes(NativeLanes (&x)[native_lanes]) {
+  for (int i = 0; i < native_lanes; ++i)
+    if ((i & b) == 0)
+      transpose_pair<b>(x[i], x[i + b], std::make_index_sequence<std::size_t(native_lanes)>());
+  if constexpr (b > 1) transpose_lanes<b / 2>(x);
+}
 #endif
 
 // Lanes from p and to p (any alignment), and all lanes zero.
