@@ -153,8 +153,9 @@ void scatter_channel_last(const float* tile_out, std::int64_t out, int rows, int
   for (std::int64_t o = 0; o < out; ++o) {
     const float b = bias != nullptr ? bias[o] : 0.0f;
     D* const plane_out = y + o * plane;
-    for (std::int64_t p = scalar_from; p < plane; ++p) {
-      const float value = tile_out[((p / cols) * tile_cols + p % cols) * out + o];
+    PlanePositions at(scalar_from, cols, tile_cols, 0, 0);
+    for (std::int64_t p = scalar_from; p < plane; ++p, at.next()) {
+      const float value = tile_out[at.at() * out + o];
       if (add)
         add_rounded(plane_out[p], value);
       else
