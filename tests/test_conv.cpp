@@ -656,8 +656,9 @@ TEST(Winograd, ConstantMatricesAreTheDerivedOnes) {
   // t columns, then 2 rows, each through A^T's 2 rows.
   EXPECT_EQ(kernels::impl::winograd_output_tile_flops<4>(), (4 + 2) * (2 + 2));
   EXPECT_EQ(kernels::impl::winograd_output_tile_flops<6>(), (6 + 2) * (4 + 6));
-  // 2 + t columns of A^T's, each an add where both its entries are nonzero
-  // (and a multiply for the 2 and -2 of t = 6).
+  // Each of A^T's t columns taken 2 + t times (2 columns of d, then t rows):
+  // an add where both its entries are nonzero, a multiply for the 2 and -2
+  // of t = 6.
   EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<4>(), (2 + 4) * 2);
   EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<6>(), (2 + 6) * (1 + 1 + 2 + 2));
 }
