@@ -121,7 +121,7 @@ struct Conv2dGeometry {
         .floats;
   }
   // Samples whose tiles go through one set of t^2 products: at least 64
-  // tiles (the BLAS's kernels want that many rows), as long as the work
+  // tiles (rows enough to reuse each product's tile of weights), as long as the work
   // stays within thread_block_floats; at least one, at most the batch.
   std::int64_t winograd_block_samples() const {
     const std::int64_t tiles = winograd_tiles() > 0 ? winograd_tiles() : 1;
@@ -278,8 +278,9 @@ enum class ConvSchedule {
   // gradient, weight gradient) in Winograd's form where
   // Conv2dGeometry::winograd() holds (2.25x fewer multiplications for
   // 3 x 3 kernels, 2.78x for 5 x 5): each thread transforms the tiles of a
-  // block of samples, multiplies them with t^2 one-thread gemms and
-  // transforms the products back. The same scratch and spaces as threads.
+  // block of samples, multiplies them with t^2 register-tile products
+  // (impl::tile_product, no BLAS) and transforms the products back. The
+  // same scratch and spaces as threads.
   winograd,
   // Each host thread takes whole blocks of samples
   // (Conv2dGeometry::direct_block_samples), lays their input out

@@ -118,6 +118,74 @@ struct ChannelRun {
   }
 };
 
+// acc[r][v] = the sum over j < length of a[r lda + j a_step] *
+// b[j ldb + v native_lanes .. + native_lanes], in order of j: direct_tile
+// over rows a fixed stride apart, one pointer for all of them (lda may be
+// a compile-time constant, 1 for rows side by side).
+template <int R, int V, class Stride>
+inline void strided_tile(const float* a, Stride lda, std::int64_t a_step, std::int64_t length,
+                         const float* b, std::int64_t ldb, NativeLanes (&acc)[R][V]) {
+  NativeLanes s[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) s[r][v] = zero_lanes<NativeLanes>();
+  for (std::int64_t j = 0; j < length; ++j) {
+    NativeLanes column[V];
+    for (int v = 0; v < V; ++v) column[v] = load_lanes<NativeLanes>(b + j * ldb + v * native_lanes);
+    const float* const step = a + j * a_step;
+    for (int r = 0; r < R; ++r) {
+      const float value = step[r * lda];
+      for (int v = 0; v < V; ++v) s[r][v] += value * column[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = s[r][v];
+}
+
+// c (rows x cols, row-major, rows ldc apart) = (beta 0) or += (beta 1)
+// a times b: row r of a at a + r lda, its `length` terms a_step apart; b
+// `length` rows of cols floats, ldb apart; cols a multiple of
+// native_lanes. Register tiles of direct_tile_rows rows by up to
+// direct_tile_width columns, each sum over the length in order: a
+// one-thread product of the small shapes Winograd's t^2 products have,
+// without a BLAS's packing of its operands or its pass over c for beta.
+// The last tile of rows ends at the last row (overlapping the tile before,
+// whose rows it computes again to the same values and does not store).
+inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t length, const float* a,
+                         std::int64_t lda, std::int64_t a_step, const float* b, std::int64_t ldb,
+                         float beta, float* c, std::int64_t ldc) {
+  constexpr int R = direct_tile_rows;
+  for (std::int64_t first = 0; first < cols; first += direct_tile_width) {
+    const std::int64_t width = cols - first < direct_tile_width ? cols - first : direct_tile_width;
+    with_tile_vectors(width, [&](auto vectors) {
+      constexpr int V = decltype(vectors)::value;
+      for (std::int64_t done = 0; done < rows;) {
+        const std::int64_t r0 = rows < R ? 0 : (done + R <= rows ? done : rows - R);
+        NativeLanes acc[R][V];
+        if (rows < R) {
+          const float* ar[R];
+          for (int r = 0; r < R; ++r) ar[r] = a + (r < rows ? r : rows - 1) * lda;
+          direct_tile<R, V>(ar, ChannelRun{1, length, a_step, ldb, first}, b, acc);
+        } else if (lda == 1) {
+          strided_tile<R, V>(a + r0, std::integral_constant<std::int64_t, 1>(), a_step, length,
+                             b + first, ldb, acc);
+        } else {
+          strided_tile<R, V>(a + r0 * lda, lda, a_step, length, b + first, ldb, acc);
+        }
+        const std::int64_t end = rows < R ? rows : r0 + R;
+        for (std::int64_t r = done; r < end; ++r) {
+          float* const target = c + r * ldc + first;
+          for (int v = 0; v < V; ++v) {
+            NativeLanes sum = acc[r - r0][v];
+            if (beta != 0.0f) sum += load_lanes<NativeLanes>(target + v * native_lanes);
+            store_lanes(target + v * native_lanes, sum);
+          }
+        }
+        done = end;
+      }
+    });
+  }
+}
+
 // One block of `count` samples in a thread's slot
 // (Conv2dGeometry::direct_per_sample floats a sample): the input laid out
 // channel-last over the rows and columns the windows cover, padding

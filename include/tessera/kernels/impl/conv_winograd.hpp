@@ -2,9 +2,11 @@
 // input-gradient and weight-gradient products in the form of Winograd's
 // F(2 x 2, r x r) (the transforms are in winograd.hpp): each thread lays a
 // block of samples out channel-last, transforms its tiles, multiplies them
-// with t^2 one-thread gemms and transforms the products back.
+// with t^2 register-tile products (tile_product, conv_direct.hpp) and
+// transforms the products back.
 #pragma once
 
+#include <tessera/kernels/impl/conv_direct.hpp>
 #include <tessera/kernels/impl/conv_threads.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/winograd.hpp>
@@ -201,8 +203,8 @@ struct WinogradWork : WinogradLayout {
 // `add` adds to y (input gradients) instead of storing. `work` holds
 // g.winograd_floats(count).
 template <int T, class S, class D>
-void winograd_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, std::int64_t count,
-                      const float* u, const float* bias, D* y, bool add, float* work) {
+void winograd_samples(const Conv2dGeometry& g, const S* x, std::int64_t count, const float* u,
+                      const float* bias, D* y, bool add, float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
@@ -210,8 +212,7 @@ void winograd_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, std:
   float *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
   b.transform_inputs<T>(g, x);
   for (int k = 0; k < T * T; ++k)
-    thread_gemm(gemm, 'N', 'N', n, out, in, v + k * n * in, in, u + k * in * out, out, 0,
-                m + k * n * out, out);
+    tile_product(n, out, in, v + k * n * in, in, 1, u + k * in * out, out, 0, m + k * n * out, out);
   for (std::int64_t s = 0; s < count; ++s) {
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
@@ -224,13 +225,12 @@ void winograd_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, std:
 
 // winograd_samples for g's kernel size.
 template <class S, class D>
-void winograd_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
-                    std::int64_t count, const float* u, const float* bias, D* y, bool add,
-                    float* work) {
+void winograd_block(const Winograd& wg, const Conv2dGeometry& g, const S* x, std::int64_t count,
+                    const float* u, const float* bias, D* y, bool add, float* work) {
   if (wg.t == 4)
-    winograd_samples<4>(gemm, g, x, count, u, bias, y, add, work);
+    winograd_samples<4>(g, x, count, u, bias, y, add, work);
   else
-    winograd_samples<6>(gemm, g, x, count, u, bias, y, add, work);
+    winograd_samples<6>(g, x, count, u, bias, y, add, work);
 }
 
 // du (+)= dL/dU, the gradient of the transformed weights, from `count`
@@ -240,9 +240,8 @@ void winograd_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g
 // row_sums[s * out + o] = the lane_sum of sample s's plane o of dy (the
 // bias gradient's terms). `work` holds g.winograd_floats(count).
 template <int T, class S, class G>
-void winograd_weight_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* x, const G* dy,
-                             std::int64_t count, float beta, float* du, float* row_sums,
-                             float* work) {
+void winograd_weight_samples(const Conv2dGeometry& g, const S* x, const G* dy, std::int64_t count,
+                             float beta, float* du, float* row_sums, float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
   const WinogradWork b(g, count, work);
   const int rows = b.rows, cols = b.cols;
@@ -264,19 +263,19 @@ void winograd_weight_samples(HostSgemm* gemm, const Conv2dGeometry& g, const S* 
                                   m + (s * tiles + i * cols + j) * out, n * out);
   }
   for (int k = 0; k < T * T; ++k)
-    thread_gemm(gemm, 'T', 'N', out, in, n, m + k * n * out, out, v + k * n * in, in, beta,
-                du + k * out * in, in);
+    tile_product(out, in, n, m + k * n * out, 1, out, v + k * n * in, in, beta, du + k * out * in,
+                 in);
 }
 
 // winograd_weight_samples for g's kernel size.
 template <class S, class G>
-void winograd_weight_block(HostSgemm* gemm, const Winograd& wg, const Conv2dGeometry& g, const S* x,
-                           const G* dy, std::int64_t count, float beta, float* du, float* row_sums,
+void winograd_weight_block(const Winograd& wg, const Conv2dGeometry& g, const S* x, const G* dy,
+                           std::int64_t count, float beta, float* du, float* row_sums,
                            float* work) {
   if (wg.t == 4)
-    winograd_weight_samples<4>(gemm, g, x, dy, count, beta, du, row_sums, work);
+    winograd_weight_samples<4>(g, x, dy, count, beta, du, row_sums, work);
   else
-    winograd_weight_samples<6>(gemm, g, x, dy, count, beta, du, row_sums, work);
+    winograd_weight_samples<6>(g, x, dy, count, beta, du, row_sums, work);
 }
 
 // y = conv(x, W) + b, ConvSchedule::winograd (g.winograd() holds): the
@@ -287,8 +286,7 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
                              const B& b, const Y& y, const Scratch& scratch) {
   if constexpr (thread_gemm_space_v<ExecSpace>) {
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
-    HostSgemm* const gemm =
-        check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
+    check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
     const ThreadScratch ts(g, scratch.data(), token.size());
     float* const u = ts.forward_weights;
     const Winograd wg(g.rows.kernel);
@@ -308,7 +306,7 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
                     "on its thread"};
     run_sample_blocks(exec, "tessera::kernels::conv2d_forward_winograd", g.batch, samples, token,
                       work, [=](std::int64_t first, std::int64_t count, int id) {
-                        winograd_block(gemm, wg, g, x.data() + first * in, count, u, bias,
+                        winograd_block(wg, g, x.data() + first * in, count, u, bias,
                                        y.data() + first * out, false, ts.slot(id));
                       });
   } else {
@@ -418,8 +416,7 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
                               const Scratch& scratch) {
   if constexpr (thread_gemm_space_v<ExecSpace>) {
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
-    HostSgemm* const gemm =
-        check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
+    check_threads("tessera::kernels::conv2d_backward", exec, g, scratch, token.size());
     const std::int64_t positions = g.positions(), plane = g.input_positions();
     const std::int64_t in = g.in_channels, out = g.out_channels;
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
@@ -440,13 +437,13 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
       for (std::int64_t block = group * per_group; block < last; ++block) {
         const std::int64_t first = block * samples;
         const std::int64_t end = g.batch - first < samples ? g.batch : first + samples;
-        winograd_weight_block(gemm, wg, g, x.data() + first * in * plane,
+        winograd_weight_block(wg, g, x.data() + first * in * plane,
                               dy.data() + first * out * positions, end - first,
                               block == group * per_group ? 0.0f : 1.0f, partials + slot * size,
                               with_db ? row_sums + first * out : nullptr, work_slot);
         if (!with_dx) continue;
         for (std::int64_t from = first; from < end; from += transformed)
-          winograd_block(gemm, wg, t, dy.data() + from * out * positions,
+          winograd_block(wg, t, dy.data() + from * out * positions,
                          end - from < transformed ? end - from : transformed, u, nullptr,
                          dx.data() + from * in * plane, true, work_slot);
       }
