@@ -24,6 +24,7 @@
 #include <sstream>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "layer_check.hpp"
 #include "model_check.hpp"
@@ -661,6 +662,59 @@ TEST(Winograd, ConstantMatricesAreTheDerivedOnes) {
   // of t = 6.
   EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<4>(), (2 + 4) * 2);
   EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<6>(), (2 + 6) * (1 + 1 + 2 + 2));
+}
+
+// Winograd's t^2 products (impl::tile_product) against a product in
+// double: rows side by side (the weight gradient's, a_step apart) or lda
+// apart (the forward's), fewer rows than a tile, a last tile of rows that
+// overlaps the one before, columns of one tile and of several, and beta 1
+// adding to c (the overlapped rows added once). Every value is a sum of
+// `length` products in float, within that many units of roundoff of the
+// sum of their magnitudes (one more for beta 1's add).
+TEST(Winograd, TileProductMatchesTheProductInDouble) {
+  struct Case {
+    std::int64_t rows, cols, length;
+    bool side_by_side;
+  };
+  const std::int64_t lanes = kernels::impl::native_lanes;
+  for (const Case& k :
+       {Case{13, 3 * lanes, 37, false}, Case{32, 2 * lanes, 11, true}, Case{4, lanes, 9, false},
+        Case{7, 5 * lanes, 64, true}, Case{6, 4 * lanes, 1, false}}) {
+    const std::int64_t lda = k.side_by_side ? 1 : k.length + 3;
+    const std::int64_t a_step = k.side_by_side ? k.rows + 2 : 1;
+    const std::int64_t ldb = k.cols + lanes, ldc = k.cols + 2 * lanes;
+    std::vector<float> a(
+        static_cast<std::size_t>(k.side_by_side ? k.length * a_step : k.rows * lda));
+    std::vector<float> b(static_cast<std::size_t>(k.length * ldb));
+    std::vector<float> c0(static_cast<std::size_t>(k.rows * ldc));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(std::sin(0.37 * double(i) + 0.1));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(std::cos(0.53 * double(i)));
+    for (std::size_t i = 0; i < c0.size(); ++i) c0[i] = float(0.25 * std::sin(1.7 * double(i)));
+    for (const float beta : {0.0f, 1.0f}) {
+      std::vector<float> c = c0;
+      kernels::impl::tile_product(k.rows, k.cols, k.length, a.data(), lda, a_step, b.data(), ldb,
+                                  beta, c.data(), ldc);
+      const double eps = std::numeric_limits<float>::epsilon();
+      for (std::int64_t r = 0; r < k.rows; ++r) {
+        for (std::int64_t o = 0; o < ldc; ++o) {
+          const float got = c[r * ldc + o];
+          if (o >= k.cols) {
+            EXPECT_EQ(got, c0[r * ldc + o]) << "row " << r << " column " << o << " beyond cols";
+            continue;
+          }
+          double sum = beta * double(c0[r * ldc + o]), magnitude = std::abs(sum);
+          for (std::int64_t j = 0; j < k.length; ++j) {
+            const double term = double(a[r * lda + j * a_step]) * double(b[j * ldb + o]);
+            sum += term;
+            magnitude += std::abs(term);
+          }
+          EXPECT_NEAR(got, sum, double(k.length + 1) * eps * magnitude)
+              << "rows " << k.rows << " cols " << k.cols << " length " << k.length << " beta "
+              << beta << ": row " << r << " column " << o;
+        }
+      }
+    }
+  }
 }
 
 // The direct schedule against the naive loops: a one-channel input (the
