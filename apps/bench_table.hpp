@@ -111,8 +111,9 @@ inline void print_layer_row(std::ostream& os, const std::string& name, const std
 // forward pass, the backward pass and both, each pass's kernels under it.
 inline void print_layers(std::ostream& os, const json& report) {
   os << "\nexec: GFLOP/s executed (the kernels' operations: Winograd's products and "
-        "transforms where it runs); model: GFLOP/s of the model's FLOPs (direct form); "
-        "%sgemm of each; GB/s of the compulsory traffic, %triad of it\n";
+        "transforms where it runs, the direct planar form's whole vectors); model: GFLOP/s of "
+        "the model's FLOPs (direct form); %sgemm of each; GB/s of the compulsory traffic, %triad "
+        "of it\n";
   os << std::left << std::setw(12) << "layer" << std::setw(12) << "type" << std::setw(6) << "pass"
      << std::right << std::setw(10) << "ms" << std::setw(10) << "exec" << std::setw(8) << "%sgemm"
      << std::setw(10) << "model" << std::setw(8) << "%sgemm" << std::setw(9) << "GB/s"

@@ -543,25 +543,26 @@ constexpr double winograd_rounding = 64;
 constexpr double winograd_weight_rounding = 256;
 
 // Runs forward and backward of `schedule` on c and compares y, dx (added
-// onto a random start), dW and db with the naive loops: each value within
+// onto a random start; with_dx false: backward without dx, as for a
+// network's first layer), dW and db with the naive loops: each value within
 // the given units of roundoff of the sum of its terms' magnitudes.
 template <class E>
 void expect_naive_within(const ConvCase& c, kernels::ConvSchedule schedule, double y_units,
-                         double dx_units, double dw_units, double db_units) {
+                         double dx_units, double dw_units, double db_units, bool with_dx = true) {
   const double u = std::numeric_limits<float>::epsilon() / 2;
   const auto g = c.geometry();
   const NaiveConv ref{c};
   V<E> x("x", g.input_size()), b("b", c.out_channels), y("y", g.output_size()),
-      dy("dy", g.output_size()), dx("dx", g.input_size()), db("db", c.out_channels);
+      dy("dy", g.output_size()), dx("dx", with_dx ? g.input_size() : 0), db("db", c.out_channels);
   M<E> w("w", c.out_channels, g.patch()), dw("dw", c.out_channels, g.patch());
   const auto xh = test::random_values(x.size(), 41), wh = test::random_values(w.size(), 42),
              bh = test::random_values(b.size(), 43), dyh = test::random_values(dy.size(), 44),
-             start = test::random_values(dx.size(), 45);
+             start = test::random_values(g.input_size(), 45);
   test::from_host(x, xh);
   test::from_host(w, wh);
   test::from_host(b, bh);
   test::from_host(dy, dyh);
-  test::from_host(dx, start);
+  if (with_dx) test::from_host(dx, start);
   const auto scratch = scratch_for<E>(g, schedule);
   {
     const test::LaunchedKernels kernels;
@@ -571,7 +572,7 @@ void expect_naive_within(const ConvCase& c, kernels::ConvSchedule schedule, doub
       EXPECT_TRUE(kernels.launched(label)) << label << " not launched; ran " << kernels.list();
   }
   std::vector<double> y_ref(y.size()), y_scale(y.size()), dx_ref(start.begin(), start.end()),
-      dx_scale(dx.size()), dw_ref(dw.size()), dw_scale(dw.size());
+      dx_scale(g.input_size()), dw_ref(dw.size()), dw_scale(dw.size());
   for (std::size_t i = 0; i < y_ref.size(); ++i) {
     y_ref[i] = bh[(i / g.positions()) % c.out_channels];
     y_scale[i] = std::fabs(y_ref[i]);
@@ -601,7 +602,7 @@ void expect_naive_within(const ConvCase& c, kernels::ConvSchedule schedule, doub
           << " p" << c.pad_h << "x" << c.pad_w << ", " << what << " " << i;
   };
   expect_within("y", test::to_host(y), y_ref, y_scale, y_units);
-  expect_within("dx", test::to_host(dx), dx_ref, dx_scale, dx_units);
+  if (with_dx) expect_within("dx", test::to_host(dx), dx_ref, dx_scale, dx_units);
   expect_within("dW", test::to_host(V<E>(dw.data(), dw.size())), dw_ref, dw_scale, dw_units);
   expect_within("db", test::to_host(db), db_ref, db_scale, db_units);
 }
@@ -741,6 +742,97 @@ TYPED_TEST(ConvKernels, DirectGeometriesMatchNaiveLoops) {
     const double positions = double(c.batch) * g.positions();
     expect_naive_within<E>(c, schedule, double(g.patch() + 1),
                            double(g.taps() * c.out_channels + 1), positions + 16, positions + 16);
+  }
+}
+
+// The direct schedule's planar form (Conv2dGeometry::direct_planar: at
+// most 4 input channels, stride 1) against the naive loops, with and
+// without dx (the planar weight gradient runs without it): the ResNet
+// deck's stem, the CNN deck's 5 x 5 one, three channels into fewer than a
+// tile of output channels on an odd-sized input, rows narrower than a
+// vector (the forward then takes the channel-last tiles), a 1 x 1 kernel,
+// a kernel of two rows and four columns, and 40 samples in several groups.
+// The weight gradient sums over every flat position of a block in 8
+// lanes, the flat positions a row's kernel - 1 columns past its outputs
+// contributing zeros.
+TYPED_TEST(ConvKernels, DirectPlanarFormMatchesNaiveLoops) {
+  using E = TypeParam;
+  if (host_schedules_missing<E>()) GTEST_SKIP() << "no ConvSchedule::direct on " << E::name();
+  const auto schedule = schedule_here<E>(kernels::ConvSchedule::direct);
+  for (const ConvCase& c :
+       {ConvCase{12, 1, 32, 28, 28, 3, 3, 1, 1, 1, 1}, ConvCase{6, 1, 32, 28, 28, 5, 5, 1, 1, 2, 2},
+        ConvCase{5, 3, 5, 13, 21, 3, 3, 1, 1, 1, 1}, ConvCase{7, 2, 9, 6, 5, 3, 3, 1, 1, 1, 1},
+        ConvCase{3, 4, 7, 9, 17, 1, 1, 1, 1, 0, 0}, ConvCase{40, 1, 3, 60, 61, 2, 4, 1, 1, 0, 1}}) {
+    const auto g = c.geometry();
+    ASSERT_TRUE(g.direct_planar());
+    if (c.batch == 40) EXPECT_GT(g.direct_group_blocks(), 1);
+    const double positions = double(c.batch) * g.positions();
+    for (const bool with_dx : {true, false}) {
+      SCOPED_TRACE(with_dx ? "with dx" : "without dx");
+      expect_naive_within<E>(c, schedule, double(g.patch() + 1),
+                             double(g.taps() * c.out_channels + 1), positions + 16, positions + 16,
+                             with_dx);
+    }
+  }
+}
+
+// The planar forward sums each output's terms in the channel-last tiles'
+// order, so a convolution gives the same bits either way: outputs of an
+// input wide enough for the planar tiles equal, bit for bit, those of the
+// same windows in an input whose rows are narrower than a vector (where
+// the channel-last tiles run), with one input channel (runs of kernel
+// rows) and with three (runs of taps).
+TYPED_TEST(ConvKernels, DirectPlanarForwardHasTheChannelLastBits) {
+  using E = TypeParam;
+  if (host_schedules_missing<E>()) GTEST_SKIP() << "no ConvSchedule::direct on " << E::name();
+  if (!kernels::impl::thread_gemm_space_v<E>) {
+    // Device paths: no direct schedule, and asking for it is refused.
+    const ConvCase c{3, 1, 7, 9, 40, 3, 3, 1, 1, 1, 1};
+    const auto g = c.geometry();
+    V<E> x("x", g.input_size()), b("b", 7), y("y", g.output_size());
+    M<E> w("w", 7, g.patch());
+    test::expect_error(
+        [&] {
+          kernels::conv2d_forward(E(), g, x, w, b, y, two_sample_scratch<E>(g),
+                                  kernels::ConvSchedule::direct);
+        },
+        "use conv2d_schedule(exec) to choose the schedule");
+    return;
+  }
+  for (const int in : {1, 3}) {
+    const ConvCase wide{3, in, 7, 9, 40, 3, 3, 1, 1, 1, 1},
+        narrow{3, in, 7, 9, 5, 3, 3, 1, 1, 1, 1};
+    const auto gw = wide.geometry(), gn = narrow.geometry();
+    ASSERT_GE(gw.cols.out, kernels::impl::native_lanes);
+    ASSERT_LT(gn.cols.out, kernels::impl::native_lanes);
+    V<E> xw("xw", gw.input_size()), xn("xn", gn.input_size()), b("b", 7),
+        yw("yw", gw.output_size()), yn("yn", gn.output_size());
+    M<E> w("w", 7, gw.patch());
+    const auto xh = test::random_values(xw.size(), 51);
+    std::vector<float> xnh(xn.size());
+    for (std::size_t i = 0; i < xnh.size(); ++i) {
+      const std::size_t plane = i / 45, row = i % 45 / 5, col = i % 5;
+      xnh[i] = xh[plane * 360 + row * 40 + col];
+    }
+    test::from_host(xw, xh);
+    test::from_host(xn, xnh);
+    test::from_host(w, test::random_values(w.size(), 52));
+    test::from_host(b, test::random_values(b.size(), 53));
+    kernels::conv2d_forward(E(), gw, xw, w, b, yw,
+                            scratch_for<E>(gw, kernels::ConvSchedule::direct),
+                            kernels::ConvSchedule::direct);
+    kernels::conv2d_forward(E(), gn, xn, w, b, yn,
+                            scratch_for<E>(gn, kernels::ConvSchedule::direct),
+                            kernels::ConvSchedule::direct);
+    const auto got_w = test::to_host(yw), got_n = test::to_host(yn);
+    // Output columns 0 to 3 read the same values in both (column 4 of the
+    // narrow input reads its padding where the wide one reads column 5).
+    for (std::size_t i = 0; i < got_n.size(); ++i) {
+      const std::size_t plane = i / 45, row = i % 45 / 5, col = i % 5;
+      if (col < 4)
+        ASSERT_EQ(got_n[i], got_w[plane * 360 + row * 40 + col])
+            << in << " channels, output plane " << plane << " row " << row << " column " << col;
+    }
   }
 }
 
@@ -1176,7 +1268,8 @@ TEST(Conv2D, WinogradGeometryGradientsMatchFiniteDifferences) {
 // Serial spaces with a BLAS that runs on each thread; blocks alone in
 // device-path mode (and on CUDA and HIP). The fixed rule takes Winograd's,
 // then the direct products for kernels of several taps over 16 channels or
-// more, then threads; the key names the shapes and whether dx is computed.
+// more or in the planar form (a one-channel stem), then threads; the key
+// names the shapes and whether dx is computed.
 TEST(Conv2D, KernelOptionsAreTheSchedulesThatRunItsShapes) {
   const Conv2D same("same", 32, 3, 1, 1), strided("strided", 64, 3, 2, 1),
       stem("stem", 32, 3, 1, 1), projection("projection", 64, 1, 2, 0);
@@ -1196,7 +1289,8 @@ TEST(Conv2D, KernelOptionsAreTheSchedulesThatRunItsShapes) {
   EXPECT_EQ(options(same, wide).fixed, "winograd");
   EXPECT_EQ(options(strided, wide).names, (Names{"threads", "direct"}));
   EXPECT_EQ(options(strided, wide).fixed, "direct");
-  EXPECT_EQ(options(stem, one_channel).fixed, "threads");
+  EXPECT_EQ(options(stem, one_channel).names, (Names{"threads", "direct"}));
+  EXPECT_EQ(options(stem, one_channel).fixed, "direct");
   EXPECT_EQ(options(projection, wide).fixed, "threads");
   EXPECT_EQ(options(same, wide).family, "conv2d");
   EXPECT_EQ(options(strided, wide).key,

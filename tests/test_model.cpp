@@ -725,12 +725,12 @@ TEST(Model, KernelChoicesAreMeasuredOnceAndKeptInTheCache) {
   EXPECT_TRUE(model->computes_input_gradient(2));
   const ExecSpace& exec = model->execution_space();
   settings.conv2d = "fixed";
-  const KernelTable fixed{{"stem", "threads"}, {"down", "direct"}, {"same", "winograd"}};
+  const KernelTable fixed{{"stem", "direct"}, {"down", "direct"}, {"same", "winograd"}};
   EXPECT_EQ(choose_kernels(*model, settings, exec).table, fixed);
   settings.conv2d = "winograd";
   const KernelChoice named = choose_kernels(*model, settings, exec);
   EXPECT_EQ(named.table,
-            (KernelTable{{"stem", "threads"}, {"down", "direct"}, {"same", "winograd"}}));
+            (KernelTable{{"stem", "direct"}, {"down", "direct"}, {"same", "winograd"}}));
   EXPECT_NE(named.note.find("does not run layer 'stem'"), std::string::npos) << named.note;
 
   settings.conv2d = "measured";

@@ -35,8 +35,8 @@ struct ConvOperations {
   double forward = 0, weight_gradient = 0, input_gradient = 0;
 };
 
-ConvOperations executed_operations(const kernels::Conv2dGeometry& g,
-                                   kernels::ConvSchedule schedule) {
+ConvOperations executed_operations(const kernels::Conv2dGeometry& g, kernels::ConvSchedule schedule,
+                                   bool input_gradient) {
   const double in = static_cast<double>(g.in_channels), out = static_cast<double>(g.out_channels);
   const double batch = static_cast<double>(g.batch);
   const double direct = 2 * out * static_cast<double>(g.patch() * g.positions()) * batch;
@@ -57,6 +57,13 @@ ConvOperations executed_operations(const kernels::Conv2dGeometry& g,
     return ops;
   }
   ops.forward = ops.weight_gradient = ops.input_gradient = direct;
+  if (schedule == kernels::ConvSchedule::direct && g.direct_planar()) {
+    // The planar form (kernels/impl/conv_planar.hpp): its forward where an
+    // output row holds a vector, its weight gradient without dx.
+    if (kernels::impl::planar_row_vectors(g) > 0)
+      ops.forward = kernels::impl::planar_forward_products(g);
+    if (!input_gradient) ops.weight_gradient = kernels::impl::planar_weight_gradient_products(g);
+  }
   return ops;
 }
 }  // namespace
@@ -190,7 +197,7 @@ LayerCost Conv2D::cost(const Shapes& inputs, bool input_gradient) const {
     schedule = schedule_;
   else if (!chosen_.empty())
     kernels::conv_schedule_from_name(chosen_, schedule);
-  const ConvOperations ops = executed_operations(g, schedule);
+  const ConvOperations ops = executed_operations(g, schedule, input_gradient);
   c.forward.executed = ops.forward + bias;
   c.backward.executed = ops.weight_gradient + (input_gradient ? ops.input_gradient : 0.0) + bias;
   return c;

@@ -106,8 +106,8 @@ std::string kernel_cache_file(const std::string& directory) {
 std::string kernel_machine(const ExecSpace& exec) {
   std::ostringstream os;
   const BlasInfo blas = blas_info();
-  os << cpu_identity() << "; Tessera " << TESSERA_VERSION_STRING << ", kernels for "
-     << isa_name(compiled_isa());
+  os << cpu_identity() << "; Tessera " << TESSERA_VERSION_STRING << " (kernel sources "
+     << TESSERA_KERNELS_HASH << "), kernels for " << isa_name(compiled_isa());
   if (*host_arch() != '\0') os << " (-march=" << host_arch() << ")";
   os << ", " << kernel_paths_name() << "; " << ExecSpace::name() << ", " << exec.concurrency()
      << " threads; BLAS " << blas.library;

@@ -220,6 +220,14 @@ for i, layer in enumerate(layers):
               f"{where}.backward.executed_flops {layer['backward']['executed_flops']} != {bwd}")
         for p in ("forward", "backward", "step"):
             check(layer[p]["executed_flops"] < layer[p]["model_flops"], f"{where}.{p}: executed >= model")
+    elif layer["name"] == "conv1" and "tessera::kernels::conv2d_forward_direct" in names:
+        # The direct schedule's planar form (one input channel): its tiles
+        # cover each output row in whole vectors and the output channels in
+        # whole tiles, and its weight gradient sums the columns past each
+        # row's outputs too (zeros), more than the model's products.
+        for p in ("forward", "backward", "step"):
+            check(layer[p]["executed_flops"] > layer[p]["model_flops"],
+                  f"{where}.{p}: executed {layer[p]['executed_flops']} <= model {layer[p]['model_flops']}")
     else:
         for p in ("forward", "backward", "step"):
             check(layer[p]["executed_flops"] == layer[p]["model_flops"],
@@ -229,10 +237,11 @@ for i, layer in enumerate(layers):
         check(layer["forward"]["model_flops"] == fwd, f"{where}.forward.model_flops {layer['forward']['model_flops']} != {fwd}")
         check(layer["backward"]["model_flops"] == bwd, f"{where}.backward.model_flops {layer['backward']['model_flops']} != {bwd}")
         # The products: a KokkosBlas::gemm, or inside the convolution's
-        # threads or Winograd schedule (each thread's one-thread gemms run in
-        # that kernel).
+        # threads, Winograd or direct schedule (each thread's one-thread gemms
+        # or register tiles run in that kernel).
         products_kernels = ("KokkosBlas::gemm", "tessera::kernels::conv2d_forward_threads",
-                            "tessera::kernels::conv2d_forward_winograd")
+                            "tessera::kernels::conv2d_forward_winograd",
+                            "tessera::kernels::conv2d_forward_direct")
         check(any(n.startswith(products_kernels) for n in names), f"{where}: no gemm among {names}")
 check(not expected_flops, f"layers missing: {sorted(expected_flops)}")
 conv2_layer = next(l for l in layers if l["name"] == "conv2")

@@ -167,15 +167,43 @@ struct Conv2dGeometry {
     return std::int64_t(cols.out - 1) * cols.stride + cols.kernel;
   }
   std::int64_t direct_plane() const { return direct_rows() * direct_cols(); }
+  // The planar form of the direct schedule (impl/conv_planar.hpp), for at
+  // most direct_planar_max_in input channels at stride 1 (the one-channel
+  // stems), where a channel-last tile has too few channels to sum over:
+  // each channel's plane laid out alone, its rows direct_cols() apart, and
+  // output position (row, column) at flat index row * direct_cols() +
+  // column of the plane (the columns from cols.out to direct_cols() are
+  // positions no output has).
+  static constexpr std::int64_t direct_planar_max_in = 4;
+  bool direct_planar() const {
+    return direct() && in_channels <= direct_planar_max_in && rows.stride == 1 && cols.stride == 1;
+  }
+  // Flat positions of a plane, rounded up to the 8 lanes of the planar
+  // weight gradient's sums.
+  std::int64_t direct_flat_positions() const {
+    return (std::int64_t(rows.out) * direct_cols() + 7) / 8 * 8;
+  }
+  // Floats of a laid channel plane in the planar form: the windows of every
+  // flat position (the last reading kernel - 1 columns past its row).
+  std::int64_t direct_planar_plane() const {
+    return direct_flat_positions() + std::int64_t(rows.kernel - 1) * direct_cols() + cols.kernel -
+           1;
+  }
   // Channel counts rounded up to whole vectors of impl::float_lanes: the
   // output gradient's rows and the transformed weights (dy [P][O]; the
   // forward's [taps][in][O], the input gradient's [taps][out][C]).
   static std::int64_t lanes_up(std::int64_t n) { return (n + 15) / 16 * 16; }
   // Floats of one sample in a thread's slot: its input (forward and
-  // backward), then its output gradient and input gradient (backward).
+  // backward), then its output gradient and input gradient (backward); in
+  // the planar form, its input planes and then its output gradient's
+  // (out_channels planes of direct_flat_positions()), if that is more.
   std::int64_t direct_per_sample() const {
-    return direct_plane() * (in_channels + lanes_up(in_channels)) +
-           positions() * lanes_up(out_channels);
+    const std::int64_t laid = direct_plane() * (in_channels + lanes_up(in_channels)) +
+                              positions() * lanes_up(out_channels);
+    if (!direct_planar()) return laid;
+    const std::int64_t planar =
+        in_channels * direct_planar_plane() + out_channels * direct_flat_positions();
+    return laid > planar ? laid : planar;
   }
   // Samples a block: a sixteenth of the batch, so that the blocks make
   // thread_groups_max groups of the weight gradient and as many tasks
@@ -288,8 +316,10 @@ enum class ConvSchedule {
   // positions by output channels (forward), of positions by input
   // channels a kernel tap at a time (input gradient) and of (tap, input
   // channel) pairs by output channels (weight gradient), without columns or
-  // a BLAS; geometries without Conv2dGeometry::direct() run the threads
-  // schedule. The same scratch as threads; the OpenMP and Serial spaces.
+  // a BLAS; with at most direct_planar_max_in input channels at stride 1,
+  // a plane per channel instead (Conv2dGeometry::direct_planar). Geometries
+  // without Conv2dGeometry::direct() run the threads schedule. The same
+  // scratch as threads; the OpenMP and Serial spaces.
   direct
 };
 

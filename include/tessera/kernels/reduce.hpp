@@ -46,6 +46,15 @@ inline float lane_largest(EightFloats x) {
   return x[1] > x[0] ? x[1] : x[0];
 }
 }  // namespace impl
+#else
+namespace impl {
+// lane_total's adds, one lane at a time.
+inline float lane_total(EightFloats x) {
+  for (int width = sum_lanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) x[l] += x[l + width];
+  return x[0];
+}
+}  // namespace impl
 #endif
 
 // Sum of term(i) over [0, n) in lane_sum's lanes and order (term(i) goes

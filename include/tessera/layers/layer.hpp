@@ -77,8 +77,9 @@ using Shapes = std::vector<Shape>;
 // pass reads or writes, touched once), which gives an effective bandwidth.
 // flops are the model's, its direct form (a convolution's every tap), the
 // same on every backend; `executed` holds the operations the kernels run
-// where they do other work (Winograd's fewer products and its transforms),
-// and is unset where the two agree.
+// where they do other work (Winograd's fewer products and its transforms,
+// the direct schedule's planar form's whole vectors and tiles), and is
+// unset where the two agree.
 struct PassCost {
   double flops = 0;
   double bytes = 0;

@@ -23,70 +23,21 @@
 // depend on the geometry's blocks. NCHW goes to the channel-last layout
 // and back once per block; the weights are laid out once per call
 // ([tap][in][out] for the forward, [tap][out][in] for the input gradient).
+// At most four input channels at stride 1 take the planar form instead
+// (impl/conv_planar.hpp): its forward, and its weight gradient where the
+// input gradient is not wanted. The tiles: impl/register_tiles.hpp.
 #pragma once
 
+#include <tessera/kernels/impl/conv_planar.hpp>
 #include <tessera/kernels/impl/conv_threads.hpp>
 #include <tessera/kernels/impl/lanes.hpp>
 #include <tessera/kernels/impl/launch.hpp>
+#include <tessera/kernels/impl/register_tiles.hpp>
 
 #include <cstdint>
 #include <type_traits>
 
 namespace tessera::kernels::impl {
-
-// The register tile: direct_tile_rows rows by up to direct_tile_vectors
-// NativeLanes, that many accumulators in registers (24 of AVX-512's 32,
-// 12 of AVX's and SSE's 16) beside the vectors of one step.
-constexpr int direct_tile_rows = 6;
-constexpr int direct_tile_vectors = native_lanes == 16 ? 4 : 2;
-// Channels of a whole tile.
-constexpr int direct_tile_width = direct_tile_vectors * native_lanes;
-
-// acc[r][v] = the sum over runs k (runs.at(k, a_k, b_k)) and j <
-// runs.length of a[r][a_k + j runs.a_step] * b[b_k + j runs.b_step + v
-// native_lanes .. + native_lanes), each lane's terms in that order.
-template <int R, int V, class Runs>
-inline void direct_tile(const float* const (&a)[R], const Runs& runs, const float* b,
-                        NativeLanes (&acc)[R][V]) {
-  NativeLanes s[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) s[r][v] = zero_lanes<NativeLanes>();
-  const std::int64_t length = runs.length, a_step = runs.a_step, b_step = runs.b_step;
-  for (std::int64_t k = 0; k < runs.count; ++k) {
-    std::int64_t a_at, b_at;
-    runs.at(k, a_at, b_at);
-    const float* ar[R];
-    for (int r = 0; r < R; ++r) ar[r] = a[r] + a_at;
-    const float* const w = b + b_at;
-    for (std::int64_t j = 0; j < length; ++j) {
-      NativeLanes column[V];
-      for (int v = 0; v < V; ++v)
-        column[v] = load_lanes<NativeLanes>(w + j * b_step + v * native_lanes);
-      for (int r = 0; r < R; ++r) {
-        const float value = ar[r][j * a_step];
-        for (int v = 0; v < V; ++v) s[r][v] += value * column[v];
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v] = s[r][v];
-}
-
-// f(std::integral_constant<int, V>()) for the vectors of a tile `width`
-// channels wide (at most direct_tile_width).
-template <class F>
-void with_tile_vectors(std::int64_t width, const F& f) {
-  constexpr int three = direct_tile_vectors > 2 ? 3 : 2;  // never 3 where a tile holds 2
-  const std::int64_t vectors = (width + native_lanes - 1) / native_lanes;
-  if (vectors <= 1)
-    f(std::integral_constant<int, 1>());
-  else if (vectors == 2 || direct_tile_vectors == 2)
-    f(std::integral_constant<int, 2>());
-  else if (vectors == 3)
-    f(std::integral_constant<int, three>());
-  else
-    f(std::integral_constant<int, direct_tile_vectors>());
-}
 
 // The forward's runs: one a kernel tap (its offset in the laid input),
 // over the input channels; the weights [tap][in][out_lanes].
@@ -108,84 +59,6 @@ struct RowRuns {
     b = k * length * b_step;
   }
 };
-// The input gradient's one run, over the output channels: dy's row times
-// tap `tap`'s weights [out][in_lanes].
-struct ChannelRun {
-  std::int64_t count = 1, length, a_step = 1, b_step, b_at;
-  void at(std::int64_t, std::int64_t& a, std::int64_t& b) const {
-    a = 0;
-    b = b_at;
-  }
-};
-
-// acc[r][v] = the sum over j < length of a[r lda + j a_step] *
-// b[j ldb + v native_lanes .. + native_lanes], in order of j: direct_tile
-// over rows a fixed stride apart, one pointer for all of them (lda may be
-// a compile-time constant, 1 for rows side by side).
-template <int R, int V, class Stride>
-inline void strided_tile(const float* a, Stride lda, std::int64_t a_step, std::int64_t length,
-                         const float* b, std::int64_t ldb, NativeLanes (&acc)[R][V]) {
-  NativeLanes s[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) s[r][v] = zero_lanes<NativeLanes>();
-  for (std::int64_t j = 0; j < length; ++j) {
-    NativeLanes column[V];
-    for (int v = 0; v < V; ++v) column[v] = load_lanes<NativeLanes>(b + j * ldb + v * native_lanes);
-    const float* const step = a + j * a_step;
-    for (int r = 0; r < R; ++r) {
-      const float value = step[r * lda];
-      for (int v = 0; v < V; ++v) s[r][v] += value * column[v];
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v] = s[r][v];
-}
-
-// c (rows x cols, row-major, rows ldc apart) = (beta 0) or += (beta 1)
-// a times b: row r of a at a + r lda, its `length` terms a_step apart; b
-// `length` rows of cols floats, ldb apart; cols a multiple of
-// native_lanes. Register tiles of direct_tile_rows rows by up to
-// direct_tile_width columns, each sum over the length in order: a
-// one-thread product of the small shapes Winograd's t^2 products have,
-// without a BLAS's packing of its operands or its pass over c for beta.
-// The last tile of rows ends at the last row (overlapping the tile before,
-// whose rows it computes again to the same values and does not store).
-inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t length, const float* a,
-                         std::int64_t lda, std::int64_t a_step, const float* b, std::int64_t ldb,
-                         float beta, float* c, std::int64_t ldc) {
-  constexpr int R = direct_tile_rows;
-  for (std::int64_t first = 0; first < cols; first += direct_tile_width) {
-    const std::int64_t width = cols - first < direct_tile_width ? cols - first : direct_tile_width;
-    with_tile_vectors(width, [&](auto vectors) {
-      constexpr int V = decltype(vectors)::value;
-      for (std::int64_t done = 0; done < rows;) {
-        const std::int64_t r0 = rows < R ? 0 : (done + R <= rows ? done : rows - R);
-        NativeLanes acc[R][V];
-        if (rows < R) {
-          const float* ar[R];
-          for (int r = 0; r < R; ++r) ar[r] = a + (r < rows ? r : rows - 1) * lda;
-          direct_tile<R, V>(ar, ChannelRun{1, length, a_step, ldb, first}, b, acc);
-        } else if (lda == 1) {
-          strided_tile<R, V>(a + r0, std::integral_constant<std::int64_t, 1>(), a_step, length,
-                             b + first, ldb, acc);
-        } else {
-          strided_tile<R, V>(a + r0 * lda, lda, a_step, length, b + first, ldb, acc);
-        }
-        const std::int64_t end = rows < R ? rows : r0 + R;
-        for (std::int64_t r = done; r < end; ++r) {
-          float* const target = c + r * ldc + first;
-          for (int v = 0; v < V; ++v) {
-            NativeLanes sum = acc[r - r0][v];
-            if (beta != 0.0f) sum += load_lanes<NativeLanes>(target + v * native_lanes);
-            store_lanes(target + v * native_lanes, sum);
-          }
-        }
-        done = end;
-      }
-    });
-  }
-}
-
 // One block of `count` samples in a thread's slot
 // (Conv2dGeometry::direct_per_sample floats a sample): the input laid out
 // channel-last over the rows and columns the windows cover, padding
@@ -438,6 +311,10 @@ void conv2d_forward_direct(const ExecSpace& exec, const Conv2dGeometry& g, const
     Kokkos::Experimental::UniqueToken<ExecSpace> token(exec);
     check_threads("tessera::kernels::conv2d_forward", exec, g, scratch, token.size());
     const ThreadScratch ts(g, scratch.data(), token.size());
+    if (g.direct_planar() && planar_row_vectors(g) > 0) {
+      conv2d_forward_planar(exec, g, x, w, b, y, ts, token);
+      return;
+    }
     float* const u = ts.forward_weights;
     direct_weights(exec, g, w, false, u);
     const std::int64_t samples = g.direct_block_samples();
@@ -491,6 +368,7 @@ void conv2d_backward_direct(const ExecSpace& exec, const Conv2dGeometry& g, cons
     const std::int64_t out = g.out_channels * g.positions();
     const std::int64_t size = g.direct_partial_size();
     const bool with_dx = dx.size() > 0, with_db = db.extent(0) > 0;
+    const bool planar = g.direct_planar() && !with_dx;
     const ThreadScratch ts(g, scratch.data(), token.size());
     float *const row_sums = ts.row_sums, *const partials = ts.partials;
     float* const u = ts.direct_gradient_weights;
@@ -509,9 +387,13 @@ void conv2d_backward_direct(const ExecSpace& exec, const Conv2dGeometry& g, cons
                                        Conv2dGeometry::lanes_up(g.in_channels)) +
                            2 * bytes_of<typename DX::value_type>(g.input_size())
                      : 0),
-        lowered_product_flops(g) + (with_db ? double(g.output_size()) : 0) +
+        (planar ? planar_weight_gradient_products(g) : lowered_product_flops(g)) +
+            (with_db ? double(g.output_size()) : 0) +
             (with_dx ? lowered_product_flops(g) + double(g.input_size()) : 0),
-        "host schedule: one group of blocks per task, its dW partial summed in block order"};
+        planar ? "host schedule: one group of blocks per task, laid out a plane per channel, "
+                 "its dW partial summed in block order"
+               : "host schedule: one group of blocks per task, its dW partial summed in block "
+                 "order"};
     const auto* const xs = x.data();
     const auto* const dys = dy.data();
     auto* const dxs = dx.data();
@@ -522,11 +404,17 @@ void conv2d_backward_direct(const ExecSpace& exec, const Conv2dGeometry& g, cons
       for (std::int64_t block = group * per_group; block < last; ++block) {
         const std::int64_t first = block * samples;
         const std::int64_t count = g.batch - first < samples ? g.batch - first : samples;
+        const float beta = block == group * per_group ? 0.0f : 1.0f;
+        if (planar) {
+          planar_weight_gradient_block(g, count, ts.slot(id), xs + first * in, dys + first * out,
+                                       with_db ? row_sums + first * g.out_channels : nullptr, beta,
+                                       partial);
+          continue;
+        }
         const DirectBlock blk(g, count, ts.slot(id));
         direct_lay_out(g, xs + first * in, count, blk.x);
         direct_lay_out_gradient(blk, dys + first * out,
                                 with_db ? row_sums + first * g.out_channels : nullptr);
-        const float beta = block == group * per_group ? 0.0f : 1.0f;
         for_each_channel_block(g.out_channels, [&](std::int64_t o0, std::int64_t width) {
           with_tile_vectors(width, [&](auto vectors) {
             direct_weight_gradient_tiles<decltype(vectors)::value>(g, blk, beta, o0, partial);

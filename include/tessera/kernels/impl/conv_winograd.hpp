@@ -2,13 +2,13 @@
 // input-gradient and weight-gradient products in the form of Winograd's
 // F(2 x 2, r x r) (the transforms are in winograd.hpp): each thread lays a
 // block of samples out channel-last, transforms its tiles, multiplies them
-// with t^2 register-tile products (tile_product, conv_direct.hpp) and
+// with t^2 register-tile products (tile_product, register_tiles.hpp) and
 // transforms the products back.
 #pragma once
 
-#include <tessera/kernels/impl/conv_direct.hpp>
 #include <tessera/kernels/impl/conv_threads.hpp>
 #include <tessera/kernels/impl/launch.hpp>
+#include <tessera/kernels/impl/register_tiles.hpp>
 #include <tessera/kernels/impl/winograd.hpp>
 
 #include <cstdint>

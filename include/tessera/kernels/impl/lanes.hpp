@@ -14,7 +14,7 @@
 //
 // Where the compiler has no vector extensions (TESSERA_HOST_VECTORS,
 // core/host_paths.hpp) an array of floats gives the same values, one lane
-// at a time.
+// at a time (FloatLanes, NativeLanes and EightFloats alike).
 #pragma once
 
 #include <tessera/core/host_paths.hpp>
@@ -46,13 +46,21 @@ struct LaneArray {
     for (int l = 0; l < N; ++l) y.v[l] = f * x.v[l];
     return y;
   }
+  friend LaneArray operator*(const LaneArray& x, const LaneArray& y) {
+    LaneArray z;
+    for (int l = 0; l < N; ++l) z.v[l] = x.v[l] * y.v[l];
+    return z;
+  }
   LaneArray& operator+=(const LaneArray& x) {
     for (int l = 0; l < N; ++l) v[l] += x.v[l];
     return *this;
   }
+  float& operator[](int l) { return v[l]; }
+  float operator[](int l) const { return v[l]; }
 };
 using FloatLanes = LaneArray<float_lanes>;
 using NativeLanes = LaneArray<native_lanes>;
+using EightFloats = LaneArray<8>;
 #endif
 
 #ifdef TESSERA_HOST_VECTORS
