@@ -44,19 +44,23 @@ namespace tessera::kernels::impl {
 struct TapRuns {
   const std::int64_t* tap_at;
   std::int64_t count, length, b_step, a_step = 1;
-  void at(std::int64_t k, std::int64_t& a, std::int64_t& b) const {
-    a = tap_at[k];
-    b = k * length * b_step;
+  template <class F>
+  void each(const F& f) const {
+    for (std::int64_t k = 0; k < count; ++k) f(tap_at[k], k * length * b_step);
   }
 };
-// The weight gradient's runs: one an output row of a sample, over its
-// positions (a_step apart in the laid input); dy [position][out_lanes].
+// The weight gradient's runs: one an output row of a sample (samples,
+// then rows, in order), over its positions (a_step apart in the laid
+// input); dy [position][out_lanes].
 struct RowRuns {
-  std::int64_t count, length, a_step, b_step;
+  std::int64_t samples, length, a_step, b_step;
   std::int64_t out_rows, sample_floats, row_floats;
-  void at(std::int64_t k, std::int64_t& a, std::int64_t& b) const {
-    a = (k / out_rows) * sample_floats + (k % out_rows) * row_floats;
-    b = k * length * b_step;
+  template <class F>
+  void each(const F& f) const {
+    std::int64_t b = 0;
+    for (std::int64_t n = 0; n < samples; ++n)
+      for (std::int64_t h = 0; h < out_rows; ++h, b += length * b_step)
+        f(n * sample_floats + h * row_floats, b);
   }
 };
 // One block of `count` samples in a thread's slot
@@ -226,7 +230,7 @@ void direct_input_gradient_tiles(const Conv2dGeometry& g, const DirectBlock& b, 
   constexpr int R = direct_tile_rows;
   const std::int64_t all = b.count * b.positions;
   for (std::int64_t t = 0; t < b.taps; ++t) {
-    const ChannelRun run{1, b.out, 1, b.in_lanes, t * b.out * b.in_lanes};
+    const ChannelRun run{b.out, 1, b.in_lanes, t * b.out * b.in_lanes};
     for (std::int64_t p0 = 0; p0 < all; p0 += R) {
       const float* a[R];
       for (int r = 0; r < R; ++r) a[r] = b.dy + (p0 + r < all ? p0 + r : all - 1) * b.out_lanes;
@@ -254,7 +258,7 @@ void direct_weight_gradient_tiles(const Conv2dGeometry& g, const DirectBlock& b,
   constexpr int R = direct_tile_rows;
   const std::int64_t rows_all = b.taps * b.in;
   const RowRuns runs{
-      b.count * g.rows.out, g.cols.out,     g.cols.stride * b.in,         b.out_lanes,
+      b.count,    g.cols.out,     g.cols.stride * b.in,         b.out_lanes,
       g.rows.out,           b.plane * b.in, g.rows.stride * b.cols * b.in};
   for (std::int64_t i0 = 0; i0 < rows_all; i0 += R) {
     const float* a[R];

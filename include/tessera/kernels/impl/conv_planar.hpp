@@ -42,9 +42,9 @@ namespace tessera::kernels::impl {
 struct PlanarRuns {
   std::int64_t count, length, a_step, b_step, a_run;
   const std::int64_t* b_at;  // the laid plane's offset of run k
-  void at(std::int64_t k, std::int64_t& a, std::int64_t& b) const {
-    a = k * a_run;
-    b = b_at[k];
+  template <class F>
+  void each(const F& f) const {
+    for (std::int64_t k = 0; k < count; ++k) f(k * a_run, b_at[k]);
   }
 };
 

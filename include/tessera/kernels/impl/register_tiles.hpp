@@ -19,9 +19,10 @@ constexpr int direct_tile_vectors = native_lanes == 16 ? 4 : 2;
 // Channels of a whole tile.
 constexpr int direct_tile_width = direct_tile_vectors * native_lanes;
 
-// acc[r][v] = the sum over runs k (runs.at(k, a_k, b_k)) and j <
-// runs.length of a[r][a_k + j runs.a_step] * b[b_k + j runs.b_step + v
-// native_lanes .. + native_lanes), each lane's terms in that order.
+// acc[r][v] = the sum over runs k (runs.each(f) calls f(a_k, b_k) for
+// each, in order) and j < runs.length of a[r][a_k + j runs.a_step] *
+// b[b_k + j runs.b_step + v native_lanes .. + native_lanes), each lane's
+// terms in that order.
 template <int R, int V, class Runs>
 inline void direct_tile(const float* const (&a)[R], const Runs& runs, const float* b,
                         NativeLanes (&acc)[R][V]) {
@@ -29,9 +30,7 @@ inline void direct_tile(const float* const (&a)[R], const Runs& runs, const floa
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) s[r][v] = zero_lanes<NativeLanes>();
   const std::int64_t length = runs.length, a_step = runs.a_step, b_step = runs.b_step;
-  for (std::int64_t k = 0; k < runs.count; ++k) {
-    std::int64_t a_at, b_at;
-    runs.at(k, a_at, b_at);
+  runs.each([&](const std::int64_t a_at, const std::int64_t b_at) {
     const float* ar[R];
     for (int r = 0; r < R; ++r) ar[r] = a[r] + a_at;
     const float* const w = b + b_at;
@@ -44,7 +43,7 @@ inline void direct_tile(const float* const (&a)[R], const Runs& runs, const floa
         for (int v = 0; v < V; ++v) s[r][v] += value * column[v];
       }
     }
-  }
+  });
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = s[r][v];
 }
@@ -68,10 +67,10 @@ void with_tile_vectors(std::int64_t width, const F& f) {
 // The input gradient's one run, over the output channels: dy's row times
 // tap `tap`'s weights [out][in_lanes].
 struct ChannelRun {
-  std::int64_t count = 1, length, a_step = 1, b_step, b_at;
-  void at(std::int64_t, std::int64_t& a, std::int64_t& b) const {
-    a = 0;
-    b = b_at;
+  std::int64_t length, a_step = 1, b_step, b_at;
+  template <class F>
+  void each(const F& f) const {
+    f(0, b_at);
   }
 };
 
@@ -121,7 +120,7 @@ inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t leng
         if (rows < R) {
           const float* ar[R];
           for (int r = 0; r < R; ++r) ar[r] = a + (r < rows ? r : rows - 1) * lda;
-          direct_tile<R, V>(ar, ChannelRun{1, length, a_step, ldb, first}, b, acc);
+          direct_tile<R, V>(ar, ChannelRun{length, a_step, ldb, first}, b, acc);
         } else if (lda == 1) {
           strided_tile<R, V>(a + r0, std::integral_constant<std::int64_t, 1>(), a_step, length,
                              b + first, ldb, acc);
