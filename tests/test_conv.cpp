@@ -524,19 +524,21 @@ TYPED_TEST(ConvKernels, ScratchForABatchHoldsEverySmallerBatch) {
       EXPECT_NEAR(results[run][i], results[0][i], tol) << schedule_name(runs[run].first) << i;
 }
 
-// Winograd's F(2 x 2, r x r) against the naive loops: 3 x 3 and 5 x 5
+// Winograd's F(m x m, r x r) against the naive loops: 3 x 3 and 5 x 5
 // kernels, partial tiles (odd output sizes), no padding, padding of
 // kernel - 1 and different row and column padding, more input than output
-// channels and fewer, and 40 samples in 20 blocks (10 groups of 2 blocks
-// for the weight gradient's sums). Each output and input gradient lies within
+// channels and fewer, 2 x 2 outputs (one tile of 4 x 4 for 3 x 3 kernels),
+// and 40 samples in 20 blocks (10 groups of 2 blocks for the weight
+// gradient's sums). Each output and input gradient lies within
 // winograd_rounding units of roundoff of the sum of its terms' magnitudes
-// (at most 23 measured on these cases; the transforms multiply by up to 5
-// and add up to 36 values, so the error is larger than the direct form's,
-// while a wrong coefficient or tile is off by the size of the terms). The
-// weight gradient goes through the output's transform (entries up to 2)
-// and G^T dU G, whose rows for the points 2 and -2 of the 5 x 5 kernels
-// grow as 2^4: within winograd_weight_rounding units (at most 60 measured,
-// on the 5 x 5 cases; below 3 on the 3 x 3 ones). In device-path mode the
+// (at most 43 measured on these cases, on F(4 x 4, 3 x 3); 23 on
+// F(2 x 2, 5 x 5): the transforms multiply by up to 8 and add up to 36
+// values, so the error is larger than the direct form's, while a wrong
+// coefficient or tile is off by the size of the terms). The weight
+// gradient goes through the output's transform (entries up to 8 for
+// m = 4, 2 for m = 2) and G^T dU G, whose rows for the points 2 and -2 of
+// the 5 x 5 kernels grow as 2^4: within winograd_weight_rounding units (at
+// most 60 measured, on the 5 x 5 cases; 23 on the 3 x 3 ones). In device-path mode the
 // same cases and bounds for ConvSchedule::blocks, which CUDA and HIP run on
 // these geometries.
 constexpr double winograd_rounding = 64;
@@ -623,7 +625,8 @@ TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
   for (const ConvCase& c :
        {ConvCase{3, 16, 32, 7, 6, 3, 3, 1, 1, 1, 1}, ConvCase{2, 32, 16, 9, 7, 5, 5, 1, 1, 2, 2},
         ConvCase{2, 16, 16, 6, 7, 3, 3, 1, 1, 0, 0}, ConvCase{2, 16, 16, 5, 6, 5, 5, 1, 1, 4, 3},
-        ConvCase{40, 16, 16, 14, 14, 3, 3, 1, 1, 1, 1}}) {
+        ConvCase{2, 16, 16, 4, 4, 3, 3, 1, 1, 0, 0},
+        ConvCase{40, 16, 16, 26, 26, 3, 3, 1, 1, 1, 1}}) {
     const auto g = c.geometry();
     ASSERT_TRUE(g.winograd());
     if (c.batch == 40) EXPECT_EQ(g.winograd_group_blocks(), 2);
@@ -634,35 +637,38 @@ TYPED_TEST(ConvKernels, WinogradGeometriesMatchNaiveLoops) {
 
 // The transforms' constant matrices (impl::WinogradMatrices) are those
 // Winograd's constructor derives from the interpolation points, and their
-// FLOPs count the terms of the nonzero coefficients: at t = 4 every
-// coefficient of B^T and A^T is 0, 1 or -1 (one add per row of B^T with two
-// terms; A^T's rows of 3 terms, 2 adds); at t = 6, B^T's rows hold 3, 4, 4,
-// 4, 4 and 3 terms, each row 2 of them with a coefficient other than 1 and
-// -1 (4, -5, 2, -2 or -4).
+// FLOPs count the terms of the nonzero coefficients: B^T's rows hold 3, 4,
+// 4, 4, 4 and 3 terms, each row 2 of them with a coefficient other than 1
+// and -1 (4, -5, 2, -2 or -4); A^T's rows for m = 4 hold 5, 4, 4 and 5
+// terms, the last three 2 each with a coefficient other than 1 and -1 (2,
+// -2; 4, 4; 8, -8).
 TEST(Winograd, ConstantMatricesAreTheDerivedOnes) {
   using kernels::impl::Winograd;
   using kernels::impl::WinogradMatrices;
   const auto expect_same = [](const Winograd& w, const auto& m) {
     for (int i = 0; i < w.t; ++i)
       for (int j = 0; j < w.t; ++j)
-        EXPECT_EQ(w.bt[i][j], m.bt[i][j]) << "t " << w.t << " B^T " << i << j;
-    for (int i = 0; i < 2; ++i)
+        EXPECT_EQ(w.bt[i][j], m.bt[i][j]) << "r " << w.r << " B^T " << i << j;
+    for (int i = 0; i < w.m; ++i)
       for (int j = 0; j < w.t; ++j)
-        EXPECT_EQ(w.at[i][j], m.at[i][j]) << "t " << w.t << " A^T " << i << j;
+        EXPECT_EQ(w.at[i][j], m.at[i][j]) << "r " << w.r << " A^T " << i << j;
   };
-  expect_same(Winograd(3), WinogradMatrices<4>{});
-  expect_same(Winograd(5), WinogradMatrices<6>{});
+  EXPECT_EQ(Winograd(3).m, 4);
+  EXPECT_EQ(Winograd(3).t, 6);
+  EXPECT_EQ(Winograd(5).m, 2);
+  EXPECT_EQ(Winograd(5).t, 6);
+  expect_same(Winograd(3), WinogradMatrices<6, 4>{});
+  expect_same(Winograd(5), WinogradMatrices<6, 2>{});
   // Two passes of t rows of B^T over t columns or rows.
-  EXPECT_EQ(kernels::impl::winograd_input_tile_flops<4>(), 2 * 4 * (4 * 1));
   EXPECT_EQ(kernels::impl::winograd_input_tile_flops<6>(), 2 * 6 * (4 + 5 + 5 + 5 + 5 + 4));
-  // t columns, then 2 rows, each through A^T's 2 rows.
-  EXPECT_EQ(kernels::impl::winograd_output_tile_flops<4>(), (4 + 2) * (2 + 2));
-  EXPECT_EQ(kernels::impl::winograd_output_tile_flops<6>(), (6 + 2) * (4 + 6));
-  // Each of A^T's t columns taken 2 + t times (2 columns of d, then t rows):
-  // an add where both its entries are nonzero, a multiply for the 2 and -2
-  // of t = 6.
-  EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<4>(), (2 + 4) * 2);
-  EXPECT_EQ(kernels::impl::winograd_gradient_tile_flops<6>(), (2 + 6) * (1 + 1 + 2 + 2));
+  // t columns, then m rows, each through A^T's m rows.
+  EXPECT_EQ((kernels::impl::winograd_output_tile_flops<6, 2>()), (6 + 2) * (4 + 6));
+  EXPECT_EQ((kernels::impl::winograd_output_tile_flops<6, 4>()), (6 + 4) * (4 + 5 + 5 + 6));
+  // Each of A^T's t columns taken m + t times (m columns of d, then t
+  // rows): an add a nonzero entry after the first, a multiply an entry
+  // other than 0, 1 and -1.
+  EXPECT_EQ((kernels::impl::winograd_gradient_tile_flops<6, 2>()), (2 + 6) * (1 + 1 + 2 + 2));
+  EXPECT_EQ((kernels::impl::winograd_gradient_tile_flops<6, 4>()), (4 + 6) * (3 + 3 + 6 + 6));
 }
 
 // Winograd's t^2 products (impl::tile_product) against a product in

@@ -25,7 +25,7 @@ kernels::Conv2dGeometry conv_geometry(const Shape& input, const Conv2D::Options&
 // padding, the folds of columns (which finish the direct form's sums) and
 // the sums of the thread groups' partials are not counted. The im2col
 // products are the direct form's.
-// Winograd's F(2 x 2, r x r), t x t tiles, as impl/winograd.hpp runs it: per
+// Winograd's F(m x m, r x r), t x t tiles, as impl/winograd.hpp runs it: per
 // tile, t^2 products of every channel pair; per tile and channel, the
 // input transform B^T d B and the output transform A^T M A or the
 // gradient's A d A^T, each the terms of its matrices' nonzero coefficients
@@ -42,11 +42,12 @@ ConvOperations executed_operations(const kernels::Conv2dGeometry& g, kernels::Co
   const double direct = 2 * out * static_cast<double>(g.patch() * g.positions()) * batch;
   ConvOperations ops;
   if (schedule == kernels::ConvSchedule::winograd && g.winograd()) {
-    const int r = g.rows.kernel, t = kernels::impl::Winograd::tile_size(r);
-    const double input_tile = kernels::impl::winograd_input_flops(t);
-    const double output_tile = kernels::impl::winograd_output_flops(t);
-    const double gradient_tile = kernels::impl::winograd_gradient_flops(t);
-    const double weights = kernels::impl::winograd_weight_flops(t, r) * in * out;
+    const kernels::impl::Winograd wg(g.rows.kernel);
+    const int t = wg.t;
+    const double input_tile = kernels::impl::winograd_input_flops(wg);
+    const double output_tile = kernels::impl::winograd_output_flops(wg);
+    const double gradient_tile = kernels::impl::winograd_gradient_flops(wg);
+    const double weights = kernels::impl::winograd_weight_flops(wg) * in * out;
     const double products = 2.0 * t * t * in * out;
     // Tiles of the outputs, and of the transposed convolution's: the inputs.
     const double tiles = batch * static_cast<double>(g.winograd_tiles());

@@ -19,8 +19,8 @@
 //   impl/conv_threads.hpp   ConvSchedule::threads: a block of samples per host
 //                           thread, with a one-thread BLAS gemm (OpenMP, Serial)
 //   impl/conv_winograd.hpp  ConvSchedule::winograd: the threads schedule with
-//                           Winograd's F(2 x 2, r x r) products for 3 x 3 and
-//                           5 x 5 kernels at stride 1 (transforms: impl/winograd.hpp)
+//                           Winograd's F(4 x 4, 3 x 3) and F(2 x 2, 5 x 5)
+//                           products at stride 1 (transforms: impl/winograd.hpp)
 //   impl/conv_direct.hpp    ConvSchedule::direct: a block of samples per host
 //                           thread, laid out channel-last, its products as
 //                           register tiles (OpenMP, Serial)

@@ -61,6 +61,12 @@ struct Conv2dGeometry {
   // as its columns and output stay within thread_block_floats (in a core's
   // L2 cache); at least one sample, at most the batch.
   static constexpr std::int64_t thread_block_floats = std::int64_t(192) << 10;
+  // A Winograd block's work may be larger (3 MiB, beyond L2 into L3): its
+  // t^2 products read t^2 blocks of in x out transformed weights (36 x 128
+  // x 128 floats at F(4 x 4, 3 x 3) with 128 channels, 2.4 MB) for every
+  // block, and too few rows a block (12 tiles within 192 Ki floats) leave
+  // the products bound by reading them.
+  static constexpr std::int64_t winograd_block_floats = 4 * thread_block_floats;
   std::int64_t thread_block_samples() const {
     const std::int64_t per_sample = forward_per_sample() > 0 ? forward_per_sample() : 1;
     const std::int64_t p = positions() > 0 ? positions() : 1;
@@ -98,7 +104,7 @@ struct Conv2dGeometry {
     return groups <= threads ? groups : threads + 1;
   }
 
-  // ConvSchedule::winograd: Winograd's F(2 x 2, r x r) (impl/winograd.hpp)
+  // ConvSchedule::winograd: Winograd's F(m x m, r x r) (impl/winograd.hpp)
   // for the forward and input-gradient products of square 3 x 3 and 5 x 5
   // kernels at stride 1 with padding below the kernel, when both channel
   // counts are multiples of impl::winograd_lanes (the transforms' vectors).
@@ -108,9 +114,10 @@ struct Conv2dGeometry {
            cols.pad < cols.kernel && in_channels % impl::winograd_lanes == 0 &&
            out_channels % impl::winograd_lanes == 0 && in_channels > 0 && out_channels > 0;
   }
-  // Output tiles of 2 x 2 positions per sample and channel.
+  // Output tiles of m x m positions per sample and channel.
   std::int64_t winograd_tiles() const {
-    return std::int64_t(impl::Winograd::tiles(rows.out)) * impl::Winograd::tiles(cols.out);
+    return std::int64_t(impl::Winograd::tiles(rows.out, rows.kernel)) *
+           impl::Winograd::tiles(cols.out, cols.kernel);
   }
   // Floats of one pass's work for `samples` samples: the input laid out
   // channel-last and padded to whole tiles, and the output tiles
@@ -121,12 +128,13 @@ struct Conv2dGeometry {
         .floats;
   }
   // Samples whose tiles go through one set of t^2 products: at least 64
-  // tiles (rows enough to reuse each product's tile of weights), as long as the work
-  // stays within thread_block_floats; at least one, at most the batch.
+  // tiles (rows enough to reuse each product's tile of weights), as long as
+  // the work stays within winograd_block_floats; at least one, at most the
+  // batch.
   std::int64_t winograd_block_samples() const {
     const std::int64_t tiles = winograd_tiles() > 0 ? winograd_tiles() : 1;
     std::int64_t samples = (64 + tiles - 1) / tiles;
-    while (samples > 1 && winograd_floats(samples) > thread_block_floats) --samples;
+    while (samples > 1 && winograd_floats(samples) > winograd_block_floats) --samples;
     if (samples > batch) samples = batch;
     return samples < 1 ? 1 : samples;
   }
@@ -140,7 +148,7 @@ struct Conv2dGeometry {
   std::int64_t winograd_groups() const { return groups(winograd_blocks()); }
   // Floats of one group's dU: t^2 blocks of out_channels x in_channels.
   std::int64_t winograd_partial_size() const {
-    const std::int64_t t = rows.kernel + 1;
+    const std::int64_t t = impl::Winograd::tile_size(rows.kernel);
     return t * t * in_channels * out_channels;
   }
   // Floats of the transformed weights: t^2 in_channels x out_channels for
@@ -304,8 +312,9 @@ enum class ConvSchedule {
   threads,
   // ConvSchedule::threads, with all three products (forward, input
   // gradient, weight gradient) in Winograd's form where
-  // Conv2dGeometry::winograd() holds (2.25x fewer multiplications for
-  // 3 x 3 kernels, 2.78x for 5 x 5): each thread transforms the tiles of a
+  // Conv2dGeometry::winograd() holds (F(4 x 4, 3 x 3): 4x fewer
+  // multiplications for 3 x 3 kernels; F(2 x 2, 5 x 5): 2.78x for 5 x 5):
+  // each thread transforms the tiles of a
   // block of samples, multiplies them with t^2 register-tile products
   // (impl::tile_product, no BLAS) and transforms the products back. The
   // same scratch and spaces as threads.

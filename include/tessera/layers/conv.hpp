@@ -3,7 +3,7 @@
 // schedules over blocks of samples whose scratch is allocated once in
 // allocate(). On the OpenMP and Serial spaces, with a BLAS whose gemm runs
 // on its calling thread, each thread takes whole blocks: im2col + gemm
-// (threads), Winograd's F(2 x 2, r x r) for 3 x 3 and 5 x 5 kernels at
+// (threads), Winograd's F(4 x 4, 3 x 3) and F(2 x 2, 5 x 5) at
 // stride 1 with channel counts that are multiples of 16 (winograd), or
 // register tiles over the input laid out channel-last (direct); which one
 // is the layer's kernel option (set_kernel_option; kernels::conv2d_fixed_schedule

@@ -257,9 +257,8 @@ void direct_weight_gradient_tiles(const Conv2dGeometry& g, const DirectBlock& b,
                                   std::int64_t first, float* partial) {
   constexpr int R = direct_tile_rows;
   const std::int64_t rows_all = b.taps * b.in;
-  const RowRuns runs{
-      b.count,    g.cols.out,     g.cols.stride * b.in,         b.out_lanes,
-      g.rows.out,           b.plane * b.in, g.rows.stride * b.cols * b.in};
+  const RowRuns runs{b.count,    g.cols.out,     g.cols.stride * b.in,         b.out_lanes,
+                     g.rows.out, b.plane * b.in, g.rows.stride * b.cols * b.in};
   for (std::int64_t i0 = 0; i0 < rows_all; i0 += R) {
     const float* a[R];
     for (int r = 0; r < R; ++r) {

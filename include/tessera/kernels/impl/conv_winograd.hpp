@@ -1,6 +1,6 @@
 // ConvSchedule::winograd: the threads schedule with the forward,
 // input-gradient and weight-gradient products in the form of Winograd's
-// F(2 x 2, r x r) (the transforms are in winograd.hpp): each thread lays a
+// F(m x m, r x r) (the transforms are in winograd.hpp): each thread lays a
 // block of samples out channel-last, transforms its tiles, multiplies them
 // with t^2 register-tile products (tile_product, register_tiles.hpp) and
 // transforms the products back.
@@ -16,29 +16,39 @@
 
 namespace tessera::kernels::impl {
 
-// FLOPs of winograd.hpp's transforms of a channel's tile, t x t (t = 4 or
-// 6; the terms of their nonzero coefficients): the input tile B^T d B, the
-// output tile A^T M A and the output-gradient tile A d A^T.
-inline double winograd_input_flops(int t) {
-  return t == 4 ? winograd_input_tile_flops<4>() : winograd_input_tile_flops<6>();
+// FLOPs of winograd.hpp's transforms of a channel's tile, t x t (t = 6;
+// the terms of their nonzero coefficients): the input tile B^T d B, the
+// output tile A^T M A and the output-gradient tile A d A^T of wg's m.
+inline double winograd_input_flops(const Winograd&) { return winograd_input_tile_flops<6>(); }
+inline double winograd_output_flops(const Winograd& wg) {
+  return wg.m == 4 ? winograd_output_tile_flops<6, 4>() : winograd_output_tile_flops<6, 2>();
 }
-inline double winograd_output_flops(int t) {
-  return t == 4 ? winograd_output_tile_flops<4>() : winograd_output_tile_flops<6>();
-}
-inline double winograd_gradient_flops(int t) {
-  return t == 4 ? winograd_gradient_tile_flops<4>() : winograd_gradient_tile_flops<6>();
+inline double winograd_gradient_flops(const Winograd& wg) {
+  return wg.m == 4 ? winograd_gradient_tile_flops<6, 4>() : winograd_gradient_tile_flops<6, 2>();
 }
 // A kernel's G g G^T or its gradient's G^T dU G, a channel pair: t r, then
 // t^2 (or r^2, then t r) multiply-adds of r (or t) terms.
-inline double winograd_weight_flops(int t, int r) { return 2.0 * t * r * (t + r); }
+inline double winograd_weight_flops(const Winograd& wg) {
+  return 2.0 * wg.t * wg.r * (wg.t + wg.r);
+}
 // The forward of g in Winograd's form, bias aside: each sample's tiles
 // transformed for each input channel, the t^2 products [tiles x in] x
 // [in x out], and the tiles transformed back for each output channel.
-inline double winograd_forward_flops(const Conv2dGeometry& g, int t) {
+inline double winograd_forward_flops(const Conv2dGeometry& g, const Winograd& wg) {
   const double tiles = double(g.batch) * double(g.winograd_tiles());
-  const double in = double(g.in_channels), out = double(g.out_channels);
+  const double in = double(g.in_channels), out = double(g.out_channels), t = wg.t;
   return tiles *
-         (in * winograd_input_flops(t) + 2.0 * t * t * in * out + out * winograd_output_flops(t));
+         (in * winograd_input_flops(wg) + 2.0 * t * t * in * out + out * winograd_output_flops(wg));
+}
+
+// f(std::integral_constant<int, M>()) for wg's output tile m (t is 6 for
+// both).
+template <class F>
+void with_winograd_tile(const Winograd& wg, const F& f) {
+  if (wg.m == 4)
+    f(std::integral_constant<int, 4>());
+  else
+    f(std::integral_constant<int, 2>());
 }
 
 // Winograd's weights of g for the forward (u) or, with `flip`, of
@@ -54,7 +64,7 @@ void winograd_weights(const ExecSpace& exec, const Winograd wg, const Conv2dGeom
   const float* const weights = w.data();
   // W read (r^2 taps a channel pair), the t^2 transformed blocks written.
   const Work work{bytes_of<float>(in * out * wg.r * wg.r) + bytes_of<float>(in * out * wg.t * wg.t),
-                  double(in * out) * winograd_weight_flops(wg.t, wg.r),
+                  double(in * out) * winograd_weight_flops(wg),
                   "host schedule: an input channel and 16 output channels per task"};
   parallel_for("tessera::kernels::winograd_weights",
                Kokkos::RangePolicy<ExecSpace>(exec, 0, in * runs), work,
@@ -119,7 +129,7 @@ void lay_out_channel_last(const S* x, std::int64_t channels, int rows, int cols,
 }
 
 // A sample's output planes y [out][rows x cols] (+)= the tiles' outputs
-// laid channel-last in tile_out (rows 2 * tile columns wide), plus the
+// laid channel-last in tile_out (rows m * tile columns wide), plus the
 // bias where not adding (null: none): lay_out_channel_last's transpose.
 // Float outputs of whole vectors of channels go a square at a time; a
 // plane's last positions that fill no square go one by one where adding.
@@ -170,7 +180,7 @@ void scatter_channel_last(const float* tile_out, std::int64_t out, int rows, int
 // WinogradLayout says (its `floats` is Conv2dGeometry::winograd_floats).
 struct WinogradWork : WinogradLayout {
   float* laid;      // [padded rows][padded cols][in]
-  float* tile_out;  // [2 rows][2 cols][out]
+  float* tile_out;  // [m rows][m cols][out] a tile
   float* v;         // [t^2][n][in]
   float* m;         // [t^2][n][out]
   WinogradWork(const Conv2dGeometry& g, std::int64_t count, float* work)
@@ -182,7 +192,7 @@ struct WinogradWork : WinogradLayout {
   // Lays each sample of the block (x: the first one's NCHW planes) out in
   // laid and transforms its tiles into v. The padding is zeroed once: each
   // sample overwrites the same interior.
-  template <int T, class S>
+  template <int T, int M, class S>
   void transform_inputs(const Conv2dGeometry& g, const S* x) const {
     const std::int64_t in = g.in_channels, plane = g.input_positions();
     zero_row(laid, static_cast<int>(padded * in));
@@ -191,18 +201,18 @@ struct WinogradWork : WinogradLayout {
                            padded_cols, laid);
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < cols; ++j)
-          winograd_input_tile<T>(laid + (2 * i * padded_cols + 2 * j) * in, padded_cols * in, in,
+          winograd_input_tile<T>(laid + (M * i * padded_cols + M * j) * in, padded_cols * in, in,
                                  v + (s * tiles + i * cols + j) * in, n * in);
     }
   }
 };
 
-// y (+)= conv(x, W) (+ bias) for `count` samples by Winograd's F(2 x 2,
-// r x r), t = r + 1, on the calling thread: x and y point at the first
+// y (+)= conv(x, W) (+ bias) for `count` samples by Winograd's F(M x M,
+// r x r), t = M + r - 1, on the calling thread: x and y point at the first
 // sample's NCHW planes, u at the transformed weights, bias may be null;
 // `add` adds to y (input gradients) instead of storing. `work` holds
 // g.winograd_floats(count).
-template <int T, class S, class D>
+template <int T, int M, class S, class D>
 void winograd_samples(const Conv2dGeometry& g, const S* x, std::int64_t count, const float* u,
                       const float* bias, D* y, bool add, float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
@@ -210,15 +220,15 @@ void winograd_samples(const Conv2dGeometry& g, const S* x, std::int64_t count, c
   const int rows = b.rows, cols = b.cols;
   const std::int64_t tiles = b.tiles, n = b.n;
   float *const tile_out = b.tile_out, *const v = b.v, *const m = b.m;
-  b.transform_inputs<T>(g, x);
+  b.template transform_inputs<T, M>(g, x);
   for (int k = 0; k < T * T; ++k)
     tile_product(n, out, in, v + k * n * in, in, 1, u + k * in * out, out, 0, m + k * n * out, out);
   for (std::int64_t s = 0; s < count; ++s) {
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
-        winograd_output_tile<T>(m + (s * tiles + i * cols + j) * out, n * out, out,
-                                tile_out + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out);
-    scatter_channel_last(tile_out, out, g.rows.out, g.cols.out, 2 * cols, bias, add,
+        winograd_output_tile<T, M>(m + (s * tiles + i * cols + j) * out, n * out, out,
+                                   tile_out + (M * i * M * cols + M * j) * out, M * cols * out);
+    scatter_channel_last(tile_out, out, g.rows.out, g.cols.out, M * cols, bias, add,
                          y + s * out * positions);
   }
 }
@@ -227,19 +237,18 @@ void winograd_samples(const Conv2dGeometry& g, const S* x, std::int64_t count, c
 template <class S, class D>
 void winograd_block(const Winograd& wg, const Conv2dGeometry& g, const S* x, std::int64_t count,
                     const float* u, const float* bias, D* y, bool add, float* work) {
-  if (wg.t == 4)
-    winograd_samples<4>(g, x, count, u, bias, y, add, work);
-  else
-    winograd_samples<6>(g, x, count, u, bias, y, add, work);
+  with_winograd_tile(wg, [&](auto m) {
+    winograd_samples<6, decltype(m)::value>(g, x, count, u, bias, y, add, work);
+  });
 }
 
 // du (+)= dL/dU, the gradient of the transformed weights, from `count`
-// samples by Winograd's F(2 x 2, r x r), t = r + 1, on the calling thread
+// samples by Winograd's F(M x M, r x r), t = M + r - 1, on the calling thread
 // (beta 0 stores, 1 adds): x and dy point at the first sample's NCHW
 // planes, du holds t^2 blocks [out][in]. With row_sums, also
 // row_sums[s * out + o] = the lane_sum of sample s's plane o of dy (the
 // bias gradient's terms). `work` holds g.winograd_floats(count).
-template <int T, class S, class G>
+template <int T, int M, class S, class G>
 void winograd_weight_samples(const Conv2dGeometry& g, const S* x, const G* dy, std::int64_t count,
                              float beta, float* du, float* row_sums, float* work) {
   const std::int64_t in = g.in_channels, out = g.out_channels, positions = g.positions();
@@ -248,19 +257,19 @@ void winograd_weight_samples(const Conv2dGeometry& g, const S* x, const G* dy, s
   const std::int64_t tiles = b.tiles, n = b.n;
   // grad holds the output gradient's tiles channel-last.
   float *const grad = b.tile_out, *const v = b.v, *const m = b.m;
-  b.transform_inputs<T>(g, x);
-  // dy's tiles beyond odd output sizes stay zero.
-  zero_row(grad, static_cast<int>(4 * tiles * out));
+  b.template transform_inputs<T, M>(g, x);
+  // dy's tiles beyond the output's last rows and columns stay zero.
+  zero_row(grad, static_cast<int>(M * M * tiles * out));
   for (std::int64_t s = 0; s < count; ++s) {
     const G* const sample = dy + s * out * positions;
-    lay_out_channel_last(sample, out, g.rows.out, g.cols.out, 0, 0, 2 * cols, grad);
+    lay_out_channel_last(sample, out, g.rows.out, g.cols.out, 0, 0, M * cols, grad);
     if (row_sums != nullptr)
       for (std::int64_t o = 0; o < out; ++o)
         row_sums[s * out + o] = lane_sum(sample + o * positions, positions);
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
-        winograd_gradient_tile<T>(grad + (2 * i * 2 * cols + 2 * j) * out, 2 * cols * out, out,
-                                  m + (s * tiles + i * cols + j) * out, n * out);
+        winograd_gradient_tile<T, M>(grad + (M * i * M * cols + M * j) * out, M * cols * out, out,
+                                     m + (s * tiles + i * cols + j) * out, n * out);
   }
   for (int k = 0; k < T * T; ++k)
     tile_product(out, in, n, m + k * n * out, 1, out, v + k * n * in, in, beta, du + k * out * in,
@@ -272,10 +281,9 @@ template <class S, class G>
 void winograd_weight_block(const Winograd& wg, const Conv2dGeometry& g, const S* x, const G* dy,
                            std::int64_t count, float beta, float* du, float* row_sums,
                            float* work) {
-  if (wg.t == 4)
-    winograd_weight_samples<4>(g, x, dy, count, beta, du, row_sums, work);
-  else
-    winograd_weight_samples<6>(g, x, dy, count, beta, du, row_sums, work);
+  with_winograd_tile(wg, [&](auto m) {
+    winograd_weight_samples<6, decltype(m)::value>(g, x, dy, count, beta, du, row_sums, work);
+  });
 }
 
 // y = conv(x, W) + b, ConvSchedule::winograd (g.winograd() holds): the
@@ -301,7 +309,7 @@ void conv2d_forward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, con
                         bytes_of<float>(g.winograd_partial_size()) +
                         bytes_of<typename B::value_type>(b.extent(0)) +
                         bytes_of<typename Y::value_type>(g.output_size()),
-                    winograd_forward_flops(g, wg.t) + double(g.output_size()),
+                    winograd_forward_flops(g, wg) + double(g.output_size()),
                     "host schedule: one block of samples per task, transformed and multiplied "
                     "on its thread"};
     run_sample_blocks(exec, "tessera::kernels::conv2d_forward_winograd", g.batch, samples, token,
@@ -352,7 +360,7 @@ void winograd_weight_gradient(const ExecSpace& exec, const Winograd& wg, const C
   // transform and an add into dW a tap.
   const Work transform{
       bytes_of<float>(tt * pairs) + 2 * bytes_of<typename DW::value_type>(pairs * rr),
-      double(pairs) * (winograd_weight_flops(wg.t, wg.r) + double(rr)),
+      double(pairs) * (winograd_weight_flops(wg) + double(rr)),
       "host schedule: 16 channel pairs per task, on the host only"};
   parallel_for("tessera::kernels::conv2d_weight_grad",
                Kokkos::RangePolicy<ExecSpace>(exec, 0, pairs / winograd_lanes), transform,
@@ -379,14 +387,14 @@ void winograd_weight_gradient(const ExecSpace& exec, const Winograd& wg, const C
 // read, dx read and written, and the transposed convolution's forward
 // (winograd_forward_flops) with an add an element of dx.
 template <class X, class DY, class DX>
-Work winograd_backward_work(const Conv2dGeometry& g, int t, std::int64_t groups, bool with_dx,
-                            bool with_db) {
+Work winograd_backward_work(const Conv2dGeometry& g, const Winograd& wg, std::int64_t groups,
+                            bool with_dx, bool with_db) {
   const double tiles = double(g.batch) * double(g.winograd_tiles());
-  const double in = double(g.in_channels), out = double(g.out_channels);
+  const double in = double(g.in_channels), out = double(g.out_channels), t = wg.t;
   Work work{bytes_of<typename X::value_type>(g.input_size()) +
                 bytes_of<typename DY::value_type>(g.output_size()) +
                 bytes_of<float>(groups * g.winograd_partial_size()),
-            tiles * (in * winograd_input_flops(t) + out * winograd_gradient_flops(t) +
+            tiles * (in * winograd_input_flops(wg) + out * winograd_gradient_flops(wg) +
                      2.0 * t * t * in * out),
             "host schedule: one group of blocks per task, its dU partial summed in block order"};
   if (with_db) {
@@ -396,7 +404,7 @@ Work winograd_backward_work(const Conv2dGeometry& g, int t, std::int64_t groups,
   if (with_dx) {
     work.bytes += bytes_of<float>(g.winograd_partial_size()) +
                   2 * bytes_of<typename DX::value_type>(g.input_size());
-    work.flops += winograd_forward_flops(g.transposed(), t) + double(g.input_size());
+    work.flops += winograd_forward_flops(g.transposed(), wg) + double(g.input_size());
   }
   return work;
 }
@@ -429,7 +437,7 @@ void conv2d_backward_winograd(const ExecSpace& exec, const Conv2dGeometry& g, co
     const std::int64_t samples = g.winograd_block_samples(), blocks = g.winograd_blocks();
     const std::int64_t per_group = g.winograd_group_blocks(), groups = g.winograd_groups();
     const std::int64_t size = g.winograd_partial_size(), transformed = t.winograd_block_samples();
-    const Work work = winograd_backward_work<X, DY, DX>(g, wg.t, groups, with_dx, with_db);
+    const Work work = winograd_backward_work<X, DY, DX>(g, wg, groups, with_dx, with_db);
     const PartialWaves waves(groups, token.size());
     const auto group_body = [=](std::int64_t slot, std::int64_t group, int id) {
       float* const work_slot = ts.slot(id);

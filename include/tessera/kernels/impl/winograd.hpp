@@ -1,22 +1,23 @@
-// Winograd's minimal filtering F(2 x 2, r x r) for square r x r
-// convolutions at stride 1 (r = 3 and 5), on the host threads of
-// ConvSchedule::winograd. An output tile of 2 x 2 positions is
-// A^T [(G g G^T) * (B^T d B)] A, where d is the t x t input tile
-// (t = r + 1) and g the kernel: the t^2 element-wise products of all
-// channels are t^2 matrix products (tiles x in_channels times in_channels x
-// out_channels), t^2 / (4 r^2) times the multiplications of the direct
-// form (2.25x fewer for 3 x 3, 2.78x for 5 x 5). The weight gradient is
-// that computation's transpose: dU = the sum over tiles of
-// (A dy A^T) * (B^T d B), again t^2 products (out_channels x tiles times
-// tiles x in_channels), and dW = G^T dU G.
+// Winograd's minimal filtering F(m x m, r x r) for square r x r
+// convolutions at stride 1, on the host threads of ConvSchedule::winograd:
+// F(4 x 4, 3 x 3) and F(2 x 2, 5 x 5), both on tiles of t = m + r - 1 = 6.
+// An output tile of m x m positions is A^T [(G g G^T) * (B^T d B)] A,
+// where d is the t x t input tile and g the kernel: the t^2 element-wise
+// products of all channels are t^2 matrix products (tiles x in_channels
+// times in_channels x out_channels), t^2 / (m^2 r^2) times the
+// multiplications of the direct form (4x fewer for 3 x 3, 2.78x for
+// 5 x 5). The weight gradient is that computation's transpose: dU = the sum
+// over tiles of (A dy A^T) * (B^T d B), again t^2 products (out_channels x
+// tiles times tiles x in_channels), and dW = G^T dU G.
 //
-// The matrices come from the Toom-Cook interpolation points 0, 1, -1 (and
-// 2, -2 for r = 5) and infinity: G is the evaluation of the kernel at the
-// points, A^T that of the output, and B^T the transposed inverse of the
-// evaluation of the tile; each row of B^T is divided by its smallest
-// nonzero magnitude and the row of G multiplied by it, so that B^T holds
-// small integers (1, 2, 4, 5), exact in float, and the fractions are in
-// the weights' transform, which runs in double.
+// The matrices come from the Toom-Cook interpolation points 0, 1, -1, 2,
+// -2 and infinity: G is the evaluation of the kernel at the points, A^T
+// that of the output, and B^T the transposed inverse of the evaluation of
+// the tile; each row of B^T is divided by its smallest nonzero magnitude
+// and the row of G multiplied by it, so that B^T holds small integers (1,
+// 2, 4, 5), exact in float, and the fractions are in the weights'
+// transform, which runs in double. A^T holds the points' powers up to
+// m - 1 (1, 2, 4, 8), exact too.
 //
 // The transforms run over a tile's channels a host vector at a time
 // (NativeLanes: 16 channels with AVX-512, 8 with AVX): the input is first
@@ -40,23 +41,27 @@ namespace tessera::kernels::impl {
 constexpr int winograd_lanes = float_lanes;
 
 struct Winograd {
-  static constexpr int max_t = 6;
-  int r = 0, t = 0;
+  static constexpr int max_t = 6, max_m = 4;
+  int r = 0, m = 0, t = 0;
   float bt[max_t][max_t] = {};  // t x t: V = B^T d B
   float g[max_t][5] = {};       // t x r: U = G g G^T
-  float at[2][max_t] = {};      // 2 x t: Y = A^T M A
+  float at[max_m][max_t] = {};  // m x t: Y = A^T M A
 
   // The kernel sizes it has points for.
   static bool supports(int kernel) { return kernel == 3 || kernel == 5; }
-  // The tile F(2 x 2, r x r) transforms: t x t.
-  static constexpr int tile_size(int kernel) { return kernel + 1; }
+  // The output tile's side m of a kernel's F(m x m, r x r): 4 for 3 x 3,
+  // 2 for 5 x 5 (the six points either way).
+  static constexpr int output_tile(int kernel) { return kernel == 3 ? 4 : 2; }
+  // The tile F(m x m, r x r) transforms: t x t.
+  static constexpr int tile_size(int kernel) { return output_tile(kernel) + kernel - 1; }
 
-  explicit Winograd(int kernel) : r(supports(kernel) ? kernel : 3), t(tile_size(r)) {
+  explicit Winograd(int kernel)
+      : r(supports(kernel) ? kernel : 3), m(output_tile(r)), t(tile_size(r)) {
     TESSERA_REQUIRE(supports(kernel), "tessera::kernels::impl::Winograd: a "
                                           << kernel << " x " << kernel
-                                          << " kernel; F(2 x 2, r x r) is defined for r = 3 and 5 "
+                                          << " kernel; F(m x m, r x r) is defined for r = 3 and 5 "
                                              "(Conv2dGeometry::winograd)");
-    const double points[4] = {0, 1, -1, 2};  // then -2 (r = 5), then infinity
+    const double points[4] = {0, 1, -1, 2};  // then -2, then infinity (t = 6)
     double p[max_t];
     for (int j = 0; j + 1 < t; ++j) p[j] = j < 4 ? points[j] : -2.0;
     // e: t x t evaluation of a polynomial of degree t - 1 (coefficients) at
@@ -94,7 +99,7 @@ struct Winograd {
       for (int j = 0; j < t; ++j) inv[i][j] = std::fabs(a[i][t + j]) < 1e-12 ? 0.0 : a[i][t + j];
     // Correlation is the transpose of the polynomial product: output
     // y = A^T [(G g) * (B^T d)] with A^T the evaluation of a polynomial of
-    // degree 1, G that of degree r - 1, B^T = inv^T.
+    // degree m - 1, G that of degree r - 1, B^T = inv^T.
     for (int j = 0; j < t; ++j) {
       double scale = 0;  // the smallest magnitude in row j of B^T
       for (int i = 0; i < t; ++i)
@@ -105,15 +110,19 @@ struct Winograd {
         const double value = j + 1 < t ? std::pow(p[j], k) : (k == r - 1 ? 1.0 : 0.0);
         g[j][k] = static_cast<float>(value * scale);
       }
-      at[0][j] = j + 1 < t ? 1.0f : 0.0f;
-      at[1][j] = j + 1 < t ? static_cast<float>(p[j]) : 1.0f;
+      for (int i = 0; i < m; ++i)
+        at[i][j] = j + 1 < t ? static_cast<float>(std::pow(p[j], i)) : (i + 1 == m ? 1.0f : 0.0f);
     }
   }
 
-  // Output tiles of an axis of `out` positions.
-  static int tiles(int out) { return (out + 1) / 2; }
+  // Output tiles of an axis of `out` positions under a kernel's tiles.
+  static int tiles(int out, int kernel) {
+    return (out + output_tile(kernel) - 1) / output_tile(kernel);
+  }
   // Input positions those tiles read along the axis, padding included.
-  static int padded(int out, int kernel) { return 2 * tiles(out) + kernel - 1; }
+  static int padded(int out, int kernel) {
+    return output_tile(kernel) * tiles(out, kernel) + kernel - 1;
+  }
 
   // u[(i * t + j) * in * out + c * out + o] = (G w(o, c) G^T)(i, j) for
   // input channel c and output channels [o0, o0 + count), count at most
@@ -192,26 +201,28 @@ static_assert(winograd_lanes % native_lanes == 0, "a vector step divides winogra
 #define TESSERA_WINOGRAD_UNROLL _Pragma("GCC unroll 8")
 #endif
 
-// B^T and A^T of F(2 x 2, r x r), t = r + 1 = 4 and 6, as constants: the
-// matrices Winograd's constructor derives from the interpolation points
-// (tests/test_conv.cpp checks that they agree). The transforms below run
-// over them unrolled, so each step compiles to the terms of its nonzero
-// coefficients only, and coefficients 1 and -1 multiply nothing: B^T d B
-// takes 336 FLOPs a channel at t = 6 and 32 at t = 4, where the whole
-// products of its matrices take 792 and 224.
-template <int T>
+// B^T and A^T of F(m x m, r x r), t = 6 (m = 4 and 2), as constants:
+// the matrices Winograd's constructor derives from the interpolation
+// points (tests/test_conv.cpp checks that they agree). The transforms below
+// run over them unrolled, so each step compiles to the terms of its
+// nonzero coefficients only, and coefficients 1 and -1 multiply nothing:
+// B^T d B takes 336 FLOPs a channel, where the whole products of its
+// matrices take 792.
+template <int T, int M>
 struct WinogradMatrices;
-template <>
-struct WinogradMatrices<4> {
-  static constexpr float bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}};
-  static constexpr float at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, 1}};
-};
-template <>
-struct WinogradMatrices<6> {
+struct WinogradInputMatrix6 {
   static constexpr float bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, 4, 4, -1, -1, 0},
                                      {0, -4, 4, 1, -1, 0}, {0, -2, -1, 2, 1, 0},
                                      {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+};
+template <>
+struct WinogradMatrices<6, 2> : WinogradInputMatrix6 {
   static constexpr float at[2][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 1}};
+};
+template <>
+struct WinogradMatrices<6, 4> : WinogradInputMatrix6 {
+  static constexpr float at[4][6] = {
+      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 };
 
 // The sum over k < N, in order of k, of c[k] x(k) for constant
@@ -248,29 +259,31 @@ constexpr int combination_flops(const float (&c)[N]) {
   return (terms > 0 ? terms - 1 : 0) + products;
 }
 
-// FLOPs of a transform of one channel's tile, t x t (t = 4 or 6): B^T d B
-// (t columns, then t rows, through B^T), A^T M A (t columns, then 2 rows,
-// through A^T) and A d A^T (2 columns of d to t rows, then t rows, through
+// FLOPs of a transform of one channel's tile, t x t (t = 6): B^T d B
+// (t columns, then t rows, through B^T), A^T M A (t columns, then m rows,
+// through A^T) and A d A^T (m columns of d to t rows, then t rows, through
 // the columns of A^T).
 template <int T>
 constexpr int winograd_input_tile_flops() {
   int rows = 0;
-  for (int i = 0; i < T; ++i) rows += combination_flops(WinogradMatrices<T>::bt[i]);
+  for (int i = 0; i < T; ++i) rows += combination_flops(WinogradMatrices<T, 2>::bt[i]);
   return 2 * T * rows;
 }
-template <int T>
+template <int T, int M>
 constexpr int winograd_output_tile_flops() {
-  return (T + 2) * (combination_flops(WinogradMatrices<T>::at[0]) +
-                    combination_flops(WinogradMatrices<T>::at[1]));
+  int rows = 0;
+  for (int a = 0; a < M; ++a) rows += combination_flops(WinogradMatrices<T, M>::at[a]);
+  return (T + M) * rows;
 }
-template <int T>
+template <int T, int M>
 constexpr int winograd_gradient_tile_flops() {
   int columns = 0;
   for (int i = 0; i < T; ++i) {
-    const float column[2] = {WinogradMatrices<T>::at[0][i], WinogradMatrices<T>::at[1][i]};
+    float column[M] = {};
+    for (int a = 0; a < M; ++a) column[a] = WinogradMatrices<T, M>::at[a][i];
     columns += combination_flops(column);
   }
-  return (2 + T) * columns;
+  return (M + T) * columns;
 }
 
 // V[(i * t + j)][tile][c] = (B^T d B)(i, j) of one tile of `channels`
@@ -279,7 +292,7 @@ constexpr int winograd_gradient_tile_flops() {
 template <int T>
 inline void winograd_input_tile(const float* in, std::int64_t row, std::int64_t channels, float* v,
                                 std::int64_t block) {
-  using M = WinogradMatrices<T>;
+  using W = WinogradMatrices<T, 2>;
   for (std::int64_t c0 = 0; c0 < channels; c0 += native_lanes) {
     WinogradLanes tmp[T][T];  // tmp[i][b] = sum_a bt[i][a] d[a][b]
     for (int b = 0; b < T; ++b) {
@@ -288,14 +301,14 @@ inline void winograd_input_tile(const float* in, std::int64_t row, std::int64_t 
         std::memcpy(&d[a], in + a * row + b * channels + c0, sizeof(WinogradLanes));
       TESSERA_WINOGRAD_UNROLL
       for (int i = 0; i < T; ++i)
-        tmp[i][b] = constant_combination<T, WinogradLanes>(M::bt[i], [&](int a) { return d[a]; });
+        tmp[i][b] = constant_combination<T, WinogradLanes>(W::bt[i], [&](int a) { return d[a]; });
     }
     TESSERA_WINOGRAD_UNROLL
     for (int i = 0; i < T; ++i) {
       TESSERA_WINOGRAD_UNROLL
       for (int j = 0; j < T; ++j) {
         const WinogradLanes s =
-            constant_combination<T, WinogradLanes>(M::bt[j], [&](int b) { return tmp[i][b]; });
+            constant_combination<T, WinogradLanes>(W::bt[j], [&](int b) { return tmp[i][b]; });
         std::memcpy(v + (i * T + j) * block + c0, &s, sizeof s);
       }
     }
@@ -303,62 +316,68 @@ inline void winograd_input_tile(const float* in, std::int64_t row, std::int64_t 
 }
 
 // The output transform's transpose, for the weight gradient:
-// m[(i * t + j)][tile][o] = (A d A^T)(i, j) of the 2 x 2 output-gradient
+// m[(i * t + j)][tile][o] = (A d A^T)(i, j) of the M x M output-gradient
 // tile d of `channels` channels read channel-last from `in` (rows `row`
 // floats apart, columns `channels`); m's (i, j) blocks are `block` floats
 // apart.
-template <int T>
+template <int T, int M>
 inline void winograd_gradient_tile(const float* in, std::int64_t row, std::int64_t channels,
                                    float* m, std::int64_t block) {
-  using M = WinogradMatrices<T>;
+  using W = WinogradMatrices<T, M>;
   for (std::int64_t o0 = 0; o0 < channels; o0 += native_lanes) {
-    WinogradLanes d[2][2];
-    for (int a = 0; a < 2; ++a)
-      for (int b = 0; b < 2; ++b)
+    WinogradLanes d[M][M];
+    for (int a = 0; a < M; ++a)
+      for (int b = 0; b < M; ++b)
         std::memcpy(&d[a][b], in + a * row + b * channels + o0, sizeof(WinogradLanes));
-    WinogradLanes tmp[T][2];  // tmp[i][b] = sum_a at[a][i] d[a][b]
+    WinogradLanes tmp[T][M];  // tmp[i][b] = sum_a at[a][i] d[a][b]
     TESSERA_WINOGRAD_UNROLL
     for (int i = 0; i < T; ++i) {
-      const float column[2] = {M::at[0][i], M::at[1][i]};
-      for (int b = 0; b < 2; ++b)
-        tmp[i][b] = constant_combination<2, WinogradLanes>(column, [&](int a) { return d[a][b]; });
+      float column[M];
+      for (int a = 0; a < M; ++a) column[a] = W::at[a][i];
+      for (int b = 0; b < M; ++b)
+        tmp[i][b] = constant_combination<M, WinogradLanes>(column, [&](int a) { return d[a][b]; });
     }
     TESSERA_WINOGRAD_UNROLL
     for (int i = 0; i < T; ++i) {
       TESSERA_WINOGRAD_UNROLL
       for (int j = 0; j < T; ++j) {
-        const float column[2] = {M::at[0][j], M::at[1][j]};
+        float column[M];
+        for (int b = 0; b < M; ++b) column[b] = W::at[b][j];
         const WinogradLanes s =
-            constant_combination<2, WinogradLanes>(column, [&](int b) { return tmp[i][b]; });
+            constant_combination<M, WinogradLanes>(column, [&](int b) { return tmp[i][b]; });
         std::memcpy(m + (i * T + j) * block + o0, &s, sizeof s);
       }
     }
   }
 }
 
-// out[a][b][o] = (A^T M A)(a, b) of one tile: M[(i * t + j)][tile][o] at
-// m, (i, j) blocks `block` floats apart; out's rows `row` floats apart,
-// its columns `channels`.
-template <int T>
+// out[a][b][o] = (A^T M A)(a, b) of one tile, a, b < M: M[(i * t +
+// j)][tile][o] at m, (i, j) blocks `block` floats apart; out's rows `row`
+// floats apart, its columns `channels`.
+template <int T, int M>
 inline void winograd_output_tile(const float* m, std::int64_t block, std::int64_t channels,
                                  float* out, std::int64_t row) {
-  using M = WinogradMatrices<T>;
+  using W = WinogradMatrices<T, M>;
   for (std::int64_t o0 = 0; o0 < channels; o0 += native_lanes) {
-    WinogradLanes tmp[2][T];  // tmp[a][j] = sum_i at[a][i] m[i][j]
+    WinogradLanes tmp[M][T];  // tmp[a][j] = sum_i at[a][i] m[i][j]
     TESSERA_WINOGRAD_UNROLL
     for (int j = 0; j < T; ++j) {
       WinogradLanes x[T];
       for (int i = 0; i < T; ++i)
         std::memcpy(&x[i], m + (i * T + j) * block + o0, sizeof(WinogradLanes));
-      for (int a = 0; a < 2; ++a)
-        tmp[a][j] = constant_combination<T, WinogradLanes>(M::at[a], [&](int i) { return x[i]; });
+      TESSERA_WINOGRAD_UNROLL
+      for (int a = 0; a < M; ++a)
+        tmp[a][j] = constant_combination<T, WinogradLanes>(W::at[a], [&](int i) { return x[i]; });
     }
-    for (int a = 0; a < 2; ++a)
-      for (int b = 0; b < 2; ++b) {
+    TESSERA_WINOGRAD_UNROLL
+    for (int a = 0; a < M; ++a) {
+      TESSERA_WINOGRAD_UNROLL
+      for (int b = 0; b < M; ++b) {
         const WinogradLanes s =
-            constant_combination<T, WinogradLanes>(M::at[b], [&](int j) { return tmp[a][j]; });
+            constant_combination<T, WinogradLanes>(W::at[b], [&](int j) { return tmp[a][j]; });
         std::memcpy(out + a * row + b * channels + o0, &s, sizeof s);
       }
+    }
   }
 }
 
@@ -374,14 +393,15 @@ struct WinogradLayout {
   std::int64_t tile_out_at, v_at, m_at, floats;
   WinogradLayout(int out_rows, int out_cols, int r, std::int64_t in, std::int64_t out,
                  std::int64_t count)
-      : rows(Winograd::tiles(out_rows)), cols(Winograd::tiles(out_cols)) {
-    const std::int64_t t = Winograd::tile_size(r), widest = in > out ? in : out;
+      : rows(Winograd::tiles(out_rows, r)), cols(Winograd::tiles(out_cols, r)) {
+    const std::int64_t t = Winograd::tile_size(r), m = Winograd::output_tile(r);
+    const std::int64_t widest = in > out ? in : out;
     tiles = std::int64_t(rows) * cols;
     n = count * tiles;
     padded_cols = Winograd::padded(out_cols, r);
     padded = Winograd::padded(out_rows, r) * padded_cols;
     tile_out_at = padded * widest;
-    v_at = tile_out_at + 4 * tiles * widest;
+    v_at = tile_out_at + m * m * tiles * widest;
     m_at = v_at + t * t * n * in;
     floats = m_at + t * t * n * out;
   }
