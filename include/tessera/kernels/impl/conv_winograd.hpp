@@ -16,15 +16,29 @@
 
 namespace tessera::kernels::impl {
 
+// f(std::integral_constant<int, M>()) for wg's output tile m (t is
+// Winograd::max_t for both), and what f returns.
+template <class F>
+decltype(auto) with_winograd_tile(const Winograd& wg, const F& f) {
+  if (wg.m == 4) return f(std::integral_constant<int, 4>());
+  return f(std::integral_constant<int, 2>());
+}
+
 // FLOPs of winograd.hpp's transforms of a channel's tile, t x t (t = 6;
 // the terms of their nonzero coefficients): the input tile B^T d B, the
 // output tile A^T M A and the output-gradient tile A d A^T of wg's m.
-inline double winograd_input_flops(const Winograd&) { return winograd_input_tile_flops<6>(); }
+inline double winograd_input_flops(const Winograd&) {
+  return winograd_input_tile_flops<Winograd::max_t>();
+}
 inline double winograd_output_flops(const Winograd& wg) {
-  return wg.m == 4 ? winograd_output_tile_flops<6, 4>() : winograd_output_tile_flops<6, 2>();
+  return with_winograd_tile(wg, [](auto m) {
+    return double(winograd_output_tile_flops<Winograd::max_t, decltype(m)::value>());
+  });
 }
 inline double winograd_gradient_flops(const Winograd& wg) {
-  return wg.m == 4 ? winograd_gradient_tile_flops<6, 4>() : winograd_gradient_tile_flops<6, 2>();
+  return with_winograd_tile(wg, [](auto m) {
+    return double(winograd_gradient_tile_flops<Winograd::max_t, decltype(m)::value>());
+  });
 }
 // A kernel's G g G^T or its gradient's G^T dU G, a channel pair: t r, then
 // t^2 (or r^2, then t r) multiply-adds of r (or t) terms.
@@ -39,16 +53,6 @@ inline double winograd_forward_flops(const Conv2dGeometry& g, const Winograd& wg
   const double in = double(g.in_channels), out = double(g.out_channels), t = wg.t;
   return tiles *
          (in * winograd_input_flops(wg) + 2.0 * t * t * in * out + out * winograd_output_flops(wg));
-}
-
-// f(std::integral_constant<int, M>()) for wg's output tile m (t is 6 for
-// both).
-template <class F>
-void with_winograd_tile(const Winograd& wg, const F& f) {
-  if (wg.m == 4)
-    f(std::integral_constant<int, 4>());
-  else
-    f(std::integral_constant<int, 2>());
 }
 
 // Winograd's weights of g for the forward (u) or, with `flip`, of
@@ -238,7 +242,7 @@ template <class S, class D>
 void winograd_block(const Winograd& wg, const Conv2dGeometry& g, const S* x, std::int64_t count,
                     const float* u, const float* bias, D* y, bool add, float* work) {
   with_winograd_tile(wg, [&](auto m) {
-    winograd_samples<6, decltype(m)::value>(g, x, count, u, bias, y, add, work);
+    winograd_samples<Winograd::max_t, decltype(m)::value>(g, x, count, u, bias, y, add, work);
   });
 }
 
@@ -282,7 +286,8 @@ void winograd_weight_block(const Winograd& wg, const Conv2dGeometry& g, const S*
                            std::int64_t count, float beta, float* du, float* row_sums,
                            float* work) {
   with_winograd_tile(wg, [&](auto m) {
-    winograd_weight_samples<6, decltype(m)::value>(g, x, dy, count, beta, du, row_sums, work);
+    winograd_weight_samples<Winograd::max_t, decltype(m)::value>(g, x, dy, count, beta, du,
+                                                                 row_sums, work);
   });
 }
 

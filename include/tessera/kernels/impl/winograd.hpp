@@ -185,6 +185,9 @@ struct Winograd {
       }
   }
 };
+static_assert(Winograd::tile_size(3) == Winograd::max_t &&
+                  Winograd::tile_size(5) == Winograd::max_t,
+              "both kernels' tiles are t = 6: the transforms are instantiated for it alone");
 
 // A transform step's channels: the host's own vector (impl/lanes.hpp),
 // so that each step is one register operation; channel counts are
@@ -208,19 +211,22 @@ static_assert(winograd_lanes % native_lanes == 0, "a vector step divides winogra
 // nonzero coefficients only, and coefficients 1 and -1 multiply nothing:
 // B^T d B takes 336 FLOPs a channel, where the whole products of its
 // matrices take 792.
+template <int T>
+struct WinogradInputMatrix;
 template <int T, int M>
 struct WinogradMatrices;
-struct WinogradInputMatrix6 {
+template <>
+struct WinogradInputMatrix<6> {
   static constexpr float bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, 4, 4, -1, -1, 0},
                                      {0, -4, 4, 1, -1, 0}, {0, -2, -1, 2, 1, 0},
                                      {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
 };
 template <>
-struct WinogradMatrices<6, 2> : WinogradInputMatrix6 {
+struct WinogradMatrices<6, 2> : WinogradInputMatrix<6> {
   static constexpr float at[2][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 1}};
 };
 template <>
-struct WinogradMatrices<6, 4> : WinogradInputMatrix6 {
+struct WinogradMatrices<6, 4> : WinogradInputMatrix<6> {
   static constexpr float at[4][6] = {
       {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 };
@@ -266,7 +272,7 @@ constexpr int combination_flops(const float (&c)[N]) {
 template <int T>
 constexpr int winograd_input_tile_flops() {
   int rows = 0;
-  for (int i = 0; i < T; ++i) rows += combination_flops(WinogradMatrices<T, 2>::bt[i]);
+  for (int i = 0; i < T; ++i) rows += combination_flops(WinogradInputMatrix<T>::bt[i]);
   return 2 * T * rows;
 }
 template <int T, int M>
@@ -292,7 +298,7 @@ constexpr int winograd_gradient_tile_flops() {
 template <int T>
 inline void winograd_input_tile(const float* in, std::int64_t row, std::int64_t channels, float* v,
                                 std::int64_t block) {
-  using W = WinogradMatrices<T, 2>;
+  using W = WinogradInputMatrix<T>;
   for (std::int64_t c0 = 0; c0 < channels; c0 += native_lanes) {
     WinogradLanes tmp[T][T];  // tmp[i][b] = sum_a bt[i][a] d[a][b]
     for (int b = 0; b < T; ++b) {
