@@ -95,8 +95,8 @@ HOST_TESTS_ALLOWED = {
     # The predicate itself.
     "include/tessera/core/host_paths.hpp": {"__GNUC__", "SpaceAccessibility"},
     # thread_gemm_space_v: host_fast_paths_v and a space whose threads may each call the BLAS.
-    "include/tessera/kernels/impl/conv_threads.hpp": {"KOKKOS_ENABLE_OPENMP",
-                                                      "KOKKOS_ENABLE_SERIAL", "is_same"},
+    "include/tessera/kernels/impl/thread_gemm.hpp": {"KOKKOS_ENABLE_OPENMP", "KOKKOS_ENABLE_SERIAL",
+                                                     "is_same"},
     # A team's size on a host backend (Kokkos::AUTO): team_sum's bits do not depend on it.
     "include/tessera/kernels/impl/team.hpp": {"SpaceAccessibility"},
     # The work items a launch reports for a host backend's team: a count, no kernel path.

@@ -130,6 +130,94 @@ TYPED_TEST(DenseKernels, BackwardWritesTheInputGradientWhole) {
   EXPECT_EQ(test::to_host(db_written), test::to_host(db_added));
 }
 
+// The host's products in blocks of C's rows (impl::gemm_row_blocks, where
+// the space and BLAS allow): shapes of several blocks with a short last
+// one, in y, dx and dW alike, against a double-precision reference within
+// the rounding bound k u sum |term| (u = 2^-24); the bias and the zeros of
+// a written dx come before each block's product, an accumulated dx and dW
+// keep what they held.
+TYPED_TEST(DenseKernels, ProductsInRowBlocksMatchNaiveReference) {
+  using E = TypeParam;
+  const int n = 700, in = 37, out = 300;
+  M<E> x("x", n, in), w("w", out, in), y("y", n, out), dy("dy", n, out), dx("dx", n, in),
+      dw("dw", out, in);
+  V<E> b("b", out), db("db", out);
+  const auto xh = test::random_values(std::size_t(n) * in, 61),
+             wh = test::random_values(std::size_t(out) * in, 62), bh = test::random_values(out, 63),
+             dyh = test::random_values(std::size_t(n) * out, 64),
+             dx0 = test::random_values(std::size_t(n) * in, 65),
+             dw0 = test::random_values(std::size_t(out) * in, 66);
+  test::from_host(x, xh);
+  test::from_host(w, wh);
+  test::from_host(b, bh);
+  test::from_host(dy, dyh);
+  if (kernels::impl::row_block_operands_v<E, M<E>, M<E>, M<E>> && thread_sgemm() != nullptr) {
+    // The path under test runs here: several blocks for every product.
+    const kernels::impl::RowBlocks rows(n, E().concurrency()), dw_rows(out, E().concurrency());
+    EXPECT_GT(rows.count, 1);
+    EXPECT_GT(dw_rows.count, 1);
+  }
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  kernels::dense_forward(E(), x, w, b, y);
+  const auto yh = test::to_host(y);
+  for (int i = 0; i < n; ++i)
+    for (int o = 0; o < out; ++o) {
+      double ref = bh[o], scale = std::fabs(bh[o]);
+      for (int k = 0; k < in; ++k) {
+        ref += double(xh[i * in + k]) * wh[o * in + k];
+        scale += std::fabs(double(xh[i * in + k]) * wh[o * in + k]);
+      }
+      ASSERT_NEAR(yh[std::size_t(i) * out + o], ref, (in + 1) * u * scale)
+          << "y(" << i << ", " << o << ")";
+    }
+  for (const bool write_dx : {true, false}) {
+    SCOPED_TRACE(write_dx ? "dx written" : "dx accumulated");
+    test::from_host(dx, dx0);
+    test::from_host(dw, dw0);
+    kernels::dense_backward(E(), x, w, dy, dx, dw, db, write_dx);
+    const auto dxh = test::to_host(dx), dwh = test::to_host(dw);
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < in; ++k) {
+        const std::size_t at = std::size_t(i) * in + k;
+        double ref = write_dx ? 0.0 : dx0[at], scale = std::fabs(ref);
+        for (int o = 0; o < out; ++o) {
+          ref += double(dyh[std::size_t(i) * out + o]) * wh[o * in + k];
+          scale += std::fabs(double(dyh[std::size_t(i) * out + o]) * wh[o * in + k]);
+        }
+        ASSERT_NEAR(dxh[at], ref, (out + 1) * u * scale) << "dx(" << i << ", " << k << ")";
+      }
+    for (int o = 0; o < out; ++o)
+      for (int k = 0; k < in; ++k) {
+        const std::size_t at = std::size_t(o) * in + k;
+        double ref = dw0[at], scale = std::fabs(ref);
+        for (int i = 0; i < n; ++i) {
+          ref += double(dyh[std::size_t(i) * out + o]) * xh[i * in + k];
+          scale += std::fabs(double(dyh[std::size_t(i) * out + o]) * xh[i * in + k]);
+        }
+        ASSERT_NEAR(dwh[at], ref, (n + 1) * u * scale) << "dW(" << o << ", " << k << ")";
+      }
+  }
+}
+
+// Blocks of at most 256 rows, multiples of 16, covering every row, as many
+// on each thread where there are enough rows.
+TEST(DenseRowBlocks, CoverTheRowsInWholeVectorsEvenlyOverTheThreads) {
+  struct Case {
+    std::int64_t m, threads, rows, count;
+  };
+  const Case cases[] = {{4096, 2, 256, 16}, {700, 2, 176, 4}, {512, 2, 256, 2},   {384, 2, 192, 2},
+                        {128, 2, 64, 2},    {5, 2, 16, 1},    {4096, 1, 256, 16}, {300, 1, 160, 2},
+                        {1, 8, 16, 1},      {0, 2, 0, 0}};
+  for (const Case& c : cases) {
+    const kernels::impl::RowBlocks blocks(c.m, c.threads);
+    EXPECT_EQ(blocks.rows, c.rows) << c.m << " rows, " << c.threads << " threads";
+    EXPECT_EQ(blocks.count, c.count) << c.m << " rows, " << c.threads << " threads";
+    EXPECT_GE(blocks.rows * blocks.count, c.m);
+    if (c.m > 0) EXPECT_LT(blocks.rows * (blocks.count - 1), c.m);
+    EXPECT_LE(blocks.rows, kernels::impl::RowBlocks::max_rows);
+  }
+}
+
 // An empty bias view: forward adds nothing, backward computes no bias sum.
 TYPED_TEST(DenseKernels, WithoutBias) {
   using E = TypeParam;

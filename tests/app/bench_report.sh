@@ -236,10 +236,13 @@ for i, layer in enumerate(layers):
         fwd, bwd = expected_flops.pop(layer["name"])
         check(layer["forward"]["model_flops"] == fwd, f"{where}.forward.model_flops {layer['forward']['model_flops']} != {fwd}")
         check(layer["backward"]["model_flops"] == bwd, f"{where}.backward.model_flops {layer['backward']['model_flops']} != {bwd}")
-        # The products: a KokkosBlas::gemm, or inside the convolution's
+        # The products: a KokkosBlas::gemm, a dense layer's blocks of rows
+        # (each thread's one-thread gemms), or inside the convolution's
         # threads, Winograd or direct schedule (each thread's one-thread gemms
         # or register tiles run in that kernel).
-        products_kernels = ("KokkosBlas::gemm", "tessera::kernels::conv2d_forward_threads",
+        products_kernels = ("KokkosBlas::gemm", "tessera::kernels::dense_forward_rows",
+                            "tessera::kernels::dense_accumulate_rows",
+                            "tessera::kernels::conv2d_forward_threads",
                             "tessera::kernels::conv2d_forward_winograd",
                             "tessera::kernels::conv2d_forward_direct")
         check(any(n.startswith(products_kernels) for n in names), f"{where}: no gemm among {names}")

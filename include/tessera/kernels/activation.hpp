@@ -40,16 +40,17 @@ struct LeakyReluOp {
 };
 
 // Exact GELU, x * Phi(x), as PyTorch's default (not its tanh
-// approximation), with Phi and the density from impl/math.hpp: no library
-// calls, so the loops vectorise.
+// approximation), with Phi and the density from impl/math.hpp (one
+// exponential for both): no library calls, so the loops vectorise.
 struct GeluOp {
   static constexpr const char* name = "GELU";
   static constexpr double value_flops = 5, derivative_flops = 10;
   static constexpr bool reads_x = true, reads_y = false;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x * impl::normal_cdf(x); }
+  // Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
   KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
-    const float pdf = 0.39894228040143268f * impl::exp_nonpositive(-0.5f * x * x);
-    return impl::normal_cdf(x) + x * pdf;
+    const impl::NormalCdf p = impl::normal_cdf_parts(x);
+    return p.cdf + x * (0.39894228040143268f * p.gauss);
   }
 };
 

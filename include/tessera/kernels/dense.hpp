@@ -1,6 +1,10 @@
 // Dense (fully connected) layer kernels: y = x W^T + b, with W stored
 // [out, in] row-major. Matrix products go to KokkosBlas::gemm (vendor BLAS
-// where Kokkos Kernels has one); the bias is a Kokkos kernel.
+// where Kokkos Kernels has one); the bias is a Kokkos kernel. On the host
+// spaces whose threads may each call the BLAS (impl/thread_gemm.hpp) the
+// float products run in blocks of the output's rows instead, each block's
+// bias (or zeros) written and its product added by one thread while the
+// block is in its core's cache (impl::gemm_row_blocks).
 // Backward accumulates into dx, dW and db. An empty bias (extent 0) means a
 // layer without one: no bias is added and no bias gradient computed. The
 // bias gradient sums each column in row order on the host; on a GPU a team
@@ -18,6 +22,7 @@
 #include <tessera/kernels/impl/elementwise.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
+#include <tessera/kernels/impl/thread_gemm.hpp>
 #include <tessera/kernels/mixed_gemm.hpp>
 
 namespace tessera::kernels {
@@ -148,14 +153,52 @@ void broadcast_rows(const ExecSpace& exec, const Y& y, const B& b) {
       });
 }
 
+// Rows [begin, end) of y set to b, or to 0 where b is empty: what comes
+// before a product added onto y in a block of gemm_row_blocks (on the
+// block's thread, in its cache).
+template <class Y, class B>
+struct FillRows {
+  Y y;
+  B b;
+  void operator()(const std::int64_t begin, const std::int64_t end) const {
+    using T = typename Y::non_const_value_type;
+    const std::int64_t width = y.extent(1);
+    const auto* bias = b.data();
+    const bool with_bias = b.extent(0) > 0;
+    for (std::int64_t i = begin; i < end; ++i) {
+      T* row = &y(i, 0);
+      if (with_bias)
+        for (std::int64_t j = 0; j < width; ++j) row[j] = T(bias[j]);
+      else
+        for (std::int64_t j = 0; j < width; ++j) row[j] = T(0);
+    }
+  }
+};
+
+// Nothing before the product: it is added onto C as C is.
+struct KeepRows {
+  void operator()(std::int64_t, std::int64_t) const {}
+};
+
 // dW += dy^T x and dx = dy W + dx_scale dx (dx empty: none): the products
 // of dense_backward and dense_backward_products, shapes checked by them.
 template <class ExecSpace, class X, class W, class DY, class DX, class DW>
 void dense_gradient_products(const ExecSpace& exec, const X& x, const W& w, const DY& dy,
                              const DX& dx, const DW& dw, float dx_scale) {
   using T = typename DW::non_const_value_type;
-  gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
+  if (!gemm_row_blocks("tessera::kernels::dense_weight_grad_rows", exec, "T", "N", dy, x, dw,
+                       KeepRows{}))
+    gemm(exec, "T", "N", T(1), dy, x, T(1), dw);
   if (dx.size() == 0) return;
+  if (dx_scale == 0.0f || dx_scale == 1.0f) {
+    const Kokkos::View<float*, typename DX::memory_space> none;
+    const bool done = dx_scale == 0.0f
+                          ? gemm_row_blocks("tessera::kernels::dense_input_grad_rows", exec, "N",
+                                            "N", dy, w, dx, FillRows<DX, decltype(none)>{dx, none})
+                          : gemm_row_blocks("tessera::kernels::dense_input_grad_rows", exec, "N",
+                                            "N", dy, w, dx, KeepRows{});
+    if (done) return;
+  }
   if constexpr (host_fast_paths_v<ExecSpace>) {
     // dx written: zeroed by a kernel of Tessera's and the product added
     // onto it, the same bits as the BLAS's beta = 0 (0 + sum), whose own
@@ -221,6 +264,9 @@ void dense_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, co
   ScopedRegion region("tessera::kernels::dense_forward");
   impl::check_dense_shapes("tessera::kernels::dense_forward", x, w, b, y);
   using T = typename Y::non_const_value_type;
+  if (impl::gemm_row_blocks("tessera::kernels::dense_forward_rows", exec, "N", "T", x, w, y,
+                            impl::FillRows<Y, B>{y, b}))
+    return;
   if (b.extent(0) == 0) {
     impl::gemm(exec, "N", "T", T(1), x, w, T(0), y);
     return;
@@ -243,6 +289,9 @@ void dense_accumulate(const ExecSpace& exec, const X& x, const W& w, const Y& y)
   const Kokkos::View<float*, typename Y::memory_space> none;
   impl::check_dense_shapes("tessera::kernels::dense_accumulate", x, w, none, y);
   using T = typename Y::non_const_value_type;
+  if (impl::gemm_row_blocks("tessera::kernels::dense_accumulate_rows", exec, "N", "T", x, w, y,
+                            impl::KeepRows{}))
+    return;
   impl::gemm(exec, "N", "T", T(1), x, w, T(1), y);
 }
 

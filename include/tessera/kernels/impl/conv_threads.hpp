@@ -6,41 +6,15 @@
 #pragma once
 
 #include <tessera/core/error.hpp>
-#include <tessera/core/host_paths.hpp>
 #include <tessera/core/machine.hpp>
 #include <tessera/kernels/impl/conv_lowering.hpp>
 #include <tessera/kernels/impl/launch.hpp>
+#include <tessera/kernels/impl/thread_gemm.hpp>
 
 #include <cstdint>
 #include <type_traits>
 
 namespace tessera::kernels::impl {
-
-// The spaces whose threads may each call thread_sgemm(): OpenMP's threads
-// (inside a parallel region the BLAS runs on the calling thread) and
-// Serial's one (outside any, the BLAS may use its own threads).
-template <class ExecSpace>
-constexpr bool thread_gemm_space_v = host_fast_paths_v<ExecSpace> &&
-                                     (
-#ifdef KOKKOS_ENABLE_OPENMP
-                                         std::is_same<ExecSpace, Kokkos::OpenMP>::value ||
-#endif
-#ifdef KOKKOS_ENABLE_SERIAL
-                                         std::is_same<ExecSpace, Kokkos::Serial>::value ||
-#endif
-                                         false);
-
-// Row-major C = op(A) op(B) + beta C on the calling thread; `gemm` is
-// column-major, so it computes C^T = op(B)^T op(A)^T.
-inline void thread_gemm(HostSgemm* gemm, char trans_a, char trans_b, std::int64_t m, std::int64_t n,
-                        std::int64_t k, const float* a, std::int64_t lda, const float* b,
-                        std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  const int m_ = static_cast<int>(m), n_ = static_cast<int>(n), k_ = static_cast<int>(k);
-  const int lda_ = static_cast<int>(lda), ldb_ = static_cast<int>(ldb);
-  const int ldc_ = static_cast<int>(ldc);
-  const float one = 1;
-  gemm(&trans_b, &trans_a, &n_, &m_, &k_, &one, b, &ldb_, a, &lda_, &beta, c, &ldc_);
-}
 
 // The one-thread gemm for ConvSchedule::threads on exec, after checking
 // that exec is an OpenMP or Serial space, that there is such a gemm and
