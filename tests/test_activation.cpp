@@ -72,6 +72,39 @@ TYPED_TEST(ActivationKernels, GeluKeepsItsRelativePrecision) {
   EXPECT_LE(worst_derivative, 5e-7);
 }
 
+// GELU keeps its derivative in forward: y and each input gradient (dx
+// written, added to, and in dy's memory) have the bits of computing f'(x)
+// from x in backward, and a kept buffer longer than x serves.
+TYPED_TEST(ActivationKernels, GeluKeptDerivativeGivesTheSameBits) {
+  using E = TypeParam;
+  const int n = 1037;
+  const auto xs = test::random_values(n, 71), dys = test::random_values(n, 72),
+             start = test::random_values(n, 73);
+  V<E> x("x", n), y("y", n), y_kept("y kept", n), kept("kept", n + 5), dy("dy", n);
+  test::from_host(x, xs);
+  test::from_host(dy, dys);
+  const kernels::GeluOp op;
+  kernels::activation_forward(E(), op, x, y);
+  kernels::activation_forward_keeping(E(), op, x, y_kept, kept);
+  EXPECT_EQ(test::to_host(y_kept), test::to_host(y));
+  for (const bool add : {true, false}) {
+    V<E> dx("dx", n), dx_kept("dx kept", n);
+    test::from_host(dx, start);
+    test::from_host(dx_kept, start);
+    kernels::activation_backward(E(), op, x, y, dy, dx, add);
+    kernels::activation_backward_kept(E(), kept, dy, dx_kept, add);
+    EXPECT_EQ(test::to_host(dx_kept), test::to_host(dx)) << (add ? "added" : "written");
+  }
+  V<E> in_place("dy in place", n), in_place_kept("dy in place, kept", n);
+  test::from_host(in_place, dys);
+  test::from_host(in_place_kept, dys);
+  kernels::activation_backward(E(), op, x, y, in_place, in_place);
+  kernels::activation_backward_kept(E(), kept, in_place_kept, in_place_kept);
+  EXPECT_EQ(test::to_host(in_place_kept), test::to_host(in_place));
+  V<E> short_kept("short", n - 1);
+  EXPECT_THROW(kernels::activation_forward_keeping(E(), op, x, y_kept, short_kept), Error);
+}
+
 // The building blocks on the host, over their whole ranges.
 TEST(ActivationMath, ExpOfNonPositiveArguments) {
   double worst = 0, worst_subnormal = 0;

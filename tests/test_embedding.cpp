@@ -53,58 +53,62 @@ std::vector<double> position_sums(const std::vector<float>& dy, std::int64_t sam
 
 TYPED_TEST(EmbeddingKernels, LookupAndDeterministicBackwardMatchHostLoops) {
   using E = TypeParam;
-  const std::int64_t samples = 6, positions = 5, vocabulary = 4, channels = 3;
+  const std::int64_t samples = 6, positions = 5, vocabulary = 4;
   const std::int64_t rows = samples * positions;
-  for (const bool with_positions : {false, true}) {
-    SCOPED_TRACE(with_positions ? "with positions" : "tokens only");
-    // Few tokens over many rows: every bucket holds several rows, and token
-    // 3 none (its gradient row must stay as it was).
-    std::vector<float> ids(rows);
-    for (std::int64_t r = 0; r < rows; ++r)
-      ids[r] = static_cast<float>(counter_hash(11, 1, r) % (vocabulary - 1));
-    V1<E> id_view("ids", rows);
-    V2<E> table("table", vocabulary, channels), y("y", rows, channels), dy("dy", rows, channels),
-        dtable("dtable", vocabulary, channels);
-    V2<E> pos("pos", with_positions ? positions : 0, with_positions ? channels : 0),
-        dpos("dpos", with_positions ? positions : 0, with_positions ? channels : 0);
-    test::from_host(id_view, ids);
-    const auto table_h = test::random_values(vocabulary * channels, 2);
-    const auto pos_h = test::random_values(pos.size(), 3);
-    const auto dy_h = test::random_values(rows * channels, 4);
-    const auto dtable_start = test::random_values(vocabulary * channels, 5);
-    const auto dpos_start = test::random_values(dpos.size(), 6);
-    test::from_host(table, table_h);
-    test::from_host(pos, pos_h);
-    test::from_host(dy, dy_h);
-    test::from_host(dtable, dtable_start);
-    test::from_host(dpos, dpos_start);
-    kernels::TokenBuckets buckets("buckets", vocabulary, rows);
+  // 130 channels: the host's sums take the channels in chunks of 64 (two
+  // whole chunks and a short one).
+  for (const std::int64_t channels : {std::int64_t(3), std::int64_t(130)})
+    for (const bool with_positions : {false, true}) {
+      SCOPED_TRACE(std::to_string(channels) + " channels, " +
+                   (with_positions ? "with positions" : "tokens only"));
+      // Few tokens over many rows: every bucket holds several rows, and token
+      // 3 none (its gradient row must stay as it was).
+      std::vector<float> ids(rows);
+      for (std::int64_t r = 0; r < rows; ++r)
+        ids[r] = static_cast<float>(counter_hash(11, 1, r) % (vocabulary - 1));
+      V1<E> id_view("ids", rows);
+      V2<E> table("table", vocabulary, channels), y("y", rows, channels), dy("dy", rows, channels),
+          dtable("dtable", vocabulary, channels);
+      V2<E> pos("pos", with_positions ? positions : 0, with_positions ? channels : 0),
+          dpos("dpos", with_positions ? positions : 0, with_positions ? channels : 0);
+      test::from_host(id_view, ids);
+      const auto table_h = test::random_values(vocabulary * channels, 2);
+      const auto pos_h = test::random_values(pos.size(), 3);
+      const auto dy_h = test::random_values(rows * channels, 4);
+      const auto dtable_start = test::random_values(vocabulary * channels, 5);
+      const auto dpos_start = test::random_values(dpos.size(), 6);
+      test::from_host(table, table_h);
+      test::from_host(pos, pos_h);
+      test::from_host(dy, dy_h);
+      test::from_host(dtable, dtable_start);
+      test::from_host(dpos, dpos_start);
+      kernels::TokenBuckets buckets("buckets", vocabulary, rows);
 
-    kernels::embedding_forward(E(), positions, id_view, table, pos, y);
-    kernels::embedding_backward(E(), positions, id_view, dy, buckets, dtable, dpos);
-    for (const std::int64_t count : test::to_host(buckets.fill)) EXPECT_EQ(count, 0);
+      kernels::embedding_forward(E(), positions, id_view, table, pos, y);
+      kernels::embedding_backward(E(), positions, id_view, dy, buckets, dtable, dpos);
+      for (const std::int64_t count : test::to_host(buckets.fill)) EXPECT_EQ(count, 0);
 
-    const auto yh = test::to_host(y);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < channels; ++c) {
-        float expected = table_h[static_cast<std::int64_t>(ids[r]) * channels + c];
-        if (with_positions) expected += pos_h[(r % positions) * channels + c];
-        EXPECT_EQ(yh[r * channels + c], expected) << r << ", " << c;
+      const auto yh = test::to_host(y);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < channels; ++c) {
+          float expected = table_h[static_cast<std::int64_t>(ids[r]) * channels + c];
+          if (with_positions) expected += pos_h[(r % positions) * channels + c];
+          EXPECT_EQ(yh[r * channels + c], expected) << r << ", " << c;
+        }
+      // Sums in double in row order, then one rounding: bit for bit.
+      std::vector<float> dtable_expected = dtable_start;
+      const auto tokens = token_sums(ids, dy_h, vocabulary, channels);
+      for (std::size_t i = 0; i < tokens.size(); ++i)
+        if (!std::isnan(tokens[i])) dtable_expected[i] += static_cast<float>(tokens[i]);
+      EXPECT_EQ(test::to_host(dtable), dtable_expected);
+      if (with_positions) {
+        std::vector<float> dpos_expected = dpos_start;
+        const auto by_position = position_sums(dy_h, samples, positions, channels);
+        for (std::size_t i = 0; i < by_position.size(); ++i)
+          dpos_expected[i] += static_cast<float>(by_position[i]);
+        EXPECT_EQ(test::to_host(dpos), dpos_expected);
       }
-    // Sums in double in row order, then one rounding: bit for bit.
-    std::vector<float> dtable_expected = dtable_start;
-    const auto tokens = token_sums(ids, dy_h, vocabulary, channels);
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      if (!std::isnan(tokens[i])) dtable_expected[i] += static_cast<float>(tokens[i]);
-    EXPECT_EQ(test::to_host(dtable), dtable_expected);
-    if (with_positions) {
-      std::vector<float> dpos_expected = dpos_start;
-      const auto by_position = position_sums(dy_h, samples, positions, channels);
-      for (std::size_t i = 0; i < by_position.size(); ++i)
-        dpos_expected[i] += static_cast<float>(by_position[i]);
-      EXPECT_EQ(test::to_host(dpos), dpos_expected);
     }
-  }
 }
 
 // The GPU's backward (a team per token sorts its bucket and sums it, a team

@@ -12,10 +12,24 @@ Activation<Op>::Activation(std::string name, Op op, std::vector<std::string> inp
       backward_region_(std::string("tessera::") + Op::name + "::backward") {}
 
 template <class Op>
+void Activation<Op>::allocate(const Shapes& inputs) {
+  if constexpr (Op::keeps_derivative)
+    derivative_ = UnmanagedVector<float>(this->recomputed(inputs), recomputed_elements(inputs));
+}
+
+template <class Op>
 template <class T>
 void Activation<Op>::forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx) {
   ScopedRegion region(forward_region_);
-  kernels::activation_forward(ctx.exec, op_, x[0].flat(), y.flat());
+  if constexpr (Op::keeps_derivative) {
+    TESSERA_REQUIRE(derivative_.size() >= static_cast<std::size_t>(x[0].numel()),
+                    this->where() << ": forward of " << x[0].numel() << " elements before "
+                                  << "allocate() for as many (it holds " << derivative_.size()
+                                  << ")");
+    kernels::activation_forward_keeping(ctx.exec, op_, x[0].flat(), y.flat(), derivative_);
+  } else {
+    kernels::activation_forward(ctx.exec, op_, x[0].flat(), y.flat());
+  }
 }
 
 template <class Op>
@@ -24,8 +38,12 @@ void Activation<Op>::backward_as(const TensorsOf<T>& x, const Tensor<T>& y, cons
                                  const TensorsOf<T>& dx, const StepContext& ctx) {
   ScopedRegion region(backward_region_);
   if (dx[0].numel() == 0) return;
-  kernels::activation_backward(ctx.exec, op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat(),
-                               !ctx.write_input_gradients);
+  if constexpr (Op::keeps_derivative)
+    kernels::activation_backward_kept(ctx.exec, derivative_, dy.flat(), dx[0].flat(),
+                                      !ctx.write_input_gradients);
+  else
+    kernels::activation_backward(ctx.exec, op_, x[0].flat(), y.flat(), dy.flat(), dx[0].flat(),
+                                 !ctx.write_input_gradients);
 }
 
 LayerType relu_layer_type() {

@@ -29,6 +29,7 @@
 #include <tessera/core/profiling.hpp>
 #include <tessera/core/types.hpp>
 #include <tessera/kernels/impl/column_sums.hpp>
+#include <tessera/kernels/impl/elementwise.hpp>
 #include <tessera/kernels/impl/launch.hpp>
 #include <tessera/kernels/impl/team.hpp>
 
@@ -148,12 +149,16 @@ void embedding_forward(const ExecSpace& exec, std::int64_t positions, const Ids&
                                       : 0.0) +
                       bytes_of<T>(rows * channels),
                   with_positions ? double(rows) * double(channels) : 0.0};
-  impl::parallel_for(
-      "tessera::kernels::embedding_forward",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, channels}), work,
-      KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t c) {
-        const float v = table(token_id(ids(r)), c);
-        y(r, c) = narrow<T>(with_positions ? v + position_table(r % positions, c) : v);
+  // Spans of a row's channels (a whole row a host task, an element a GPU
+  // thread), so that the host's loop over a row's channels vectorises.
+  impl::for_each_row_span(
+      exec, "tessera::kernels::embedding_forward", rows, channels, work,
+      KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t begin, const std::int64_t end) {
+        const std::int64_t id = token_id(ids(r)), p = r % positions;
+        for (std::int64_t c = begin; c < end; ++c) {
+          const float v = table(id, c);
+          y(r, c) = narrow<T>(with_positions ? v + position_table(p, c) : v);
+        }
       });
 }
 
@@ -199,8 +204,30 @@ void embedding_buckets(const ExecSpace& exec, const Ids& ids, const TokenBuckets
       });
 }
 
-// The host's backward: a thread per token sorts its bucket, and a thread
-// per (token, channel) or (position, channel) sums its rows in order.
+// The host's sums of rows row(0), ..., row(n - 1) (pointers to
+// `channels` values), each channel's in double and in row order, handed to
+// add(channel, sum); channels in chunks of 64, so that a chunk's sums stay
+// in registers and its loop over the channels vectorises.
+template <class Row, class Add>
+void embedding_sum_rows(std::int64_t n, std::int64_t channels, const Row& row, const Add& add) {
+  constexpr std::int64_t chunk = 64;
+  if (n == 0) return;
+  for (std::int64_t c0 = 0; c0 < channels; c0 += chunk) {
+    const std::int64_t width = channels - c0 < chunk ? channels - c0 : chunk;
+    double sum[chunk] = {};
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto* values = row(k) + c0;
+      if (width == chunk)
+        for (std::int64_t c = 0; c < chunk; ++c) sum[c] += widen(values[c]);
+      else
+        for (std::int64_t c = 0; c < width; ++c) sum[c] += widen(values[c]);
+    }
+    for (std::int64_t c = 0; c < width; ++c) add(c0 + c, sum[c]);
+  }
+}
+
+// The host's backward: a thread per token sorts its bucket, and a task per
+// token or position sums its rows in order, all its channels at once.
 template <class ExecSpace, class Ids, class DY, class DTable, class DPositionTable>
 void embedding_backward_rows(const ExecSpace& exec, std::int64_t positions, const Ids& ids,
                              const DY& dy, const TokenBuckets& buckets, const DTable& dtable,
@@ -223,36 +250,40 @@ void embedding_backward_rows(const ExecSpace& exec, std::int64_t positions, cons
         impl::heap_sort(order, offsets(v), offsets(v + 1) - offsets(v));
       });
   // Offsets, row indices and dy read, the named tokens' gradient rows read
-  // and written; an addition a dy element and a gradient element.
-  parallel_for(
-      "tessera::kernels::embedding_table_grad",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {vocabulary, channels}),
+  // and written; an addition a dy element and a gradient element. A task
+  // per token walks its bucket once for a chunk of channels, each channel
+  // summing its rows in row order.
+  for_each_span(
+      exec, "tessera::kernels::embedding_table_grad", vocabulary,
       Work{bytes_of<std::int64_t>(vocabulary + 1) + bytes_of<std::int64_t>(rows) +
                bytes_of<G>(rows * channels) + 2 * bytes_of<A>(tokens * channels),
            double(rows + tokens) * double(channels),
-           "host schedule: one task per (token, channel) sums its bucket in row order"},
-      KOKKOS_LAMBDA(const std::int64_t v, const std::int64_t c) {
-        const std::int64_t end = offsets(v + 1);
-        if (offsets(v) == end) return;
-        double sum = 0;
-        for (std::int64_t k = offsets(v); k < end; ++k) sum += widen(dy(order(k), c));
-        dtable(v, c) += static_cast<float>(sum);
-      });
+           "host schedule: one task per token sums its bucket in row order"},
+      KOKKOS_LAMBDA(const std::int64_t first, const std::int64_t last) {
+        for (std::int64_t v = first; v < last; ++v)
+          embedding_sum_rows(
+              offsets(v + 1) - offsets(v), channels,
+              [&](std::int64_t k) { return &dy(order(offsets(v) + k), 0); },
+              [&](std::int64_t c, double sum) { dtable(v, c) += static_cast<A>(sum); });
+      },
+      1);
   if (dposition_table.extent(0) == 0) return;
   const std::int64_t samples = rows / positions;
   // dy read, the position gradient read and written; an addition a dy
-  // element and a gradient element.
-  parallel_for(
-      "tessera::kernels::embedding_position_grad",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {positions, channels}),
+  // element and a gradient element. A task per position, its samples'
+  // rows in order.
+  for_each_span(
+      exec, "tessera::kernels::embedding_position_grad", positions,
       Work{bytes_of<G>(rows * channels) + 2 * bytes_of<P>(positions * channels),
            double(rows + positions) * double(channels),
-           "host schedule: one task per (position, channel) sums its rows in order"},
-      KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t c) {
-        double sum = 0;
-        for (std::int64_t n = 0; n < samples; ++n) sum += widen(dy(n * positions + p, c));
-        dposition_table(p, c) += static_cast<float>(sum);
-      });
+           "host schedule: one task per position sums its rows in order"},
+      KOKKOS_LAMBDA(const std::int64_t first, const std::int64_t last) {
+        for (std::int64_t p = first; p < last; ++p)
+          embedding_sum_rows(
+              samples, channels, [&](std::int64_t n) { return &dy(n * positions + p, 0); },
+              [&](std::int64_t c, double sum) { dposition_table(p, c) += static_cast<P>(sum); });
+      },
+      1);
 }
 
 // Largest bucket a GPU team sorts in its scratch (32 KiB of row indices);

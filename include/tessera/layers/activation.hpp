@@ -18,10 +18,17 @@ class Activation final : public GenericLayer<Activation<Op>> {
   std::int64_t flops_per_sample(const Shapes& inputs) const override {
     return inputs.at(0).inner();
   }
-  bool backward_reads_inputs() const override { return Op::reads_x; }
+  // An op that keeps its derivative (GELU) reads that in backward, not x.
+  bool backward_reads_inputs() const override { return Op::reads_x && !Op::keeps_derivative; }
   bool backward_reads_output() const override { return Op::reads_y; }
   bool backward_in_place() const override { return true; }
   bool writes_input_gradients() const override { return true; }
+  // The derivative forward keeps (a float per input element), where the op
+  // keeps it: written whole by every forward.
+  std::int64_t recomputed_elements(const Shapes& inputs) const override {
+    return Op::keeps_derivative ? inputs.at(0).numel() : 0;
+  }
+  void allocate(const Shapes& inputs) override;
   template <class T>
   void forward_as(const TensorsOf<T>& x, const Tensor<T>& y, const StepContext& ctx);
   template <class T>
@@ -31,6 +38,7 @@ class Activation final : public GenericLayer<Activation<Op>> {
  private:
   Op op_;
   std::string forward_region_, backward_region_;
+  UnmanagedVector<float> derivative_;  // Op::keeps_derivative: f'(x) of the last forward
 };
 
 using ReLU = Activation<kernels::ReluOp>;
