@@ -1,7 +1,8 @@
 // Element-wise activation kernels. Each activation is a small op with
 // value(x) and its derivative given the input x and output y (reads_x and
 // reads_y say which of the two it uses: a model may reuse the memory of
-// the other once forward is done with it), and the floating-point
+// the other once forward is done with it; keeps_derivative, that forward
+// keeps the derivative for backward instead), and the floating-point
 // operations of each (an erf or exp counted as one); one
 // forward and one backward kernel serve them all, for float, bf16 and fp16
 // values (computed in float, each result rounded once).
@@ -50,15 +51,17 @@ struct GeluOp {
   static constexpr double value_flops = 5, derivative_flops = 10;
   static constexpr bool reads_x = true, reads_y = false, keeps_derivative = true;
   KOKKOS_INLINE_FUNCTION float value(float x) const { return x * impl::normal_cdf(x); }
-  // Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
-  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
-    const impl::NormalCdf p = impl::normal_cdf_parts(x);
-    return p.cdf + x * (0.39894228040143268f * p.gauss);
-  }
+  // x Phi(x), and into d its derivative Phi(x) + x phi(x), phi(x) =
+  // e^(-x^2 / 2) / sqrt(2 pi).
   KOKKOS_INLINE_FUNCTION float value_and_derivative(float x, float& d) const {
     const impl::NormalCdf p = impl::normal_cdf_parts(x);
     d = p.cdf + x * (0.39894228040143268f * p.gauss);
     return x * p.cdf;
+  }
+  KOKKOS_INLINE_FUNCTION float derivative(float x, float /*y*/) const {
+    float d = 0.0f;
+    value_and_derivative(x, d);
+    return d;
   }
 };
 

@@ -128,6 +128,31 @@ TeamPart<BroadcastRows<Y, B>> broadcast_rows_part(const Y& y, const B& b) {
   return team_part(rows, work, BroadcastRows<Y, B>{y, b, width});
 }
 
+// y(i, :) = b, or 0 where b is empty, a span of a row (columns [begin,
+// end) of row i) or whole rows (operator(): rows [begin, end), what comes
+// before a product added onto y in a block of gemm_row_blocks, on the
+// block's thread, in its cache). Through pointers, as the products leave
+// y: the loops vectorise.
+template <class Y, class B>
+struct FillRows {
+  Y y;
+  B b;
+  KOKKOS_INLINE_FUNCTION void span(const std::int64_t i, const std::int64_t begin,
+                                   const std::int64_t end) const {
+    using T = typename Y::non_const_value_type;
+    T* row = &y(i, 0);
+    if (b.extent(0) > 0) {
+      const auto* bias = b.data();
+      for (std::int64_t j = begin; j < end; ++j) row[j] = T(bias[j]);
+    } else {
+      for (std::int64_t j = begin; j < end; ++j) row[j] = T(0);
+    }
+  }
+  void operator()(const std::int64_t begin, const std::int64_t end) const {
+    for (std::int64_t i = begin; i < end; ++i) span(i, 0, y.extent(1));
+  }
+};
+
 // y(i, :) = b for every row, or 0 where b is empty: the host path, a task
 // per span of a row. The launch is named for what it writes.
 template <class ExecSpace, class Y, class B>
@@ -135,45 +160,16 @@ void broadcast_rows(const ExecSpace& exec, const Y& y, const B& b) {
   using T = typename Y::non_const_value_type;
   const std::int64_t rows = y.extent(0), width = y.extent(1);
   const Work work{bytes_of<T>(rows * width) + bytes_of<typename B::value_type>(b.extent(0)), 0};
+  const FillRows<Y, B> fill{y, b};
   for_each_row_span(
       exec,
       b.extent(0) > 0 ? "tessera::kernels::dense_broadcast_bias"
                       : "tessera::kernels::dense_zero_rows",
       rows, width, work,
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t begin, const std::int64_t end) {
-        // Through pointers, as dense_forward's products leave y: the
-        // loops vectorise.
-        T* row = &y(i, 0);
-        if (b.extent(0) > 0) {
-          const auto* bias = b.data();
-          for (std::int64_t j = begin; j < end; ++j) row[j] = T(bias[j]);
-        } else {
-          for (std::int64_t j = begin; j < end; ++j) row[j] = T(0);
-        }
+        fill.span(i, begin, end);
       });
 }
-
-// Rows [begin, end) of y set to b, or to 0 where b is empty: what comes
-// before a product added onto y in a block of gemm_row_blocks (on the
-// block's thread, in its cache).
-template <class Y, class B>
-struct FillRows {
-  Y y;
-  B b;
-  void operator()(const std::int64_t begin, const std::int64_t end) const {
-    using T = typename Y::non_const_value_type;
-    const std::int64_t width = y.extent(1);
-    const auto* bias = b.data();
-    const bool with_bias = b.extent(0) > 0;
-    for (std::int64_t i = begin; i < end; ++i) {
-      T* row = &y(i, 0);
-      if (with_bias)
-        for (std::int64_t j = 0; j < width; ++j) row[j] = T(bias[j]);
-      else
-        for (std::int64_t j = 0; j < width; ++j) row[j] = T(0);
-    }
-  }
-};
 
 // Nothing before the product: it is added onto C as C is.
 struct KeepRows {

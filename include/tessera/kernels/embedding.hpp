@@ -10,8 +10,8 @@
 // Backward adds to the table's gradient, per row v, the sum of dy over every
 // row whose token is v, without floating-point atomics and in a fixed order:
 // the rows are bucketed by token (integer counts, a prefix sum, integer
-// atomic slots), each bucket is sorted by row index, and one thread per
-// (token, channel) sums its bucket in that order. Integer atomics only
+// atomic slots), each bucket is sorted by row index, and on the host one
+// task per token sums its bucket in that order, every channel's sum apart. Integer atomics only
 // decide where a row lands inside its bucket, and the sort undoes that, so
 // the gradient has the same bits for any thread count. The work is
 // O(rows * channels + vocabulary * channels), whatever the vocabulary.
