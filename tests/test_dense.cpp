@@ -158,16 +158,27 @@ TYPED_TEST(DenseKernels, ProductsInRowBlocksMatchNaiveReference) {
     EXPECT_GT(dw_rows.count, 1);
   }
   const double u = std::numeric_limits<float>::epsilon() / 2;
+  // start + the sum of term(k) for k < count in double, and the sum of the
+  // magnitudes (start's included) that bounds the float result's error.
+  struct Exact {
+    double value, magnitude;
+  };
+  const auto exact = [](double start, int count, const auto& term) {
+    Exact e{start, std::fabs(start)};
+    for (int k = 0; k < count; ++k) {
+      const double t = term(k);
+      e.value += t;
+      e.magnitude += std::fabs(t);
+    }
+    return e;
+  };
   kernels::dense_forward(E(), x, w, b, y);
   const auto yh = test::to_host(y);
   for (int i = 0; i < n; ++i)
     for (int o = 0; o < out; ++o) {
-      double ref = bh[o], scale = std::fabs(bh[o]);
-      for (int k = 0; k < in; ++k) {
-        ref += double(xh[i * in + k]) * wh[o * in + k];
-        scale += std::fabs(double(xh[i * in + k]) * wh[o * in + k]);
-      }
-      ASSERT_NEAR(yh[std::size_t(i) * out + o], ref, (in + 1) * u * scale)
+      const Exact e =
+          exact(bh[o], in, [&](int k) { return double(xh[i * in + k]) * wh[o * in + k]; });
+      ASSERT_NEAR(yh[std::size_t(i) * out + o], e.value, (in + 1) * u * e.magnitude)
           << "y(" << i << ", " << o << ")";
     }
   for (const bool write_dx : {true, false}) {
@@ -179,22 +190,19 @@ TYPED_TEST(DenseKernels, ProductsInRowBlocksMatchNaiveReference) {
     for (int i = 0; i < n; ++i)
       for (int k = 0; k < in; ++k) {
         const std::size_t at = std::size_t(i) * in + k;
-        double ref = write_dx ? 0.0 : dx0[at], scale = std::fabs(ref);
-        for (int o = 0; o < out; ++o) {
-          ref += double(dyh[std::size_t(i) * out + o]) * wh[o * in + k];
-          scale += std::fabs(double(dyh[std::size_t(i) * out + o]) * wh[o * in + k]);
-        }
-        ASSERT_NEAR(dxh[at], ref, (out + 1) * u * scale) << "dx(" << i << ", " << k << ")";
+        const Exact e = exact(write_dx ? 0.0 : dx0[at], out, [&](int o) {
+          return double(dyh[std::size_t(i) * out + o]) * wh[o * in + k];
+        });
+        ASSERT_NEAR(dxh[at], e.value, (out + 1) * u * e.magnitude)
+            << "dx(" << i << ", " << k << ")";
       }
     for (int o = 0; o < out; ++o)
       for (int k = 0; k < in; ++k) {
         const std::size_t at = std::size_t(o) * in + k;
-        double ref = dw0[at], scale = std::fabs(ref);
-        for (int i = 0; i < n; ++i) {
-          ref += double(dyh[std::size_t(i) * out + o]) * xh[i * in + k];
-          scale += std::fabs(double(dyh[std::size_t(i) * out + o]) * xh[i * in + k]);
-        }
-        ASSERT_NEAR(dwh[at], ref, (n + 1) * u * scale) << "dW(" << o << ", " << k << ")";
+        const Exact e = exact(dw0[at], n, [&](int i) {
+          return double(dyh[std::size_t(i) * out + o]) * xh[i * in + k];
+        });
+        ASSERT_NEAR(dwh[at], e.value, (n + 1) * u * e.magnitude) << "dW(" << o << ", " << k << ")";
       }
   }
 }
