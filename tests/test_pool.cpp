@@ -183,6 +183,49 @@ TYPED_TEST(PoolKernels, MaxTiesGoToTheFirstAndPaddingNeverWins) {
   EXPECT_EQ(test::to_host(dx), (std::vector<float>{1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1}));
 }
 
+// A host thread takes a span of the unpadded 2x2 windows' output rows and
+// stores a short row's last vector whole over the start of the next row of
+// its span: rows of 7 and 5 windows, spans that start inside a plane, and
+// a last row of 5 windows whose input still holds whole vectors (the odd
+// last input row is dropped), with y and argmax followed by guards that
+// must stay as they were.
+TYPED_TEST(PoolKernels, MaxTwoByTwoRowSpansWriteOnlyTheirOutputs) {
+  using E = TypeParam;
+  const PoolCase cases[] = {{200, 14, 14, 2, 2, 2, 2, 0, 0}, {3, 11, 10, 2, 2, 2, 2, 0, 0}};
+  const std::int64_t guard = 16;
+  for (const auto& c : cases) {
+    const auto g = c.geometry();
+    const std::int64_t outputs = g.output_size();
+    V<E> x("x", g.input_size()), y_all("y", outputs + guard);
+    Index<E> at_all("argmax", outputs + guard);
+    Kokkos::deep_copy(y_all, -7.0f);
+    Kokkos::deep_copy(at_all, -7);
+    const auto xh = test::random_values(x.size(), 4);
+    test::from_host(x, xh);
+    const auto y = Kokkos::subview(y_all, std::make_pair(std::int64_t(0), outputs));
+    const auto argmax = Kokkos::subview(at_all, std::make_pair(std::int64_t(0), outputs));
+    kernels::max_pool2d_forward(E(), g, x, y, argmax);
+
+    std::vector<float> y_ref(outputs + guard, -7.0f);
+    std::vector<int> at_ref(outputs + guard, -7);
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      const std::int64_t p = o / (c.out_h() * c.out_w()), r = o % (c.out_h() * c.out_w());
+      const int top = int((r / c.out_w()) * 2 * c.width + (r % c.out_w()) * 2);
+      const int taps[4] = {top, top + 1, top + c.width, top + c.width + 1};
+      const float* plane = xh.data() + p * c.height * c.width;
+      int best_at = taps[0];
+      for (int t = 1; t < 4; ++t)
+        if (plane[taps[t]] > plane[best_at]) best_at = taps[t];
+      at_ref[o] = best_at;
+      y_ref[o] = plane[best_at];
+    }
+    EXPECT_EQ(test::to_host(y_all), y_ref)
+        << c.planes << " planes of " << c.height << " x " << c.width;
+    EXPECT_EQ(test::to_host(at_all), at_ref)
+        << c.planes << " planes of " << c.height << " x " << c.width;
+  }
+}
+
 // The unpadded 2x2 window at stride 2 has a path of its own: ties there go
 // to the first maximum in row-major order too, wherever the tie is.
 TYPED_TEST(PoolKernels, MaxTiesInUnpaddedTwoByTwoWindowsGoToTheFirst) {

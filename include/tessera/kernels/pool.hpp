@@ -53,8 +53,12 @@ constexpr int max_2x2_lanes = 8;
 // floats at p and at p + width (which must all be readable; those past the
 // windows are not used): the taps of every window in lanes, compared in the
 // scalar code's order with its strict >, so results and argmax positions
-// (p at plane position at0) are the same.
-inline void max_2x2_windows(const float* p, int at0, int width, float* out, int* at, int count) {
+// (p at plane position at0) are the same. `whole`: all max_2x2_lanes values
+// of out and at may be written (those past count are written again later
+// by the caller), so a short row is stored as two vectors, not value by
+// value.
+inline void max_2x2_windows(const float* p, int at0, int width, float* out, int* at, int count,
+                            bool whole) {
   typedef float lanes __attribute__((vector_size(max_2x2_lanes * sizeof(float))));
   typedef int index_lanes __attribute__((vector_size(max_2x2_lanes * sizeof(int))));
   const float* const q = p + width;
@@ -73,7 +77,7 @@ inline void max_2x2_windows(const float* p, int at0, int width, float* out, int*
     best = (lanes)(((index_lanes)taps[t] & better) | ((index_lanes)best & ~better));
     best_at = ((first + offsets[t]) & better) | (best_at & ~better);
   }
-  if (count == max_2x2_lanes) {
+  if (count == max_2x2_lanes || whole) {
     __builtin_memcpy(out, &best, sizeof best);
     __builtin_memcpy(at, &best_at, sizeof best_at);
     return;
@@ -117,11 +121,14 @@ struct MaxWindow {
   // from the input rows at plane positions top and top + width; the same
   // result as forward(), in a form that vectorises. `readable`: how many
   // values from plane on may be read (a host thread reads whole vectors,
-  // past a short row's end while the tensor goes on).
+  // past a short row's end while the tensor goes on); `writable`: how many
+  // outputs from out on (and argmax from first on) may be written, n or
+  // more (a host thread writes whole vectors past a short row's end into
+  // the next row of its span, which it writes after).
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
                                           std::int64_t readable, T* KOKKOS_RESTRICT out,
-                                          std::int64_t first, int n) const {
+                                          std::int64_t first, int n, std::int64_t writable) const {
     auto* KOKKOS_RESTRICT at = &argmax(first);
     int o = 0;
 #ifdef TESSERA_HOST_VECTORS
@@ -131,9 +138,11 @@ struct MaxWindow {
       for (; o < n && top + width + 2 * o + 2 * impl::max_2x2_lanes <= readable;
            o += impl::max_2x2_lanes)
         impl::max_2x2_windows(plane + top + 2 * o, top + 2 * o, width, out + o, at + o,
-                              n - o < impl::max_2x2_lanes ? n - o : impl::max_2x2_lanes);
+                              n - o < impl::max_2x2_lanes ? n - o : impl::max_2x2_lanes,
+                              o + impl::max_2x2_lanes <= writable);
 #else
-    (void)readable;  // only the host's vector path reads ahead
+    (void)readable;  // only the host's vector path reads and writes ahead
+    (void)writable;
 #endif
     for (; o < n; ++o) {
       const int p = top + 2 * o;
@@ -209,7 +218,8 @@ struct AvgWindow {
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
                                           std::int64_t /*readable*/, T* KOKKOS_RESTRICT out,
-                                          std::int64_t /*first*/, int n) const {
+                                          std::int64_t /*first*/, int n,
+                                          std::int64_t /*writable*/) const {
     for (int o = 0; o < n; ++o) {
       const int p = top + 2 * o;
       accumulator_t<T> sum = 0;  // the order of forward(): row by row
@@ -400,7 +410,9 @@ void pool_forward_planes_teams(const ExecSpace& exec, const char* fn, const Pool
 
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
-// takes op.forward_2x2, whose results are the same; windows that are whole
+// takes op.forward_2x2, whose results are the same, a span of output rows
+// per host thread (the max's 8-window vectors then stored whole, also
+// across the end of a short row); windows that are whole
 // planes (global pooling) op.forward_planes, a block of planes per host
 // thread, or on a GPU pool_forward_planes_teams.
 template <class ExecSpace, class Op, class X, class Y>
@@ -425,10 +437,34 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
   const bool two_by_two = rows.kernel == 2 && cols.kernel == 2 && rows.stride == 2 &&
                           cols.stride == 2 && rows.pad == 0 && cols.pad == 0;
   const std::int64_t input_size = g.input_size();
+  if constexpr (runs_on_host<ExecSpace>) {
+    if (two_by_two) {
+      // A span of output rows a task, stepped through without dividing: a
+      // short row's last vector is stored whole over the start of the next
+      // row, which the task then writes (the span's last row exactly).
+      const std::int64_t plane_size = rows.in * cols.in;
+      for_each_span(
+          exec, fn, g.planes * rows.out,
+          pool_forward_work<X, Y>(g, op, "host schedule: a span of output rows per task"),
+          KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+            std::int64_t plane_at = (begin / rows.out) * plane_size;
+            int ho = static_cast<int>(begin % rows.out);
+            for (std::int64_t r = begin; r < end; ++r) {
+              op.forward_2x2(x.data() + plane_at, 2 * ho * cols.in, cols.in, input_size - plane_at,
+                             y.data() + r * cols.out, r * cols.out, cols.out, (end - r) * cols.out);
+              if (++ho == rows.out) {
+                ho = 0;
+                plane_at += plane_size;
+              }
+            }
+          },
+          (host_span + cols.out - 1) / cols.out);
+      return;
+    }
+  }
   parallel_for(
       fn, Kokkos::RangePolicy<ExecSpace>(exec, 0, g.planes * rows.out),
-      pool_forward_work<X, Y>(
-          g, op, "one thread per output row: the host's 2 x 2 windows go 8 to a vector"),
+      pool_forward_work<X, Y>(g, op, "one thread per output row"),
       KOKKOS_LAMBDA(const std::int64_t r) {
         const int ho = static_cast<int>(r % rows.out);
         const std::int64_t plane_at = (r / rows.out) * rows.in * cols.in;
@@ -436,7 +472,7 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
         auto* out = y.data() + r * cols.out;
         if (two_by_two) {
           op.forward_2x2(plane, 2 * ho * cols.in, cols.in, input_size - plane_at, out, r * cols.out,
-                         cols.out);
+                         cols.out, cols.out);
           return;
         }
         int h_lo, h_hi;
