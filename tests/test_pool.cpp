@@ -163,6 +163,36 @@ TYPED_TEST(PoolKernels, AverageMatchesNaiveLoopsCountingPadding) {
   }
 }
 
+// A host thread sums each plane of global average pooling in order, in
+// float, then scales it once: the same bits for planes taken a vector of
+// them at a time (whole vectors of each plane transposed in registers, then
+// its last values one by one) as for the planes left over.
+TYPED_TEST(PoolKernels, GlobalAverageSumsEachPlaneInOrderOnTheHost) {
+  using E = TypeParam;
+  if constexpr (!kernels::impl::runs_on_host<E>)
+    GTEST_SKIP() << "a GPU's teams sum a plane in another order";
+  const std::vector<std::pair<int, int>> shapes{{4, 4}, {3, 5}, {7, 7}, {1, 1}, {2, 4}, {6, 6}};
+  for (const int planes : {37, 19, 5})
+    for (const auto& hw : shapes) {
+      const PoolCase c{planes, hw.first, hw.second, hw.first, hw.second, 1, 1, 0, 0};
+      const auto g = c.geometry();
+      const int size = hw.first * hw.second;
+      const float scale = 1.0f / static_cast<float>(size);
+      const auto xh = test::random_values(g.input_size(), 62);
+      V<E> x("x", g.input_size()), y("y", planes);
+      test::from_host(x, xh);
+      kernels::avg_pool2d_forward(E(), g, x, y);
+      std::vector<float> expected(planes);
+      for (int p = 0; p < planes; ++p) {
+        float sum = 0;
+        for (int i = 0; i < size; ++i) sum += xh[std::size_t(p) * size + i];
+        expected[p] = sum * scale;
+      }
+      EXPECT_EQ(test::to_host(y), expected)
+          << planes << " planes of " << hw.first << " x " << hw.second;
+    }
+}
+
 TYPED_TEST(PoolKernels, MaxTiesGoToTheFirstAndPaddingNeverWins) {
   using E = TypeParam;
   // One 3x4 plane, 2x2 windows, stride 2, padding 1: windows hold 1, 2 or 4
