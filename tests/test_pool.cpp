@@ -166,11 +166,10 @@ TYPED_TEST(PoolKernels, AverageMatchesNaiveLoopsCountingPadding) {
 // A host thread sums each plane of global average pooling in order, in
 // float, then scales it once: the same bits for planes taken a vector of
 // them at a time (whole vectors of each plane transposed in registers, then
-// its last values one by one) as for the planes left over.
-TYPED_TEST(PoolKernels, GlobalAverageSumsEachPlaneInOrderOnTheHost) {
+// its last values one by one) as for the planes left over. The device paths
+// give the bits of pool_forward_planes_teams, a team a plane.
+TYPED_TEST(PoolKernels, GlobalAverageSumsPlanesInOrderOnTheHostAndByTeamsElsewhere) {
   using E = TypeParam;
-  if constexpr (!kernels::impl::runs_on_host<E>)
-    GTEST_SKIP() << "a GPU's teams sum a plane in another order";
   const std::vector<std::pair<int, int>> shapes{{4, 4}, {3, 5}, {7, 7}, {1, 1}, {2, 4}, {6, 6}};
   for (const int planes : {37, 19, 5})
     for (const auto& hw : shapes) {
@@ -183,10 +182,17 @@ TYPED_TEST(PoolKernels, GlobalAverageSumsEachPlaneInOrderOnTheHost) {
       test::from_host(x, xh);
       kernels::avg_pool2d_forward(E(), g, x, y);
       std::vector<float> expected(planes);
-      for (int p = 0; p < planes; ++p) {
-        float sum = 0;
-        for (int i = 0; i < size; ++i) sum += xh[std::size_t(p) * size + i];
-        expected[p] = sum * scale;
+      if constexpr (kernels::impl::runs_on_host<E>) {
+        for (int p = 0; p < planes; ++p) {
+          float sum = 0;
+          for (int i = 0; i < size; ++i) sum += xh[std::size_t(p) * size + i];
+          expected[p] = sum * scale;
+        }
+      } else {
+        V<E> teams("teams", planes);
+        kernels::impl::pool_forward_planes_teams(E(), "test_global_avg", g,
+                                                 kernels::AvgWindow{scale}, x, teams);
+        expected = test::to_host(teams);
       }
       EXPECT_EQ(test::to_host(y), expected)
           << planes << " planes of " << hw.first << " x " << hw.second;
