@@ -35,6 +35,24 @@ struct PoolCase {
   int out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
 
+  // The unpadded 2x2 windows at stride 2 by the scalar rule (a tap wins
+  // only when strictly greater): each output's maximum and its position in
+  // the plane, into y[0, outputs) and at[0, outputs).
+  void two_by_two_maxima(const std::vector<float>& x, std::vector<float>& y,
+                         std::vector<int>& at) const {
+    for (int o = 0; o < planes * out_h() * out_w(); ++o) {
+      const int p = o / (out_h() * out_w()), r = o % (out_h() * out_w());
+      const int top = (r / out_w()) * 2 * width + (r % out_w()) * 2;
+      const int taps[4] = {top, top + 1, top + width, top + width + 1};
+      const float* plane = x.data() + std::size_t(p) * height * width;
+      int best_at = taps[0];
+      for (int t = 1; t < 4; ++t)
+        if (plane[taps[t]] > plane[best_at]) best_at = taps[t];
+      at[o] = best_at;
+      y[o] = plane[best_at];
+    }
+  }
+
   // Calls f(output index, input index) for each input element of each window,
   // in row-major window order.
   template <class F>
@@ -244,17 +262,7 @@ TYPED_TEST(PoolKernels, MaxTwoByTwoRowSpansWriteOnlyTheirOutputs) {
 
     std::vector<float> y_ref(outputs + guard, -7.0f);
     std::vector<int> at_ref(outputs + guard, -7);
-    for (std::int64_t o = 0; o < outputs; ++o) {
-      const std::int64_t p = o / (c.out_h() * c.out_w()), r = o % (c.out_h() * c.out_w());
-      const int top = int((r / c.out_w()) * 2 * c.width + (r % c.out_w()) * 2);
-      const int taps[4] = {top, top + 1, top + c.width, top + c.width + 1};
-      const float* plane = xh.data() + p * c.height * c.width;
-      int best_at = taps[0];
-      for (int t = 1; t < 4; ++t)
-        if (plane[taps[t]] > plane[best_at]) best_at = taps[t];
-      at_ref[o] = best_at;
-      y_ref[o] = plane[best_at];
-    }
+    c.two_by_two_maxima(xh, y_ref, at_ref);
     EXPECT_EQ(test::to_host(y_all), y_ref)
         << c.planes << " planes of " << c.height << " x " << c.width;
     EXPECT_EQ(test::to_host(at_all), at_ref)
@@ -408,17 +416,7 @@ TYPED_TEST(PoolKernels, MaxTiesAndNaNsAlongLongRowsFollowTheScalarRule) {
   const auto ak = test::to_host(argmax);
   std::vector<int> at_ref(g.output_size());
   std::vector<float> y_ref(g.output_size());
-  for (std::int64_t o = 0; o < g.output_size(); ++o) {
-    const std::int64_t p = o / (c.out_h() * c.out_w()), r = o % (c.out_h() * c.out_w());
-    const int top = int((r / c.out_w()) * 2 * c.width + (r % c.out_w()) * 2);
-    const int taps[4] = {top, top + 1, top + c.width, top + c.width + 1};
-    const float* plane = xh.data() + p * c.height * c.width;
-    int best_at = taps[0];
-    for (int t = 1; t < 4; ++t)
-      if (plane[taps[t]] > plane[best_at]) best_at = taps[t];
-    at_ref[o] = best_at;
-    y_ref[o] = plane[best_at];
-  }
+  c.two_by_two_maxima(xh, y_ref, at_ref);
   EXPECT_EQ(ak, at_ref);
   for (std::int64_t o = 0; o < g.output_size(); ++o)
     if (std::isnan(y_ref[o]))
