@@ -239,13 +239,19 @@ TYPED_TEST(PoolKernels, MaxTiesGoToTheFirstAndPaddingNeverWins) {
 
 // A host thread takes a span of the unpadded 2x2 windows' output rows and
 // stores a short row's last vector whole over the start of the next row of
-// its span: rows of 7 and 5 windows, spans that start inside a plane, and
-// a last row of 5 windows whose input still holds whole vectors (the odd
-// last input row is dropped), with y and argmax followed by guards that
-// must stay as they were.
+// its span; rows shorter than a vector go through a stage on its stack,
+// copied out every pool_stage outputs. Rows of 7 and 5 windows (staged),
+// spans and copies that start inside a plane, a last row of 5 windows
+// whose input still holds whole vectors (the odd last input row is
+// dropped), and rows of 10 (stored in place, a vector and a whole vector
+// over the next row's start; the last row's input again holds whole
+// vectors), with y and argmax followed by guards that must stay as they
+// were.
 TYPED_TEST(PoolKernels, MaxTwoByTwoRowSpansWriteOnlyTheirOutputs) {
   using E = TypeParam;
-  const PoolCase cases[] = {{200, 14, 14, 2, 2, 2, 2, 0, 0}, {3, 11, 10, 2, 2, 2, 2, 0, 0}};
+  const PoolCase cases[] = {{200, 14, 14, 2, 2, 2, 2, 0, 0},
+                            {3, 11, 10, 2, 2, 2, 2, 0, 0},
+                            {40, 7, 20, 2, 2, 2, 2, 0, 0}};
   const std::int64_t guard = 16;
   for (const auto& c : cases) {
     const auto g = c.geometry();

@@ -64,6 +64,12 @@ void check_pool2d(const char* fn, const Pool2dGeometry& g, const In& in, const O
 // to compute, so a host thread takes a span of them.
 constexpr std::int64_t pool_outputs_per_task = 256;
 
+// Outputs a host task of max pooling's forward holds on its stack before
+// copying them out, for rows shorter than a vector (7 outputs after a
+// second 2 x 2 pooling): 512 bytes of values and 512 of positions, a copy
+// long enough to stream, short enough to stay in L1.
+constexpr int pool_stage = 128;
+
 // Planes a host thread pools at once when each window is a whole plane.
 constexpr int pool_planes_per_task = 16;
 
@@ -160,11 +166,30 @@ void pool_forward_planes_teams(const ExecSpace& exec, const char* fn, const Pool
       });
 }
 
+// body(r, plane_at, top) for the unpadded 2 x 2 pooling's output rows
+// [begin, end) of planes of `rows_out` rows: row r's plane starts at input
+// position plane_at, its windows' top row at top within the plane. Steps
+// from row to row without dividing.
+template <class Body>
+KOKKOS_INLINE_FUNCTION void pool_rows_2x2(std::int64_t rows_out, int width, std::int64_t plane_size,
+                                          std::int64_t begin, std::int64_t end, const Body& body) {
+  std::int64_t plane_at = (begin / rows_out) * plane_size;
+  int ho = static_cast<int>(begin % rows_out);
+  for (std::int64_t r = begin; r < end; ++r) {
+    body(r, plane_at, 2 * ho * width);
+    if (++ho == rows_out) {
+      ho = 0;
+      plane_at += plane_size;
+    }
+  }
+}
+
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
 // takes op.forward_2x2, whose results are the same, a span of output rows
 // per host thread (the max's 8-window vectors then stored whole, also
-// across the end of a short row); windows that are whole
+// across the end of a short row, and rows shorter than a vector through a
+// stage on the thread's stack); windows that are whole
 // planes (global pooling) op.forward_planes, a block of planes per host
 // thread, or on a GPU pool_forward_planes_teams.
 template <class ExecSpace, class Op, class X, class Y>
@@ -194,23 +219,55 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
       // A span of output rows a task, stepped through without dividing: a
       // short row's last vector is stored whole over the start of the next
       // row, which the task then writes (the span's last row exactly).
-      const std::int64_t plane_size = rows.in * cols.in;
+      // Rows shorter than such a vector would each be stored twice over, in
+      // stores across cache lines: they are computed into a stage of
+      // pool_stage outputs on the task's stack and copied out from there.
+      using T = typename Y::non_const_value_type;
+      using Position = typename Op::Position;
+      constexpr int slack = Op::whole_stores;
+      const std::int64_t plane_size = rows.in * cols.in, rows_out = rows.out;
+      const int width = cols.in, n = cols.out;
+      const Work work =
+          pool_forward_work<X, Y>(g, op, "host schedule: a span of output rows per task");
+      const std::int64_t span = (host_span + n - 1) / n;
+      if (n < slack && n <= pool_stage) {
+        for_each_span(
+            exec, fn, g.planes * rows_out, work,
+            KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+              alignas(64) T stage[pool_stage + slack];
+              alignas(64) Position stage_at[pool_stage + slack];
+              std::int64_t copied = begin * n;  // the outputs before it are in y
+              int held = 0;                     // outputs in the stage
+              const auto copy_out = [&] {
+                for (int i = 0; i < held; ++i) y.data()[copied + i] = stage[i];
+                if (Position* at = held > 0 ? op.positions(copied) : nullptr)
+                  for (int i = 0; i < held; ++i) at[i] = stage_at[i];
+                copied += held;
+                held = 0;
+              };
+              pool_rows_2x2(rows_out, width, plane_size, begin, end,
+                            [&](std::int64_t, std::int64_t plane_at, int top) {
+                              if (held + n > pool_stage) copy_out();
+                              op.forward_2x2(x.data() + plane_at, top, width, input_size - plane_at,
+                                             stage + held, stage_at + held, n,
+                                             pool_stage + slack - held);
+                              held += n;
+                            });
+              copy_out();
+            },
+            span);
+        return;
+      }
       for_each_span(
-          exec, fn, g.planes * rows.out,
-          pool_forward_work<X, Y>(g, op, "host schedule: a span of output rows per task"),
+          exec, fn, g.planes * rows_out, work,
           KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-            std::int64_t plane_at = (begin / rows.out) * plane_size;
-            int ho = static_cast<int>(begin % rows.out);
-            for (std::int64_t r = begin; r < end; ++r) {
-              op.forward_2x2(x.data() + plane_at, 2 * ho * cols.in, cols.in, input_size - plane_at,
-                             y.data() + r * cols.out, r * cols.out, cols.out, (end - r) * cols.out);
-              if (++ho == rows.out) {
-                ho = 0;
-                plane_at += plane_size;
-              }
-            }
+            pool_rows_2x2(rows_out, width, plane_size, begin, end,
+                          [&](std::int64_t r, std::int64_t plane_at, int top) {
+                            op.forward_2x2(x.data() + plane_at, top, width, input_size - plane_at,
+                                           y.data() + r * n, op.positions(r * n), n, (end - r) * n);
+                          });
           },
-          (host_span + cols.out - 1) / cols.out);
+          span);
       return;
     }
   }
@@ -223,8 +280,8 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
         const auto* plane = x.data() + plane_at;
         auto* out = y.data() + r * cols.out;
         if (two_by_two) {
-          op.forward_2x2(plane, 2 * ho * cols.in, cols.in, input_size - plane_at, out, r * cols.out,
-                         cols.out, cols.out);
+          op.forward_2x2(plane, 2 * ho * cols.in, cols.in, input_size - plane_at, out,
+                         op.positions(r * cols.out), cols.out, cols.out);
           return;
         }
         int h_lo, h_hi;

@@ -60,6 +60,7 @@ inline void max_2x2_windows(const float* p, int at0, int width, float* out, int*
     at[lane] = best_at[lane];
   }
 }
+
 #endif
 }  // namespace impl
 
@@ -90,19 +91,29 @@ struct MaxWindow {
     argmax(out) = best_at;
     return best;
   }
+  using Position = typename Index::non_const_value_type;
+  // Where the argmax position of output `first` goes (forward_2x2's `at`).
+  KOKKOS_INLINE_FUNCTION Position* positions(std::int64_t first) const { return &argmax(first); }
+  // Stores the host's vector path writes whole past a short row's end (a
+  // row shorter than a vector is stored twice over: pool_forward stages it).
+#ifdef TESSERA_HOST_VECTORS
+  static constexpr int whole_stores = impl::max_2x2_lanes;
+#else
+  static constexpr int whole_stores = 0;
+#endif
   // The common 2 x 2 window at stride 2 without padding, for `n` outputs
   // from the input rows at plane positions top and top + width; the same
   // result as forward(), in a form that vectorises. `readable`: how many
   // values from plane on may be read (a host thread reads whole vectors,
   // past a short row's end while the tensor goes on); `writable`: how many
-  // outputs from out on (and argmax from first on) may be written, n or
+  // outputs from out on (and positions from at on) may be written, n or
   // more (a host thread writes whole vectors past a short row's end into
-  // the next row of its span, which it writes after).
+  // what it writes next).
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
                                           std::int64_t readable, T* KOKKOS_RESTRICT out,
-                                          std::int64_t first, int n, std::int64_t writable) const {
-    auto* KOKKOS_RESTRICT at = &argmax(first);
+                                          Position* KOKKOS_RESTRICT at, int n,
+                                          std::int64_t writable) const {
     int o = 0;
 #ifdef TESSERA_HOST_VECTORS
     if constexpr (std::is_same<T, float>::value &&
@@ -188,10 +199,14 @@ struct AvgWindow {
       for (int w = w_lo; w < w_hi; ++w) sum += widen(plane[h * width + w]);
     return sum * scale;
   }
+  using Position = int;
+  // An average keeps no positions.
+  KOKKOS_INLINE_FUNCTION Position* positions(std::int64_t /*first*/) const { return nullptr; }
+  static constexpr int whole_stores = 0;
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
                                           std::int64_t /*readable*/, T* KOKKOS_RESTRICT out,
-                                          std::int64_t /*first*/, int n,
+                                          Position* /*at*/, int n,
                                           std::int64_t /*writable*/) const {
     for (int o = 0; o < n; ++o) {
       const int p = top + 2 * o;
