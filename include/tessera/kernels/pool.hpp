@@ -184,6 +184,65 @@ KOKKOS_INLINE_FUNCTION void pool_rows_2x2(std::int64_t rows_out, int width, std:
   }
 }
 
+// pool_forward's unpadded 2 x 2 windows at stride 2 on the host: a span
+// of output rows a task, stepped through without dividing. A short row's
+// last vector is stored whole over the start of the next row, which the
+// task then writes (the span's last row exactly). Rows shorter than such
+// a vector would each be stored twice over, in stores across cache lines:
+// they are computed into a stage of pool_stage outputs on the task's stack
+// and copied out from there.
+template <class ExecSpace, class Op, class X, class Y>
+void pool_forward_2x2_spans(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g,
+                            const Op& op, const X& x, const Y& y) {
+  const WindowAxis rows = g.rows, cols = g.cols;
+  const std::int64_t input_size = g.input_size();
+  using T = typename Y::non_const_value_type;
+  using Position = typename Op::Position;
+  constexpr int slack = Op::whole_stores;
+  const std::int64_t plane_size = rows.in * cols.in, rows_out = rows.out;
+  const int width = cols.in, n = cols.out;
+  const Work work = pool_forward_work<X, Y>(g, op, "host schedule: a span of output rows per task");
+  const std::int64_t span = (host_span + n - 1) / n;
+  if (n < slack && n <= pool_stage) {
+    for_each_span(
+        exec, fn, g.planes * rows_out, work,
+        KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+          alignas(64) T stage[pool_stage + slack];
+          alignas(64) Position stage_at[pool_stage + slack];
+          std::int64_t copied = begin * n;  // the outputs before it are in y
+          int held = 0;                     // outputs in the stage
+          const auto copy_out = [&] {
+            for (int i = 0; i < held; ++i) y.data()[copied + i] = stage[i];
+            if (Position* at = held > 0 ? op.positions(copied) : nullptr)
+              for (int i = 0; i < held; ++i) at[i] = stage_at[i];
+            copied += held;
+            held = 0;
+          };
+          pool_rows_2x2(rows_out, width, plane_size, begin, end,
+                        [&](std::int64_t, std::int64_t plane_at, int top) {
+                          if (held + n > pool_stage) copy_out();
+                          op.forward_2x2(x.data() + plane_at, top, width, input_size - plane_at,
+                                         stage + held, stage_at + held, n,
+                                         pool_stage + slack - held);
+                          held += n;
+                        });
+          copy_out();
+        },
+        span);
+    return;
+  }
+  for_each_span(
+      exec, fn, g.planes * rows_out, work,
+      KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
+        pool_rows_2x2(rows_out, width, plane_size, begin, end,
+                      [&](std::int64_t r, std::int64_t plane_at, int top) {
+                        op.forward_2x2(x.data() + plane_at, top, width, input_size - plane_at,
+                                       y.data() + r * n, op.positions(r * n), n, (end - r) * n);
+                      });
+      },
+      span);
+}
+
 // y(o) = op.forward(window o clipped to the input); one thread per output
 // row. The 2 x 2 window at stride 2 without padding (the usual pooling)
 // takes op.forward_2x2, whose results are the same, a span of output rows
@@ -216,58 +275,7 @@ void pool_forward(const ExecSpace& exec, const char* fn, const Pool2dGeometry& g
   const std::int64_t input_size = g.input_size();
   if constexpr (runs_on_host<ExecSpace>) {
     if (two_by_two) {
-      // A span of output rows a task, stepped through without dividing: a
-      // short row's last vector is stored whole over the start of the next
-      // row, which the task then writes (the span's last row exactly).
-      // Rows shorter than such a vector would each be stored twice over, in
-      // stores across cache lines: they are computed into a stage of
-      // pool_stage outputs on the task's stack and copied out from there.
-      using T = typename Y::non_const_value_type;
-      using Position = typename Op::Position;
-      constexpr int slack = Op::whole_stores;
-      const std::int64_t plane_size = rows.in * cols.in, rows_out = rows.out;
-      const int width = cols.in, n = cols.out;
-      const Work work =
-          pool_forward_work<X, Y>(g, op, "host schedule: a span of output rows per task");
-      const std::int64_t span = (host_span + n - 1) / n;
-      if (n < slack && n <= pool_stage) {
-        for_each_span(
-            exec, fn, g.planes * rows_out, work,
-            KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-              alignas(64) T stage[pool_stage + slack];
-              alignas(64) Position stage_at[pool_stage + slack];
-              std::int64_t copied = begin * n;  // the outputs before it are in y
-              int held = 0;                     // outputs in the stage
-              const auto copy_out = [&] {
-                for (int i = 0; i < held; ++i) y.data()[copied + i] = stage[i];
-                if (Position* at = held > 0 ? op.positions(copied) : nullptr)
-                  for (int i = 0; i < held; ++i) at[i] = stage_at[i];
-                copied += held;
-                held = 0;
-              };
-              pool_rows_2x2(rows_out, width, plane_size, begin, end,
-                            [&](std::int64_t, std::int64_t plane_at, int top) {
-                              if (held + n > pool_stage) copy_out();
-                              op.forward_2x2(x.data() + plane_at, top, width, input_size - plane_at,
-                                             stage + held, stage_at + held, n,
-                                             pool_stage + slack - held);
-                              held += n;
-                            });
-              copy_out();
-            },
-            span);
-        return;
-      }
-      for_each_span(
-          exec, fn, g.planes * rows_out, work,
-          KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-            pool_rows_2x2(rows_out, width, plane_size, begin, end,
-                          [&](std::int64_t r, std::int64_t plane_at, int top) {
-                            op.forward_2x2(x.data() + plane_at, top, width, input_size - plane_at,
-                                           y.data() + r * n, op.positions(r * n), n, (end - r) * n);
-                          });
-          },
-          span);
+      pool_forward_2x2_spans(exec, fn, g, op, x, y);
       return;
     }
   }
