@@ -60,7 +60,6 @@ inline void max_2x2_windows(const float* p, int at0, int width, float* out, int*
     at[lane] = best_at[lane];
   }
 }
-
 #endif
 }  // namespace impl
 
@@ -94,8 +93,9 @@ struct MaxWindow {
   using Position = typename Index::non_const_value_type;
   // Where the argmax position of output `first` goes (forward_2x2's `at`).
   KOKKOS_INLINE_FUNCTION Position* positions(std::int64_t first) const { return &argmax(first); }
-  // Stores the host's vector path writes whole past a short row's end (a
-  // row shorter than a vector is stored twice over: pool_forward stages it).
+  // Outputs the host's vector path stores at once, whole, also past a
+  // short row's end (0: none); a row shorter than that would be stored
+  // twice over, so pool_forward stages it.
 #ifdef TESSERA_HOST_VECTORS
   static constexpr int whole_stores = impl::max_2x2_lanes;
 #else
