@@ -2,11 +2,12 @@
 // geometry of window.hpp. One forward driver visits every output window and
 // one backward driver hands each window's gradient back to the input it
 // covers; a small op (MaxWindow, AvgWindow: pool_windows.hpp) says what a
-// window computes and what gradient it passes back. Backward gives each thread a part of the
-// input no other thread's windows reach (a plane, or a band of rows when
-// the windows do not overlap vertically), and that thread adds its windows
-// in output order, so no atomics are needed and every input element
-// receives its terms in the same order for any thread count.
+// window computes and what gradient it passes back. Backward gives each
+// thread a part of the input no other thread's windows reach (a plane, or
+// a band of rows when the windows do not overlap vertically), and that
+// thread adds its windows in output order, so no atomics are needed and
+// every input element receives its terms in the same order for any thread
+// count.
 //
 // Global pooling (each window a whole plane) takes a block of planes per
 // host thread; on a GPU, where a thread per plane would read strided, a
@@ -198,7 +199,7 @@ void pool_forward_2x2_spans(const ExecSpace& exec, const char* fn, const Pool2dG
   const std::int64_t input_size = g.input_size();
   using T = typename Y::non_const_value_type;
   using Position = typename Op::Position;
-  constexpr int slack = Op::whole_stores;
+  constexpr int slack = Op::template whole_stores<T>;
   const std::int64_t plane_size = rows.in * cols.in, rows_out = rows.out;
   const int width = cols.in, n = cols.out;
   const Work work = pool_forward_work<X, Y>(g, op, "host schedule: a span of output rows per task");

@@ -93,13 +93,19 @@ struct MaxWindow {
   using Position = typename Index::non_const_value_type;
   // Where the argmax position of output `first` goes (forward_2x2's `at`).
   KOKKOS_INLINE_FUNCTION Position* positions(std::int64_t first) const { return &argmax(first); }
-  // Outputs the host's vector path stores at once, whole, also past a
-  // short row's end (0: none); a row shorter than that would be stored
-  // twice over, so pool_forward stages it.
+  // Outputs of elements T that forward_2x2 stores at once on the host's
+  // vector path, whole, also past a short row's end (0: it has no such
+  // path for T); a row shorter than that would be stored twice over, so
+  // pool_forward stages it.
+  template <class T>
+  static constexpr int whole_stores =
 #ifdef TESSERA_HOST_VECTORS
-  static constexpr int whole_stores = impl::max_2x2_lanes;
+      std::is_same<T, float>::value&& std::is_same<Position, int>::value&&
+              impl::runs_on_host<typename Index::execution_space>
+          ? impl::max_2x2_lanes
+          : 0;
 #else
-  static constexpr int whole_stores = 0;
+      0;
 #endif
   // The common 2 x 2 window at stride 2 without padding, for `n` outputs
   // from the input rows at plane positions top and top + width; the same
@@ -116,9 +122,7 @@ struct MaxWindow {
                                           std::int64_t writable) const {
     int o = 0;
 #ifdef TESSERA_HOST_VECTORS
-    if constexpr (std::is_same<T, float>::value &&
-                  std::is_same<typename Index::value_type, int>::value &&
-                  impl::runs_on_host<typename Index::execution_space>)
+    if constexpr (whole_stores < T >> 0)
       for (; o < n && top + width + 2 * o + 2 * impl::max_2x2_lanes <= readable;
            o += impl::max_2x2_lanes)
         impl::max_2x2_windows(plane + top + 2 * o, top + 2 * o, width, out + o, at + o,
@@ -202,6 +206,7 @@ struct AvgWindow {
   using Position = int;
   // An average keeps no positions.
   KOKKOS_INLINE_FUNCTION Position* positions(std::int64_t /*first*/) const { return nullptr; }
+  template <class T>
   static constexpr int whole_stores = 0;
   template <class T>
   KOKKOS_INLINE_FUNCTION void forward_2x2(const T* KOKKOS_RESTRICT plane, int top, int width,
