@@ -108,7 +108,8 @@ fi
 if [ "$held_to" = avx2 ]; then
   export OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
   for app in "$bench" ${baseline_bench:+"$baseline_bench"}; do
-    kernels=$("$(dirname "$app")/tessera-train" --version 2>&1 | sed -n 's/^host kernels: //p')
+    version=$("$app" --version 2>&1) || die "--vectors avx2: $app --version failed: $version"
+    kernels=$(sed -n 's/^host kernels: //p' <<< "$version")
     case "$kernels" in
       AVX2*) ;;
       *) die "--vectors avx2: $(dirname "$(dirname "$app")") has host kernels '${kernels:-unknown}'; build it with -DTessera_HOST_ARCH=x86-64-v3" ;;
